@@ -1,0 +1,101 @@
+//! Command-line definitions (clap derive). Every agent flag also reads an environment variable.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "headroom", version, about = "Grow Kubernetes PVCs before they fill, without masking WAL faults")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate policy YAML files: warnings print and exit 0, errors print and exit 1.
+    Validate(ValidateArgs),
+    /// Replay a growth trace through the decision engine (a dry run of a policy).
+    Simulate(SimulateArgs),
+    /// Measure filesystems: this host's, a kubelet root's PVC volumes, or given mount points.
+    Scan(ScanArgs),
+    /// Show the WAL archive and replication-slot health of a Postgres data directory or server.
+    WalHealth(WalHealthArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Policy files (YAML).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Policy YAML file.
+    #[arg(long)]
+    pub policy: PathBuf,
+    /// CSV trace: `seconds,used_bytes[,inodes_used,inodes_total,archive_healthy,pending_wal_files,slot_retention_bytes]`.
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Starting size of the volume (a quantity).
+    #[arg(long)]
+    pub capacity: String,
+    /// Evaluation interval.
+    #[arg(long, default_value = "10s")]
+    pub interval: String,
+    /// Time from a Grow to the filesystem having the new size.
+    #[arg(long, default_value = "60s")]
+    pub resize_delay: String,
+    /// Wall-clock time of the trace's first row (RFC 3339).
+    #[arg(long, default_value = "2026-01-04T00:00:00Z")]
+    pub start: String,
+    #[arg(long, value_enum, default_value_t = RoleArg::Other)]
+    pub role: RoleArg,
+    /// The data volume also holds WAL.
+    #[arg(long)]
+    pub wal_on_data: bool,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    Data,
+    Wal,
+    Tablespace,
+    Other,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ScanArgs {
+    /// Kubelet root to walk for PVC volumes.
+    #[arg(long, env = "HEADROOM_KUBELET_ROOT")]
+    pub kubelet_root: Option<PathBuf>,
+    /// Mount points to measure.
+    pub paths: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WalHealthArgs {
+    /// A data directory, a volume mount holding one, or a WAL volume mount.
+    #[arg(long)]
+    pub pgdata: Option<PathBuf>,
+    /// libpq-style connection string (key=value or postgres:// URL).
+    #[arg(long)]
+    pub dsn: Option<String>,
+    /// File holding the password (never logged).
+    #[arg(long)]
+    pub password_file: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}

@@ -1,0 +1,140 @@
+//! What the engine answers.
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::inputs::GrowKind;
+
+/// Why growth that is needed (or that the engine was asked about) does not happen. The names are
+/// stable: they are metric label values and Event messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockReason {
+    AtLimit,
+    BudgetExhausted,
+    OutsideWindow,
+    Cooldown,
+    WalArchiveUnhealthy,
+    WalPendingFiles,
+    WalSlotRetention,
+    WalRiskNotAcknowledged,
+    ResizeInProgress,
+    ResizeFailed,
+    SharedFilesystem,
+    NotExpandable,
+    BlockMode,
+    NodeDraining,
+    InvalidPolicy,
+    Disabled,
+}
+
+impl BlockReason {
+    pub const ALL: [BlockReason; 16] = [
+        BlockReason::AtLimit,
+        BlockReason::BudgetExhausted,
+        BlockReason::OutsideWindow,
+        BlockReason::Cooldown,
+        BlockReason::WalArchiveUnhealthy,
+        BlockReason::WalPendingFiles,
+        BlockReason::WalSlotRetention,
+        BlockReason::WalRiskNotAcknowledged,
+        BlockReason::ResizeInProgress,
+        BlockReason::ResizeFailed,
+        BlockReason::SharedFilesystem,
+        BlockReason::NotExpandable,
+        BlockReason::BlockMode,
+        BlockReason::NodeDraining,
+        BlockReason::InvalidPolicy,
+        BlockReason::Disabled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockReason::AtLimit => "at_limit",
+            BlockReason::BudgetExhausted => "budget_exhausted",
+            BlockReason::OutsideWindow => "outside_window",
+            BlockReason::Cooldown => "cooldown",
+            BlockReason::WalArchiveUnhealthy => "wal_archive_unhealthy",
+            BlockReason::WalPendingFiles => "wal_pending_files",
+            BlockReason::WalSlotRetention => "wal_slot_retention",
+            BlockReason::WalRiskNotAcknowledged => "wal_risk_not_acknowledged",
+            BlockReason::ResizeInProgress => "resize_in_progress",
+            BlockReason::ResizeFailed => "resize_failed",
+            BlockReason::SharedFilesystem => "shared_filesystem",
+            BlockReason::NotExpandable => "not_expandable",
+            BlockReason::BlockMode => "block_mode",
+            BlockReason::NodeDraining => "node_draining",
+            BlockReason::InvalidPolicy => "invalid_policy",
+            BlockReason::Disabled => "disabled",
+        }
+    }
+}
+
+impl std::fmt::Display for BlockReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state of a volume when no action is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum State {
+    Balanced,
+    NeedsGrow,
+    /// Report only: Kubernetes cannot shrink a claim.
+    NeedsShrink,
+    Resizing,
+}
+
+impl State {
+    pub const ALL: [State; 4] = [State::Balanced, State::NeedsGrow, State::NeedsShrink, State::Resizing];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Balanced => "Balanced",
+            State::NeedsGrow => "NeedsGrow",
+            State::NeedsShrink => "NeedsShrink",
+            State::Resizing => "Resizing",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict")]
+pub enum Verdict {
+    Grow { to: u64, kind: GrowKind },
+    Blocked { reason: BlockReason },
+    NoAction { state: State },
+}
+
+/// The engine's answer, with what the shells need to report it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// Convergent mode: the size the volume converges to.
+    pub target_bytes: Option<u64>,
+    /// Actions left in the rolling 24 h budget (emergency reserve included).
+    pub budget_left: u32,
+    /// When the oldest action in the window leaves it (the next budget slot), if any is used.
+    pub next_slot: Option<Timestamp>,
+    /// Convergent mode: when the maintenance window next opens (now, if open).
+    pub next_window: Option<Timestamp>,
+    /// Things an operator should know that do not change the verdict (e.g. WAL health unknown).
+    pub notes: Vec<String>,
+}
+
+impl Decision {
+    pub fn blocked_reason(&self) -> Option<BlockReason> {
+        match self.verdict {
+            Verdict::Blocked { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn grow_to(&self) -> Option<(u64, GrowKind)> {
+        match self.verdict {
+            Verdict::Grow { to, kind } => Some((to, kind)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! What the decision engine is told: plain data, gathered by the shells.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::policy::Policy;
+
+/// One filesystem measurement (statfs, or the kubelet's numbers as a fallback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Measurement {
+    pub capacity_bytes: u64,
+    pub used_bytes: u64,
+    /// Bytes available to unprivileged users (statfs f_bavail).
+    pub available_bytes: u64,
+    pub inodes_total: u64,
+    pub inodes_used: u64,
+}
+
+impl Measurement {
+    /// Percent used as `df` computes it: used / (used + available), so blocks reserved for
+    /// root count as not available.
+    pub fn used_percent(&self) -> f64 {
+        let denom = self.used_bytes as f64 + self.available_bytes as f64;
+        if denom <= 0.0 {
+            0.0
+        } else {
+            self.used_bytes as f64 * 100.0 / denom
+        }
+    }
+
+    /// Percent of inodes used; 0 when the filesystem has no inode limit (e.g. btrfs reports 0).
+    pub fn inode_percent(&self) -> f64 {
+        if self.inodes_total == 0 {
+            0.0
+        } else {
+            self.inodes_used as f64 * 100.0 / self.inodes_total as f64
+        }
+    }
+}
+
+/// Where the claim's last resize stands, as read from its spec and status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ResizeState {
+    Idle,
+    /// Requested size above status capacity, or a Resizing/FileSystemResizePending condition.
+    InProgress { since: Option<Timestamp> },
+    /// ControllerResizeError/NodeResizeError, *Infeasible, or stuck past the resize timeout.
+    Failed { detail: String },
+}
+
+/// The claim's sizes: what was asked for and what the storage system says it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimState {
+    /// `spec.resources.requests.storage`.
+    pub request_bytes: u64,
+    /// `status.capacity.storage` (0 when unknown).
+    pub capacity_bytes: u64,
+    pub resize: ResizeState,
+}
+
+impl ClaimState {
+    /// The size decisions grow from: the larger of request and capacity.
+    pub fn current_bytes(&self) -> u64 {
+        self.request_bytes.max(self.capacity_bytes)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GrowKind {
+    Grow,
+    ScheduledGrow,
+    EmergencyGrow,
+}
+
+impl GrowKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrowKind::Grow => "Grow",
+            GrowKind::ScheduledGrow => "ScheduledGrow",
+            GrowKind::EmergencyGrow => "EmergencyGrow",
+        }
+    }
+}
+
+/// One past action, as kept in the claim's history annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    pub at: Timestamp,
+    pub kind: GrowKind,
+    pub from: u64,
+    pub to: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeRole {
+    Data,
+    Wal,
+    Tablespace,
+    #[default]
+    Other,
+}
+
+impl VolumeRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeRole::Data => "data",
+            VolumeRole::Wal => "wal",
+            VolumeRole::Tablespace => "tablespace",
+            VolumeRole::Other => "other",
+        }
+    }
+}
+
+/// Facts about the volume that are not measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct VolumeFacts {
+    pub role: VolumeRole,
+    /// A Postgres data volume that also holds WAL (no separate WAL volume).
+    pub wal_on_data: bool,
+    /// The numbers are a shared filesystem's, not the claim's own.
+    pub shared: bool,
+    /// The StorageClass allows expansion.
+    pub expandable: bool,
+    pub block_mode: bool,
+    /// This node is cordoned or being drained.
+    pub node_draining: bool,
+}
+
+impl VolumeFacts {
+    /// Does WAL live on this volume?
+    pub fn holds_wal(&self) -> bool {
+        self.role == VolumeRole::Wal || (self.role == VolumeRole::Data && self.wal_on_data)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRetention {
+    pub name: String,
+    pub retained_bytes: u64,
+}
+
+/// What answered when WAL health was gathered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WalSources {
+    pub volume: bool,
+    pub sql: bool,
+}
+
+/// WAL health of one Postgres instance; `None` is unknown, a real state the engine fails open on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WalHealth {
+    pub archive_configured: Option<bool>,
+    /// False when the last failure is newer than the last success, or the backlog is over
+    /// `maxPendingWALFiles`.
+    pub archive_healthy: Option<bool>,
+    pub pending_files: Option<u64>,
+    pub oldest_pending_seconds: Option<u64>,
+    /// Inactive replication slots and the WAL they hold back; `None` when slots are unknown.
+    pub inactive_slots: Option<Vec<SlotRetention>>,
+    pub sources: WalSources,
+    pub observed_at: Option<Timestamp>,
+}
+
+/// The policy as the engine sees it: valid, or refused at some level.
+#[derive(Debug, Clone, Copy)]
+pub enum PolicyInput<'a> {
+    Valid(&'a Policy),
+    Invalid,
+}
+
+/// Everything one decision depends on. `now` is passed in: the engine never reads a clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub policy: PolicyInput<'a>,
+    pub measurement: Measurement,
+    pub claim: &'a ClaimState,
+    pub history: &'a [Action],
+    pub wal: Option<&'a WalHealth>,
+    pub facts: VolumeFacts,
+    pub now: Timestamp,
+}

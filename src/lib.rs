@@ -1,0 +1,13 @@
+//! headroom: a node agent that grows PersistentVolumeClaims before they fill.
+//!
+//! The pure core is [`policy`] and [`decide`]; everything else gathers their inputs or carries
+//! out their decisions.
+
+pub mod cli;
+pub mod decide;
+pub mod placeholder;
+pub mod policy;
+pub mod postgres;
+pub mod probe;
+pub mod quantity;
+pub mod simulate;

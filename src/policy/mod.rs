@@ -1,0 +1,131 @@
+//! The policy users write: one schema for YAML files, the central ConfigMap and annotations.
+//!
+//! [`Policy`] is the validated, typed form the decision engine consumes. Parsing, the
+//! annotation mapping, the hierarchy merge and validation produce it; nothing here does I/O.
+
+pub mod validate_cmd;
+pub mod window;
+
+pub use window::{MaintenanceWindow, WindowError};
+
+use crate::quantity::GI;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Threshold,
+    Convergent,
+}
+
+/// How much one threshold-mode action adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Percent of the current size, clamped to [minStep, maxStep].
+    Percent(u32),
+    /// A fixed number of bytes (minStep/maxStep do not apply).
+    Bytes(u64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmergencyGrow {
+    pub enabled: bool,
+    /// Percent used at or above which growth is an emergency, 80-99.
+    pub critical_threshold: u8,
+    /// Free bytes below which growth is an emergency.
+    pub critical_minimum_free: u64,
+    pub exceed_limit_on_emergency: bool,
+    /// Slots of the daily budget that only emergencies may use.
+    pub reserved_actions_for_emergency: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WalSafety {
+    pub acknowledge_wal_risk: bool,
+    pub require_archive_healthy: bool,
+    pub max_pending_wal_files: u64,
+    pub max_slot_retention_bytes: u64,
+}
+
+/// A complete, validated policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub enabled: bool,
+    pub mode: Mode,
+    pub limit: u64,
+    pub usage_threshold: u8,
+    /// Grow when free bytes fall below this; 0 disables the check.
+    pub min_available: u64,
+    pub inode_threshold: u8,
+    pub step: Step,
+    pub min_step: u64,
+    pub max_step: u64,
+    pub max_actions_per_day: u32,
+    /// Convergent floor; `None` means no floor beyond the current size.
+    pub request: Option<u64>,
+    pub target_buffer: u8,
+    pub maintenance_window: Option<MaintenanceWindow>,
+    pub emergency_grow: EmergencyGrow,
+    pub wal_safety: WalSafety,
+}
+
+/// Defaults, in one place; README's policy table documents the same values.
+pub mod defaults {
+    use super::*;
+    pub const ENABLED: bool = false;
+    pub const MODE: Mode = Mode::Threshold;
+    pub const USAGE_THRESHOLD: u8 = 80;
+    pub const MIN_AVAILABLE: u64 = 0;
+    pub const INODE_THRESHOLD: u8 = 90;
+    pub const STEP: Step = Step::Percent(20);
+    pub const MIN_STEP: u64 = GI;
+    pub const MAX_STEP: u64 = 500 * GI;
+    pub const MAX_ACTIONS_PER_DAY: u32 = 3;
+    pub const TARGET_BUFFER: u8 = 20;
+    pub const WINDOW_DURATION: &str = "4h";
+    pub const WINDOW_TIMEZONE: &str = "UTC";
+    pub const EMERGENCY_ENABLED: bool = true;
+    pub const CRITICAL_THRESHOLD: u8 = 95;
+    pub const CRITICAL_MINIMUM_FREE: u64 = GI;
+    pub const EXCEED_LIMIT_ON_EMERGENCY: bool = false;
+    pub const RESERVED_ACTIONS_FOR_EMERGENCY: u32 = 1;
+    pub const ACKNOWLEDGE_WAL_RISK: bool = false;
+    pub const REQUIRE_ARCHIVE_HEALTHY: bool = true;
+    pub const MAX_PENDING_WAL_FILES: u64 = 100;
+    pub const MAX_SLOT_RETENTION_BYTES: u64 = 10 * GI;
+}
+
+impl Policy {
+    /// Every key at its default, with the one required key given. `enabled` defaults to false:
+    /// headroom is opt-in.
+    pub fn with_limit(limit: u64) -> Self {
+        use defaults::*;
+        Self {
+            enabled: ENABLED,
+            mode: MODE,
+            limit,
+            usage_threshold: USAGE_THRESHOLD,
+            min_available: MIN_AVAILABLE,
+            inode_threshold: INODE_THRESHOLD,
+            step: STEP,
+            min_step: MIN_STEP,
+            max_step: MAX_STEP,
+            max_actions_per_day: MAX_ACTIONS_PER_DAY,
+            request: None,
+            target_buffer: TARGET_BUFFER,
+            maintenance_window: None,
+            emergency_grow: EmergencyGrow {
+                enabled: EMERGENCY_ENABLED,
+                critical_threshold: CRITICAL_THRESHOLD,
+                critical_minimum_free: CRITICAL_MINIMUM_FREE,
+                exceed_limit_on_emergency: EXCEED_LIMIT_ON_EMERGENCY,
+                reserved_actions_for_emergency: RESERVED_ACTIONS_FOR_EMERGENCY,
+            },
+            wal_safety: WalSafety {
+                acknowledge_wal_risk: ACKNOWLEDGE_WAL_RISK,
+                require_archive_healthy: REQUIRE_ARCHIVE_HEALTHY,
+                max_pending_wal_files: MAX_PENDING_WAL_FILES,
+                max_slot_retention_bytes: MAX_SLOT_RETENTION_BYTES,
+            },
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Maintenance windows: a cron start, a duration and a time zone.
+
+use std::str::FromStr;
+
+use croner::Cron;
+use jiff::{SignedDuration, Timestamp, tz::TimeZone};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WindowError {
+    #[error("schedule '{0}' is not a valid cron expression: {1}")]
+    Schedule(String, String),
+    #[error("duration '{0}' is not valid (write e.g. 30m, 4h, 1h30m)")]
+    Duration(String),
+    #[error("duration '{0}' must be more than zero and at most 7 days")]
+    DurationRange(String),
+    #[error("time zone '{0}' is unknown (write an IANA name like Europe/Berlin or UTC)")]
+    TimeZone(String),
+}
+
+/// A recurring window: it opens at each cron occurrence (wall-clock time in `timezone`) and stays
+/// open for `duration`.
+#[derive(Debug, Clone)]
+pub struct MaintenanceWindow {
+    pub schedule: String,
+    pub duration: SignedDuration,
+    pub timezone: String,
+    cron: Cron,
+    tz: TimeZone,
+}
+
+impl PartialEq for MaintenanceWindow {
+    fn eq(&self, other: &Self) -> bool {
+        self.schedule == other.schedule
+            && self.duration == other.duration
+            && self.timezone == other.timezone
+    }
+}
+
+/// Parses a cron expression (5 fields, or `@daily`-style nicknames).
+pub fn parse_cron(schedule: &str) -> Result<Cron, WindowError> {
+    Cron::from_str(schedule).map_err(|e| WindowError::Schedule(schedule.to_string(), e.to_string()))
+}
+
+/// Parses a duration written as Go/Kubernetes does (`4h`, `30m`, `1h30m`) or ISO 8601 (`PT4H`).
+pub fn parse_duration(text: &str) -> Result<SignedDuration, WindowError> {
+    let d = SignedDuration::from_str(text.trim())
+        .map_err(|_| WindowError::Duration(text.to_string()))?;
+    Ok(d)
+}
+
+pub fn parse_timezone(name: &str) -> Result<TimeZone, WindowError> {
+    TimeZone::get(name).map_err(|_| WindowError::TimeZone(name.to_string()))
+}
+
+impl MaintenanceWindow {
+    pub fn new(schedule: &str, duration: &str, timezone: &str) -> Result<Self, WindowError> {
+        let cron = parse_cron(schedule)?;
+        let duration_v = parse_duration(duration)?;
+        if duration_v <= SignedDuration::ZERO || duration_v > SignedDuration::from_hours(24 * 7) {
+            return Err(WindowError::DurationRange(duration.to_string()));
+        }
+        let tz = parse_timezone(timezone)?;
+        Ok(Self {
+            schedule: schedule.to_string(),
+            duration: duration_v,
+            timezone: timezone.to_string(),
+            cron,
+            tz,
+        })
+    }
+
+    /// The start of the window that contains `now`, if one does.
+    pub fn open_since(&self, now: Timestamp) -> Option<Timestamp> {
+        let zoned = now.to_zoned(self.tz.clone());
+        let start = self.cron.find_previous_occurrence(&zoned, true).ok()?;
+        let start = start.timestamp();
+        let end = start.checked_add(self.duration).ok()?;
+        (now >= start && now < end).then_some(start)
+    }
+
+    pub fn is_open(&self, now: Timestamp) -> bool {
+        self.open_since(now).is_some()
+    }
+
+    /// When the next window opens strictly after `now`.
+    pub fn next_open(&self, now: Timestamp) -> Option<Timestamp> {
+        let zoned = now.to_zoned(self.tz.clone());
+        self.cron
+            .find_next_occurrence(&zoned, false)
+            .ok()
+            .map(|z| z.timestamp())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn weekly_window_in_new_york() {
+        // Sundays 03:00-07:00 New York time.
+        let w = MaintenanceWindow::new("0 3 * * 0", "4h", "America/New_York").expect("window");
+        // 2026-01-04 is a Sunday; EST is UTC-5, so the window is 08:00Z-12:00Z.
+        assert!(!w.is_open(ts("2026-01-04T07:59:59Z")));
+        assert!(w.is_open(ts("2026-01-04T08:00:00Z")));
+        assert!(w.is_open(ts("2026-01-04T11:59:59Z")));
+        assert!(!w.is_open(ts("2026-01-04T12:00:00Z")));
+        assert_eq!(w.next_open(ts("2026-01-04T12:00:00Z")), Some(ts("2026-01-11T08:00:00Z")));
+        // In July (EDT, UTC-4) the same wall-clock window is 07:00Z-11:00Z.
+        assert!(w.is_open(ts("2026-07-05T07:30:00Z")));
+        assert!(!w.is_open(ts("2026-07-05T11:00:00Z")));
+    }
+
+    #[test]
+    fn dst_gap_does_not_lose_the_window() {
+        // 02:30 does not exist on 2026-03-08 in New York (clocks jump 02:00 -> 03:00).
+        let w = MaintenanceWindow::new("30 2 * * *", "1h", "America/New_York").expect("window");
+        let opened = (0..48)
+            .map(|h| ts("2026-03-08T00:00:00Z") + SignedDuration::from_mins(30 * h))
+            .any(|t| w.is_open(t));
+        assert!(opened, "a window whose start falls in a DST gap must still open that day");
+    }
+
+    #[test]
+    fn window_spanning_midnight() {
+        let w = MaintenanceWindow::new("0 23 * * *", "2h", "UTC").expect("window");
+        assert!(w.is_open(ts("2026-02-01T00:30:00Z")));
+        assert!(!w.is_open(ts("2026-02-01T01:00:00Z")));
+    }
+
+    #[test]
+    fn rejects_bad_parts() {
+        assert!(matches!(
+            MaintenanceWindow::new("61 * * * *", "1h", "UTC"),
+            Err(WindowError::Schedule(_, _))
+        ));
+        assert!(matches!(
+            MaintenanceWindow::new("0 3 * * 0", "four hours", "UTC"),
+            Err(WindowError::Duration(_))
+        ));
+        assert!(matches!(
+            MaintenanceWindow::new("0 3 * * 0", "0s", "UTC"),
+            Err(WindowError::DurationRange(_))
+        ));
+        assert!(matches!(
+            MaintenanceWindow::new("0 3 * * 0", "4h", "Mars/Olympus"),
+            Err(WindowError::TimeZone(_))
+        ));
+    }
+}

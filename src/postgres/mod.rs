@@ -1,0 +1,2 @@
+//! PLACEHOLDER (postgres helper replaces this)
+pub mod cli;

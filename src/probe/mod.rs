@@ -1,0 +1,2 @@
+//! PLACEHOLDER (probe helper replaces this)
+pub mod scan_cmd;
