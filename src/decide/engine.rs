@@ -132,10 +132,10 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if let ResizeState::InProgress { .. } = inputs.claim.resize {
         return blocked(BlockReason::ResizeInProgress);
     }
-    if facts.holds_wal() {
-        if let Some(reason) = wal::gate(inputs, policy, &mut decision.notes) {
-            return blocked(reason);
-        }
+    if facts.holds_wal()
+        && let Some(reason) = wal::gate(inputs, policy, &mut decision.notes)
+    {
+        return blocked(reason);
     }
     if matches!(need, Need::AtLimit { .. }) {
         return blocked(BlockReason::AtLimit);
@@ -269,11 +269,12 @@ fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) ->
     let under_line = (used * 100.0 / (ratio * f64::from(e.critical_threshold))).floor() + 1.0;
     let with_free = ((used + e.critical_minimum_free as f64) / ratio).ceil();
     let needed = under_line.max(with_free).min(u64::MAX as f64) as u64;
-    let increment = needed
-        .saturating_sub(current)
-        .max(current / 100 * EMERGENCY_MIN_PERCENT)
+    let least = (current / 100 * EMERGENCY_MIN_PERCENT)
         .max(EMERGENCY_MIN_BYTES)
         .min(EMERGENCY_MAX_BYTES);
+    let increment = needed
+        .saturating_sub(current)
+        .clamp(least, EMERGENCY_MAX_BYTES);
     let mut to = round_size(current.saturating_add(increment), current)
         .min(current.saturating_add(EMERGENCY_MAX_BYTES));
     if !e.exceed_limit_on_emergency {

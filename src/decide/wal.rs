@@ -18,10 +18,11 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
         notes.push("WAL health unknown: growing anyway (fail open)".to_string());
         return None;
     };
-    if let Some(pending) = wal.pending_files {
-        if pending > safety.max_pending_wal_files {
-            return Some(BlockReason::WalPendingFiles);
-        }
+    if wal
+        .pending_files
+        .is_some_and(|n| n > safety.max_pending_wal_files)
+    {
+        return Some(BlockReason::WalPendingFiles);
     }
     match (wal.archive_configured, wal.archive_healthy) {
         (Some(false), _) => notes.push(
