@@ -269,9 +269,9 @@ fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) ->
     let under_line = (used * 100.0 / (ratio * f64::from(e.critical_threshold))).floor() + 1.0;
     let with_free = ((used + e.critical_minimum_free as f64) / ratio).ceil();
     let needed = under_line.max(with_free).min(u64::MAX as f64) as u64;
-    let least = (current / 100 * EMERGENCY_MIN_PERCENT)
-        .max(EMERGENCY_MIN_BYTES)
-        .min(EMERGENCY_MAX_BYTES);
+    // MIN_BYTES < MAX_BYTES, so this clamp cannot panic.
+    let least =
+        (current / 100 * EMERGENCY_MIN_PERCENT).clamp(EMERGENCY_MIN_BYTES, EMERGENCY_MAX_BYTES);
     let increment = needed
         .saturating_sub(current)
         .clamp(least, EMERGENCY_MAX_BYTES);
