@@ -19,7 +19,10 @@ use trace::Trace;
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
     #[error("{path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("trace line {line}: {message}")]
     Trace { line: usize, message: String },
     #[error("{0}")]
@@ -143,13 +146,29 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
         if let Some(r) = reason
             && last_reason != Some(r)
         {
-            report.blocked.push(SimBlocked { at: now, seconds: t - first, reason: r });
+            report.blocked.push(SimBlocked {
+                at: now,
+                seconds: t - first,
+                reason: r,
+            });
         }
         last_reason = reason;
         if let Some((to, kind)) = decision.grow_to() {
             let from = claim.current_bytes();
-            report.actions.push(SimAction { at: now, seconds: t - first, kind, from_bytes: from, to_bytes: to });
-            history.push(Action { at: now, kind, from, to, node: "simulate".to_string() });
+            report.actions.push(SimAction {
+                at: now,
+                seconds: t - first,
+                kind,
+                from_bytes: from,
+                to_bytes: to,
+            });
+            history.push(Action {
+                at: now,
+                kind,
+                from,
+                to,
+                node: "simulate".to_string(),
+            });
             pending = Some((t + delay, to));
         }
     }

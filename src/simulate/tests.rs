@@ -11,7 +11,10 @@ fn opts(capacity: u64) -> Options {
         interval: SignedDuration::from_secs(10),
         resize_delay: SignedDuration::from_secs(60),
         start: "2026-01-04T00:00:00Z".parse().expect("start"),
-        facts: VolumeFacts { expandable: true, ..VolumeFacts::default() },
+        facts: VolumeFacts {
+            expandable: true,
+            ..VolumeFacts::default()
+        },
     }
 }
 
@@ -21,7 +24,10 @@ fn linear(from: u64, to: u64, seconds: u64) -> Trace {
 
 #[test]
 fn threshold_policy_keeps_a_linear_fill_below_full() {
-    let p = Policy { enabled: true, ..Policy::with_limit(100 * GI) };
+    let p = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
     // 10Gi volume, 5Gi -> 20Gi over 6 hours.
     let r = simulate(&p, &linear(5 * GI, 20 * GI, 6 * 3600), &opts(10 * GI));
     // 80% of 10Gi at 8Gi: +2Gi; 80% of 12Gi at 9.6Gi: +2.4 -> 15Gi; 80% of 15 at 12: +3 -> 18Gi.
@@ -33,14 +39,25 @@ fn threshold_policy_keeps_a_linear_fill_below_full() {
     // and the volume fills at 18Gi before the trace ends.
     use BlockReason::{BudgetExhausted, ResizeInProgress};
     let reasons: Vec<_> = r.blocked.iter().map(|b| b.reason).collect();
-    assert_eq!(reasons, vec![ResizeInProgress, ResizeInProgress, ResizeInProgress, BudgetExhausted]);
+    assert_eq!(
+        reasons,
+        vec![
+            ResizeInProgress,
+            ResizeInProgress,
+            ResizeInProgress,
+            BudgetExhausted
+        ]
+    );
     assert_eq!(r.final_capacity_bytes, 18 * GI);
     assert!(r.full_seconds > 0.0 && r.peak_used_percent == 100.0);
 }
 
 #[test]
 fn resize_delay_blocks_stacking() {
-    let p = Policy { enabled: true, ..Policy::with_limit(100 * GI) };
+    let p = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
     let mut o = opts(10 * GI);
     o.resize_delay = SignedDuration::from_secs(600);
     // Already over the threshold for 20 minutes: one grow, then in flight, no second grow until
@@ -52,7 +69,10 @@ fn resize_delay_blocks_stacking() {
 
 #[test]
 fn wal_columns_block_and_unblock() {
-    let p = Policy { enabled: true, ..Policy::with_limit(100 * GI) };
+    let p = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
     let mut o = opts(10 * GI);
     o.facts.role = VolumeRole::Wal;
     let t = trace::parse(

@@ -33,23 +33,38 @@ const OPTIONAL: [&str; 5] = [
 ];
 
 fn err(line: usize, message: impl Into<String>) -> SimulateError {
-    SimulateError::Trace { line, message: message.into() }
+    SimulateError::Trace {
+        line,
+        message: message.into(),
+    }
 }
 
 fn cell<'a>(cells: &[&'a str], idx: Option<usize>) -> Option<&'a str> {
-    idx.and_then(|i| cells.get(i)).map(|c| c.trim()).filter(|c| !c.is_empty())
+    idx.and_then(|i| cells.get(i))
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
 }
 
-fn number<T: std::str::FromStr>(line: usize, column: &str, text: Option<&str>) -> Result<Option<T>, SimulateError> {
-    text.map(|t| t.parse::<T>().map_err(|_| err(line, format!("column {column}: '{t}' is not a number"))))
-        .transpose()
+fn number<T: std::str::FromStr>(
+    line: usize,
+    column: &str,
+    text: Option<&str>,
+) -> Result<Option<T>, SimulateError> {
+    text.map(|t| {
+        t.parse::<T>()
+            .map_err(|_| err(line, format!("column {column}: '{t}' is not a number")))
+    })
+    .transpose()
 }
 
 fn boolean(line: usize, text: Option<&str>) -> Result<Option<bool>, SimulateError> {
     text.map(|t| match t.to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" => Ok(true),
         "false" | "0" | "no" => Ok(false),
-        _ => Err(err(line, format!("column archive_healthy: '{t}' is not true/false"))),
+        _ => Err(err(
+            line,
+            format!("column archive_healthy: '{t}' is not true/false"),
+        )),
     })
     .transpose()
 }
@@ -66,35 +81,59 @@ pub fn parse(text: &str) -> Result<Trace, SimulateError> {
         if !REQUIRED.contains(name) && !OPTIONAL.contains(name) {
             return Err(err(
                 header_line,
-                format!("unknown column '{name}' (columns: {}, {})", REQUIRED.join(", "), OPTIONAL.join(", ")),
+                format!(
+                    "unknown column '{name}' (columns: {}, {})",
+                    REQUIRED.join(", "),
+                    OPTIONAL.join(", ")
+                ),
             ));
         }
     }
     let col = |name: &str| names.iter().position(|n| *n == name);
     let (Some(seconds_col), Some(used_col)) = (col("seconds"), col("used_bytes")) else {
-        return Err(err(header_line, "the header must start with seconds,used_bytes"));
+        return Err(err(
+            header_line,
+            "the header must start with seconds,used_bytes",
+        ));
     };
-    let has_wal_columns = ["archive_healthy", "pending_wal_files", "slot_retention_bytes"]
-        .iter()
-        .any(|c| col(c).is_some());
+    let has_wal_columns = [
+        "archive_healthy",
+        "pending_wal_files",
+        "slot_retention_bytes",
+    ]
+    .iter()
+    .any(|c| col(c).is_some());
 
     let mut rows: Vec<Row> = Vec::new();
     for (line, text) in lines {
         let cells: Vec<&str> = text.split(',').collect();
         if cells.len() > names.len() {
-            return Err(err(line, format!("{} cells but the header has {} columns", cells.len(), names.len())));
+            return Err(err(
+                line,
+                format!(
+                    "{} cells but the header has {} columns",
+                    cells.len(),
+                    names.len()
+                ),
+            ));
         }
         let seconds: f64 = number(line, "seconds", cell(&cells, Some(seconds_col)))?
             .ok_or_else(|| err(line, "column seconds is empty"))?;
         let used_bytes: f64 = number(line, "used_bytes", cell(&cells, Some(used_col)))?
             .ok_or_else(|| err(line, "column used_bytes is empty"))?;
         if !seconds.is_finite() || !used_bytes.is_finite() || used_bytes < 0.0 {
-            return Err(err(line, "seconds and used_bytes must be finite and used_bytes not negative"));
+            return Err(err(
+                line,
+                "seconds and used_bytes must be finite and used_bytes not negative",
+            ));
         }
         if let Some(prev) = rows.last()
             && seconds <= prev.seconds
         {
-            return Err(err(line, format!("seconds must increase ({seconds} after {})", prev.seconds)));
+            return Err(err(
+                line,
+                format!("seconds must increase ({seconds} after {})", prev.seconds),
+            ));
         }
         rows.push(Row {
             seconds,
@@ -102,20 +141,33 @@ pub fn parse(text: &str) -> Result<Trace, SimulateError> {
             inodes_used: number(line, "inodes_used", cell(&cells, col("inodes_used")))?,
             inodes_total: number(line, "inodes_total", cell(&cells, col("inodes_total")))?,
             archive_healthy: boolean(line, cell(&cells, col("archive_healthy")))?,
-            pending_wal_files: number(line, "pending_wal_files", cell(&cells, col("pending_wal_files")))?,
-            slot_retention_bytes: number(line, "slot_retention_bytes", cell(&cells, col("slot_retention_bytes")))?,
+            pending_wal_files: number(
+                line,
+                "pending_wal_files",
+                cell(&cells, col("pending_wal_files")),
+            )?,
+            slot_retention_bytes: number(
+                line,
+                "slot_retention_bytes",
+                cell(&cells, col("slot_retention_bytes")),
+            )?,
         });
     }
     if rows.len() < 2 {
         return Err(err(header_line, "the trace needs at least two rows"));
     }
-    Ok(Trace { rows, has_wal_columns })
+    Ok(Trace {
+        rows,
+        has_wal_columns,
+    })
 }
 
 impl Trace {
     /// Index of the last row at or before `t` (the trace is sorted and non-empty).
     fn at_or_before(&self, t: f64) -> usize {
-        self.rows.partition_point(|r| r.seconds <= t).saturating_sub(1)
+        self.rows
+            .partition_point(|r| r.seconds <= t)
+            .saturating_sub(1)
     }
 
     /// Usage at `t`, interpolated linearly between rows.
@@ -124,7 +176,8 @@ impl Trace {
         let a = &self.rows[i];
         match self.rows.get(i + 1) {
             Some(b) if t > a.seconds => {
-                a.used_bytes + (b.used_bytes - a.used_bytes) * (t - a.seconds) / (b.seconds - a.seconds)
+                a.used_bytes
+                    + (b.used_bytes - a.used_bytes) * (t - a.seconds) / (b.seconds - a.seconds)
             }
             _ => a.used_bytes,
         }
@@ -139,7 +192,10 @@ impl Trace {
             Some(b) if t > a.seconds => match b.inodes_used {
                 Some(bu) => {
                     let f = (t - a.seconds) / (b.seconds - a.seconds);
-                    Some(((used as f64 + (bu as f64 - used as f64) * f).round() as u64, total))
+                    Some((
+                        (used as f64 + (bu as f64 - used as f64) * f).round() as u64,
+                        total,
+                    ))
                 }
                 None => Some((used, total)),
             },
@@ -158,7 +214,10 @@ impl Trace {
             archive_healthy: r.archive_healthy,
             pending_files: r.pending_wal_files,
             inactive_slots: r.slot_retention_bytes.map(|b| {
-                vec![SlotRetention { name: "trace".to_string(), retained_bytes: b }]
+                vec![SlotRetention {
+                    name: "trace".to_string(),
+                    retained_bytes: b,
+                }]
             }),
             ..WalHealth::default()
         })
@@ -182,7 +241,10 @@ mod tests {
 
     #[test]
     fn wal_cells_step_and_empty_means_unknown() {
-        let t = parse("seconds,used_bytes,archive_healthy,pending_wal_files\n0,1,true,0\n10,1,false,\n").expect("trace");
+        let t = parse(
+            "seconds,used_bytes,archive_healthy,pending_wal_files\n0,1,true,0\n10,1,false,\n",
+        )
+        .expect("trace");
         let w = t.wal_at(15.0).expect("wal columns present");
         assert_eq!(w.archive_healthy, Some(false));
         assert_eq!(w.pending_files, None);
@@ -192,7 +254,10 @@ mod tests {
     #[test]
     fn errors_name_the_line_and_column() {
         let e = parse("seconds,used_bytes\n0,1\n5,lots\n").expect_err("bad");
-        assert!(e.to_string().contains("line 3") && e.to_string().contains("used_bytes"), "{e}");
+        assert!(
+            e.to_string().contains("line 3") && e.to_string().contains("used_bytes"),
+            "{e}"
+        );
         let e = parse("seconds,used_bytes,usage\n0,1\n").expect_err("bad");
         assert!(e.to_string().contains("unknown column 'usage'"), "{e}");
         let e = parse("seconds,used_bytes\n5,1\n5,2\n").expect_err("bad");
