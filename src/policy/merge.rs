@@ -143,3 +143,167 @@ pub fn effective(
     merged.spec.problems.extend(central.errors.iter().cloned());
     merged
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::validate::{Context, validate};
+    use crate::quantity::GI;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn central() -> CentralPolicy {
+        let c = parse_configmap(
+            &map(&[
+                (
+                    POLICY_KEY,
+                    "enabled: true\nlimit: 100Gi\nusageThreshold: 70\nemergencyGrow:\n  criticalThreshold: 90\n  criticalMinimumFree: 2Gi\n",
+                ),
+                (
+                    STORAGE_CLASSES_KEY,
+                    "fast:\n  usageThreshold: 75\n  step: 10Gi\nslow:\n  limit: 1Ti\n",
+                ),
+                ("agent.yaml", "not: ours"),
+            ]),
+            "headroom/headroom-policy",
+        );
+        assert_eq!(c.all_problems().count(), 0);
+        c
+    }
+
+    #[test]
+    fn pvc_overrides_one_nested_key_only() {
+        let pvc = map(&[("headroom.dev/emergency-grow-critical-threshold", "97")]);
+        let sc = map(&[("headroom.dev/max-actions-per-day", "5")]);
+        let m = effective("db/data-pg-0", &pvc, Some(("fast", &sc)), &central());
+        let src = |k: &str| m.provenance[k];
+        assert_eq!(
+            src("emergencyGrow.criticalThreshold"),
+            Source::PvcAnnotation
+        );
+        assert_eq!(
+            src("emergencyGrow.criticalMinimumFree"),
+            Source::ConfigMapDefault
+        );
+        assert_eq!(src("maxActionsPerDay"), Source::StorageClassAnnotation);
+        assert_eq!(src("usageThreshold"), Source::ConfigMapStorageClass);
+        assert_eq!(src("step"), Source::ConfigMapStorageClass);
+        assert_eq!(src("limit"), Source::ConfigMapDefault);
+        assert_eq!(src("inodeThreshold"), Source::Default);
+        assert_eq!(m.provenance.len(), FIELDS.len());
+        let p = validate(&m.spec, &Context::default())
+            .policy
+            .expect("valid");
+        assert_eq!(p.emergency_grow.critical_threshold, 97);
+        assert_eq!(p.emergency_grow.critical_minimum_free, 2 * GI);
+        assert_eq!(
+            (p.max_actions_per_day, p.usage_threshold, p.limit),
+            (5, 75, 100 * GI)
+        );
+        assert_eq!(p.inode_threshold, crate::policy::defaults::INODE_THRESHOLD);
+        let json = serde_json::to_value(&m.provenance).expect("json");
+        assert_eq!(json["emergencyGrow.criticalThreshold"], "pvc_annotation");
+        assert_eq!(json["maxActionsPerDay"], "storage_class_annotation");
+        assert_eq!(json["usageThreshold"], "config_map_storage_class");
+        assert_eq!(json["limit"], "config_map_default");
+        assert_eq!(json["inodeThreshold"], "default");
+    }
+
+    #[test]
+    fn only_the_volumes_own_storage_class_section_applies() {
+        let c = central();
+        let m = effective(
+            "db/a",
+            &BTreeMap::new(),
+            Some(("slow", &BTreeMap::new())),
+            &c,
+        );
+        assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("1Ti"));
+        assert_eq!(
+            m.spec.get("usageThreshold").map(|r| r.text.as_str()),
+            Some("70")
+        );
+        let m = effective("db/b", &BTreeMap::new(), None, &c);
+        assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("100Gi"));
+        assert_eq!(m.provenance["limit"], Source::ConfigMapDefault);
+    }
+
+    #[test]
+    fn errors_name_the_layer() {
+        let pvc = map(&[("headroom.dev/usage-threshold", "150")]);
+        let m = effective("db/data-pg-0", &pvc, None, &central());
+        let v = validate(&m.spec, &Context::default());
+        assert_eq!(v.errors.len(), 1);
+        assert_eq!(v.errors[0].field, "usageThreshold");
+        assert!(
+            v.errors[0]
+                .message
+                .contains("PVC db/data-pg-0 annotation headroom.dev/usage-threshold"),
+            "{}",
+            v.errors[0].message
+        );
+        // A typo in a StorageClass annotation refuses the PVC's policy instead of being ignored.
+        let sc = map(&[("headroom.dev/usage-treshold", "90")]);
+        let m = effective(
+            "db/data-pg-0",
+            &BTreeMap::new(),
+            Some(("fast", &sc)),
+            &central(),
+        );
+        let v = validate(&m.spec, &Context::default());
+        assert_eq!(v.errors[0].field, "headroom.dev/usage-treshold");
+        assert!(v.errors[0].message.contains("StorageClass fast"));
+    }
+
+    #[test]
+    fn configmap_errors_name_the_key_and_field() {
+        let c = parse_configmap(
+            &map(&[
+                (POLICY_KEY, "limit: [100Gi\n"),
+                (
+                    STORAGE_CLASSES_KEY,
+                    "fast:\n  usageTreshold: 80\n  limit: 10GB\n",
+                ),
+            ]),
+            "headroom/hp",
+        );
+        assert_eq!(c.errors.len(), 1);
+        assert_eq!(c.errors[0].field, POLICY_KEY);
+        assert!(c.errors[0].message.contains("ConfigMap headroom/hp"));
+        let fast = &c.storage_classes["fast"];
+        assert_eq!(fast.problems[0].field, "usageTreshold");
+        assert!(
+            fast.problems[0]
+                .message
+                .contains("ConfigMap headroom/hp key storageClasses.yaml, StorageClass fast")
+        );
+        // The broken defaults refuse every volume; the bad value names where it was written.
+        let v = validate(
+            &effective(
+                "db/x",
+                &BTreeMap::new(),
+                Some(("fast", &BTreeMap::new())),
+                &c,
+            )
+            .spec,
+            &Context::default(),
+        );
+        let fields: Vec<&str> = v.errors.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["usageTreshold", "policy.yaml", "limit"]);
+        assert!(
+            v.errors[2].message.contains("'10GB'")
+                && v.errors[2].message.contains("StorageClass fast")
+        );
+
+        let c = parse_configmap(&map(&[(STORAGE_CLASSES_KEY, "- fast\n")]), "headroom/hp");
+        assert_eq!(c.errors[0].field, STORAGE_CLASSES_KEY);
+        assert!(c.errors[0].message.contains("mapping of StorageClass name"));
+        let c = parse_configmap(&map(&[(STORAGE_CLASSES_KEY, "fast: 3\n")]), "headroom/hp");
+        assert_eq!(c.storage_classes["fast"].problems[0].field, "(document)");
+    }
+}
