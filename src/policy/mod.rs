@@ -13,6 +13,8 @@ mod value;
 pub mod window;
 
 #[cfg(test)]
+mod docs_tests;
+#[cfg(test)]
 mod spec_tests;
 #[cfg(test)]
 mod validate_tests;

@@ -192,18 +192,18 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             format!("minStep ({}) is larger than maxStep ({}); make minStep at most {} or raise {other}", q(min_step), q(max_step), q(max_step)),
         );
     }
-    if let (Some(r), Some(l)) = (request, limit) {
-        if r > l {
-            c.error(
-                "request",
-                format!(
-                    "{} is larger than limit ({}); write a request at most {}",
-                    q(r),
-                    q(l),
-                    q(l)
-                ),
-            );
-        }
+    if let (Some(r), Some(l)) = (request, limit)
+        && r > l
+    {
+        c.error(
+            "request",
+            format!(
+                "{} is larger than limit ({}); write a request at most {}",
+                q(r),
+                q(l),
+                q(l)
+            ),
+        );
     }
 
     // Warnings.
