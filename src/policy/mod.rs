@@ -11,6 +11,7 @@ pub mod validate;
 pub mod validate_cmd;
 mod value;
 pub mod window;
+mod yaml;
 
 #[cfg(test)]
 mod docs_tests;

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::PolicyError;
-use super::spec::one_line;
 use super::validate::{Context, Validation, parse_policy_yaml};
+use super::yaml::one_line;
 use crate::cli::ValidateArgs;
 
 pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
