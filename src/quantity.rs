@@ -68,7 +68,9 @@ pub fn parse(input: &str) -> Result<u64, QuantityError> {
     // Decimal exponent forms (1e3, 1E3) are legal Kubernetes quantities.
     let (suffix, exp) = match suffix.strip_prefix(['e', 'E']) {
         Some(e) if !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()) => {
-            let exp: u32 = e.parse().map_err(|_| QuantityError::Overflow(input.to_string()))?;
+            let exp: u32 = e
+                .parse()
+                .map_err(|_| QuantityError::Overflow(input.to_string()))?;
             ("", Some(exp))
         }
         _ => (suffix, None),
@@ -112,8 +114,15 @@ pub fn parse(input: &str) -> Result<u64, QuantityError> {
 /// Formats bytes the way a human writes a PVC size: the largest binary suffix that divides
 /// exactly, else plain bytes. `parse(&format(x)) == x` for every x.
 pub fn format(bytes: u64) -> String {
-    for (suffix, unit) in [("Ei", 1u64 << 60), ("Pi", 1 << 50), ("Ti", TI), ("Gi", GI), ("Mi", MI), ("Ki", KI)] {
-        if bytes != 0 && bytes % unit == 0 {
+    for (suffix, unit) in [
+        ("Ei", 1u64 << 60),
+        ("Pi", 1 << 50),
+        ("Ti", TI),
+        ("Gi", GI),
+        ("Mi", MI),
+        ("Ki", KI),
+    ] {
+        if bytes != 0 && bytes.is_multiple_of(unit) {
             return format!("{}{}", bytes / unit, suffix);
         }
     }
@@ -138,7 +147,7 @@ pub fn human(bytes: u64) -> String {
 
 /// Rounds up to a whole multiple of `unit` (saturating).
 pub fn round_up(bytes: u64, unit: u64) -> u64 {
-    if unit == 0 || bytes % unit == 0 {
+    if unit == 0 || bytes.is_multiple_of(unit) {
         bytes
     } else {
         (bytes / unit).saturating_add(1).saturating_mul(unit)
