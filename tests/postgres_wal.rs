@@ -9,7 +9,11 @@ mod support {
 use std::path::Path;
 use std::time::Duration;
 
-use headroom::decide::WalHealth;
+use headroom::decide::{
+    BlockReason, ClaimState, Decision, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts,
+    VolumeRole, WalHealth, decide,
+};
+use headroom::policy::Policy;
 use headroom::postgres::{SqlTarget, gather};
 use jiff::Timestamp;
 use support::pg::{Cluster, Options, poll, require_postgres};
@@ -24,6 +28,80 @@ fn target(c: &Cluster, user: &str, password_file: &Path, sslmode: &str) -> SqlTa
 
 async fn both(c: &Cluster, t: &SqlTarget, max_pending: u64) -> WalHealth {
     gather(Some(&c.data), Some(t), max_pending, Timestamp::now()).await
+}
+
+const GI: u64 = 1 << 30;
+/// A small `maxSlotRetentionBytes`: the stuck slot of scenario 3 holds more.
+const SMALL_SLOT_LIMIT: u64 = 32 << 20;
+
+/// One decision for a 10 GiB volume at 90 % (growth needed, not an emergency) holding WAL.
+fn decide_with(
+    wal: &WalHealth,
+    role: VolumeRole,
+    acknowledge: bool,
+    max_pending: u64,
+    max_slot: u64,
+) -> Decision {
+    let mut policy = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
+    policy.wal_safety.acknowledge_wal_risk = acknowledge;
+    policy.wal_safety.max_pending_wal_files = max_pending;
+    policy.wal_safety.max_slot_retention_bytes = max_slot;
+    let claim = ClaimState {
+        request_bytes: 10 * GI,
+        capacity_bytes: 10 * GI,
+        resize: ResizeState::Idle,
+    };
+    let measurement = Measurement {
+        capacity_bytes: 10 * GI,
+        used_bytes: 9 * GI,
+        available_bytes: GI,
+        inodes_total: 1_000_000,
+        inodes_used: 1_000,
+    };
+    let facts = VolumeFacts {
+        role,
+        wal_on_data: role == VolumeRole::Data,
+        expandable: true,
+        ..Default::default()
+    };
+    decide(&Inputs {
+        policy: PolicyInput::Valid(&policy),
+        measurement,
+        claim: &claim,
+        history: &[],
+        wal: Some(wal),
+        facts,
+        now: Timestamp::now(),
+    })
+}
+
+/// The same health through the engine for a WAL volume, and for a single data volume holding
+/// WAL with and without `acknowledgeWALRisk`: `expected` blocks, or `None` grows.
+fn assert_engine(
+    wal: &WalHealth,
+    max_pending: u64,
+    max_slot: u64,
+    expected: Option<BlockReason>,
+) -> Decision {
+    let data_unacked = decide_with(wal, VolumeRole::Data, false, max_pending, max_slot);
+    assert_eq!(
+        data_unacked.blocked_reason(),
+        Some(BlockReason::WalRiskNotAcknowledged),
+        "{data_unacked:?}"
+    );
+    let mut last = None;
+    for (role, ack) in [(VolumeRole::Wal, false), (VolumeRole::Data, true)] {
+        let d = decide_with(wal, role, ack, max_pending, max_slot);
+        assert_eq!(d.blocked_reason(), expected, "{role:?}: {d:?} from {wal:?}");
+        if expected.is_none() {
+            assert!(d.grow_to().is_some(), "{role:?}: {d:?}");
+        }
+        last = Some(d);
+    }
+    last.unwrap()
 }
 
 fn archived_files(c: &Cluster) -> usize {
@@ -83,7 +161,9 @@ async fn s2_failing_archive_command_is_unhealthy_from_both_sources() {
         (h.pending_files == Some(0) && h.detail.last_archived_time.is_some()).then_some(())
     })
     .await;
-    su.batch_execute("ALTER SYSTEM SET archive_command = 'false'").await.unwrap();
+    su.batch_execute("ALTER SYSTEM SET archive_command = 'false'")
+        .await
+        .unwrap();
     su.batch_execute("SELECT pg_reload_conf()").await.unwrap();
     // The reload is asynchronous: wait until the server reports the new command.
     poll("archive_command to become 'false'", WAIT, || async {
@@ -118,6 +198,13 @@ async fn s2_failing_archive_command_is_unhealthy_from_both_sources() {
         "{h:?}"
     );
     assert_eq!(archived_files(&c), 1);
+    assert_engine(
+        &h,
+        100,
+        SMALL_SLOT_LIMIT,
+        Some(BlockReason::WalArchiveUnhealthy),
+    );
+    assert_engine(&h, 3, SMALL_SLOT_LIMIT, Some(BlockReason::WalPendingFiles));
 
     // The volume alone counts the backlog; over the limit it is unhealthy...
     let v = gather(Some(&c.data), None, 3, Timestamp::now()).await;
@@ -201,6 +288,13 @@ async fn s3_inactive_slot_retains_wal() {
     assert_eq!(slots[0].name, "stuck");
     // Four segment switches after the slot reserved WAL: at least three whole 16 MiB segments.
     assert!(slots[0].retained_bytes >= 3 * (16 << 20), "{slots:?}");
+    assert_engine(
+        &h,
+        100,
+        SMALL_SLOT_LIMIT,
+        Some(BlockReason::WalSlotRetention),
+    );
+    assert_engine(&h, 100, 10 * GI, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,6 +319,11 @@ async fn s4_archive_mode_off_is_not_configured() {
     );
     assert_eq!(h.pending_files, Some(0));
     assert!(h.sources.volume && h.sources.sql);
+    let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
+    assert!(
+        d.notes.iter().any(|n| n.contains("not configured")),
+        "{d:?}"
+    );
     // Without SQL, no markers: archiving may be off or idle, so it is unknown.
     let v = gather(Some(&c.data), None, 100, Timestamp::now()).await;
     assert_eq!(
@@ -325,6 +424,25 @@ async fn s5_s6_unreachable_server_is_unknown_with_clear_errors() {
     let e = sql_error(&h);
     assert!(e.contains("refused"), "{e}");
     assert!(h.sources.volume);
+    // Unknown fails open, with a note: slots unknown (volume answered), or everything unknown.
+    let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
+    assert!(d.notes.iter().any(|n| n.contains("slots unknown")), "{d:?}");
+    let sql_only = gather(
+        None,
+        Some(&target(&c, "headroom", &good, "disable")),
+        100,
+        Timestamp::now(),
+    )
+    .await;
+    assert_eq!(
+        (sql_only.archive_configured, sql_only.archive_healthy),
+        (None, None)
+    );
+    let d = assert_engine(&sql_only, 100, SMALL_SLOT_LIMIT, None);
+    assert!(
+        d.notes.iter().any(|n| n.contains("archive health unknown")),
+        "{d:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
