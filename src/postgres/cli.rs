@@ -33,7 +33,10 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
         now,
     ));
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&health)?),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&health).map_err(WalError::Json)?
+        ),
         Format::Table => print!("{}", table(&health)),
     }
     Ok(ExitCode::SUCCESS)
@@ -43,7 +46,7 @@ fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
     if args.connect_timeout == 0 {
         return Err(WalError::ZeroTimeout);
     }
-    let mut t = SqlTarget::from_dsn(dsn)?;
+    let mut t = SqlTarget::from_dsn(dsn).map_err(WalError::Sql)?;
     t.set_timeout(Duration::from_secs(args.connect_timeout));
     if let Some(mode) = args.sslmode {
         t.set_ssl_mode(match mode {
@@ -53,7 +56,7 @@ fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
         });
     }
     if let Some(path) = &args.password_file {
-        t.set_password_file(path)?;
+        t.set_password_file(path).map_err(WalError::Sql)?;
     }
     Ok(t)
 }

@@ -18,9 +18,9 @@ pub enum WalError {
     #[error("wal-health: --connect-timeout must be at least 1 second")]
     ZeroTimeout,
     #[error("wal-health: {0}")]
-    Sql(#[from] SqlError),
+    Sql(SqlError),
     #[error("wal-health: starting the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("wal-health: writing JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
 }
