@@ -8,6 +8,7 @@
 //! Include it with `#[path = "support/fake_api/mod.rs"] mod fake_api;`.
 #![allow(dead_code)]
 
+pub mod fixtures;
 mod faults;
 mod handlers;
 mod resources;
