@@ -37,7 +37,10 @@ async fn crud_round_trip() {
     let fake = FakeApi::start().await;
     let cms: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
 
-    let created = cms.create(&PostParams::default(), &configmap("a")).await.unwrap();
+    let created = cms
+        .create(&PostParams::default(), &configmap("a"))
+        .await
+        .unwrap();
     assert!(!created.uid().unwrap().is_empty());
     assert!(created.creation_timestamp().is_some());
     assert_eq!(created.meta().generation, Some(1));
@@ -53,13 +56,20 @@ async fn crud_round_trip() {
 
     let mut replaced = got.clone();
     replaced.data = Some([("k".to_string(), "w".to_string())].into());
-    let replaced = cms.replace("a", &PostParams::default(), &replaced).await.unwrap();
+    let replaced = cms
+        .replace("a", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
     let rv2: u64 = replaced.resource_version().unwrap().parse().unwrap();
     assert!(rv2 > rv1, "every write bumps the resourceVersion");
     assert_eq!(replaced.uid(), created.uid());
 
     let patched = cms
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({ "data": { "x": "y" } })))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "x": "y" } })),
+        )
         .await
         .unwrap();
     assert_eq!(patched.data.as_ref().unwrap()["x"], "y");
@@ -67,14 +77,23 @@ async fn crud_round_trip() {
 
     // A patch that changes nothing is a no-op: no new resourceVersion.
     let same = cms
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({ "data": { "x": "y" } })))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "x": "y" } })),
+        )
         .await
         .unwrap();
     assert_eq!(same.resource_version(), patched.resource_version());
 
-    cms.create(&PostParams::default(), &configmap("b")).await.unwrap();
+    cms.create(&PostParams::default(), &configmap("b"))
+        .await
+        .unwrap();
     let list = cms.list(&ListParams::default()).await.unwrap();
-    assert_eq!(list.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(
+        list.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
     assert_eq!(
         list.metadata.resource_version.as_deref(),
         Some(fake.resource_version().to_string().as_str())
@@ -97,15 +116,26 @@ async fn list_pages_with_limit_and_continue() {
     let first = cms.list(&ListParams::default().limit(2)).await.unwrap();
     assert_eq!(first.items.len(), 2);
     let token = first.metadata.continue_.clone().expect("a continue token");
-    let rest = cms.list(&ListParams::default().limit(10).continue_token(&token)).await.unwrap();
-    let names: Vec<String> = first.items.iter().chain(&rest.items).map(|c| c.name_any()).collect();
+    let rest = cms
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .unwrap();
+    let names: Vec<String> = first
+        .items
+        .iter()
+        .chain(&rest.items)
+        .map(|c| c.name_any())
+        .collect();
     assert_eq!(names, ["cm0", "cm1", "cm2", "cm3", "cm4"]);
     assert_eq!(rest.metadata.continue_, None);
 
     // Once history past the token is compacted away, the token has expired.
     fake.insert(configmap_in("ns", "late"));
     fake.compact();
-    let gone = api_error(cms.list(&ListParams::default().limit(2).continue_token(&token)).await);
+    let gone = api_error(
+        cms.list(&ListParams::default().limit(2).continue_token(&token))
+            .await,
+    );
     assert_eq!((gone.code, gone.reason.as_str()), (410, "Expired"));
 }
 
@@ -120,7 +150,10 @@ async fn stale_resource_version_patch_is_a_conflict() {
     let patch = json!({
         "metadata": { "resourceVersion": stale.resource_version(), "annotations": { "a": "b" } },
     });
-    let err = api_error(pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await);
+    let err = api_error(
+        pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    );
     assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
     assert_eq!(
         err.message,
@@ -129,13 +162,21 @@ async fn stale_resource_version_patch_is_a_conflict() {
     // With the current resourceVersion the same patch goes through.
     let fresh = fake.get::<PersistentVolumeClaim>("db", "data").unwrap();
     let patch = json!({ "metadata": { "resourceVersion": fresh.resource_version(), "annotations": { "a": "b" } } });
-    let ok = pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let ok = pvcs
+        .patch("data", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
     assert_eq!(ok.annotations()["a"], "b");
 }
 
-async fn grow(pvcs: &Api<PersistentVolumeClaim>, name: &str, size: &str) -> kube::Result<PersistentVolumeClaim> {
+async fn grow(
+    pvcs: &Api<PersistentVolumeClaim>,
+    name: &str,
+    size: &str,
+) -> kube::Result<PersistentVolumeClaim> {
     let patch = json!({ "spec": { "resources": { "requests": { "storage": size } } } });
-    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
 }
 
 #[tokio::test]
@@ -150,7 +191,10 @@ async fn pvc_updates_follow_the_real_rules() {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(fake.client(), "db");
 
     let grown = grow(&pvcs, "data", "12Gi").await.unwrap();
-    assert_eq!(grown.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0, "12Gi");
+    assert_eq!(
+        grown.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
+        "12Gi"
+    );
 
     let shrink = api_error(grow(&pvcs, "data", "11Gi").await);
     assert_eq!((shrink.code, shrink.reason.as_str()), (422, "Invalid"));
@@ -183,27 +227,43 @@ async fn pvc_updates_follow_the_real_rules() {
     }
     // Bound claims may still change labels and annotations; other spec fields stay immutable.
     let patch = json!({ "metadata": { "labels": { "x": "y" } }, "spec": { "accessModes": ["ReadWriteMany"] } });
-    let immutable = api_error(pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await);
+    let immutable = api_error(
+        pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    );
     assert_eq!(immutable.code, 422);
     let patch = json!({ "metadata": { "labels": { "x": "y" } } });
-    pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
 
     // Refused writes changed nothing.
     let stored = fake.get::<PersistentVolumeClaim>("db", "stuck").unwrap();
-    assert_eq!(stored.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0, "10Gi");
+    assert_eq!(
+        stored.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
+        "10Gi"
+    );
 }
 
 #[tokio::test]
 async fn recovery_from_expansion_failure_allows_lowering_above_capacity() {
     let fake = FakeApi::start().await;
-    fake.set_features(Features { recover_from_expansion_failure: true });
+    fake.set_features(Features {
+        recover_from_expansion_failure: true,
+    });
     fake.insert(storage_class("fast", true));
     fake.insert(bound_pvc("db", "data", "fast", "10Gi"));
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(fake.client(), "db");
     grow(&pvcs, "data", "100Gi").await.unwrap();
     grow(&pvcs, "data", "50Gi").await.unwrap();
     let err = api_error(grow(&pvcs, "data", "10Gi").await);
-    assert!(err.message.ends_with("spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"), "{}", err.message);
+    assert!(
+        err.message.ends_with(
+            "spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"
+        ),
+        "{}",
+        err.message
+    );
 }
 
 #[tokio::test]
@@ -215,8 +275,14 @@ async fn status_subresource_is_separate() {
 
     // The main resource ignores status.
     let patch = json!({ "status": { "capacity": { "storage": "99Gi" } }, "metadata": { "labels": { "a": "b" } } });
-    let main = pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    assert_eq!(main.status.as_ref().unwrap().capacity.as_ref().unwrap()["storage"].0, "10Gi");
+    let main = pvcs
+        .patch("data", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(
+        main.status.as_ref().unwrap().capacity.as_ref().unwrap()["storage"].0,
+        "10Gi"
+    );
     assert_eq!(main.labels()["a"], "b");
 
     // The status endpoint ignores spec and metadata.
@@ -225,14 +291,41 @@ async fn status_subresource_is_separate() {
         "spec": { "resources": { "requests": { "storage": "30Gi" } } },
         "metadata": { "labels": { "a": "changed" } },
     });
-    let st = pvcs.patch_status("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    assert_eq!(st.status.as_ref().unwrap().capacity.as_ref().unwrap()["storage"].0, "20Gi");
-    assert_eq!(st.spec.as_ref().unwrap().resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0, "10Gi");
+    let st = pvcs
+        .patch_status("data", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(
+        st.status.as_ref().unwrap().capacity.as_ref().unwrap()["storage"].0,
+        "20Gi"
+    );
+    assert_eq!(
+        st.spec
+            .as_ref()
+            .unwrap()
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()["storage"]
+            .0,
+        "10Gi"
+    );
     assert_eq!(st.labels()["a"], "b");
-    assert_eq!(pvcs.get_status("data").await.unwrap().resource_version(), st.resource_version());
+    assert_eq!(
+        pvcs.get_status("data").await.unwrap().resource_version(),
+        st.resource_version()
+    );
 
     // Creating through the API starts with an empty (Pending) status, whatever the body says.
-    let created = pvcs.create(&PostParams::default(), &bound_pvc("db", "other", "fast", "1Gi")).await.unwrap();
+    let created = pvcs
+        .create(
+            &PostParams::default(),
+            &bound_pvc("db", "other", "fast", "1Gi"),
+        )
+        .await
+        .unwrap();
     assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
 }
 
@@ -258,15 +351,29 @@ async fn injected_faults_reach_the_client() {
 
     // A slow answer: the caller's own timeout fires first.
     fake.set_delay(Duration::from_secs(5));
-    assert!(tokio::time::timeout(Duration::from_millis(200), pvcs.get("data")).await.is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), pvcs.get("data"))
+            .await
+            .is_err()
+    );
     fake.set_delay(Duration::ZERO);
     pvcs.get("data").await.unwrap();
 
-    let patches: Vec<_> = fake.requests().into_iter().filter(|r| r.method == "PATCH").collect();
+    let patches: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect();
     assert_eq!(patches.len(), 1);
-    assert_eq!(patches[0].path, "/api/v1/namespaces/db/persistentvolumeclaims/data");
+    assert_eq!(
+        patches[0].path,
+        "/api/v1/namespaces/db/persistentvolumeclaims/data"
+    );
     assert_eq!(patches[0].status, 500);
-    assert_eq!(patches[0].content_type.as_deref(), Some("application/merge-patch+json"));
+    assert_eq!(
+        patches[0].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
 }
 
 #[tokio::test]
@@ -290,7 +397,10 @@ async fn node_stats_summary_proxy() {
 async fn recorder_events_are_created_then_patched() {
     let fake = FakeApi::start().await;
     let pvc = fake.insert(bound_pvc("db", "data", "fast", "10Gi"));
-    let reporter = Reporter { controller: "headroom".into(), instance: Some("node-a".into()) };
+    let reporter = Reporter {
+        controller: "headroom".into(),
+        instance: Some("node-a".into()),
+    };
     let recorder = Recorder::new(fake.client(), reporter);
     let event = Event {
         type_: EventType::Normal,
@@ -306,12 +416,18 @@ async fn recorder_events_are_created_then_patched() {
     let events: Vec<EventV1> = fake.list();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason.as_deref(), Some("Resized"));
-    assert_eq!(events[0].regarding.as_ref().unwrap().name.as_deref(), Some("data"));
+    assert_eq!(
+        events[0].regarding.as_ref().unwrap().name.as_deref(),
+        Some("data")
+    );
     assert_eq!(events[0].series.as_ref().map(|s| s.count), Some(2));
     let methods: Vec<String> = fake
         .requests()
         .into_iter()
-        .filter(|r| r.path.starts_with("/apis/events.k8s.io/v1/namespaces/db/events"))
+        .filter(|r| {
+            r.path
+                .starts_with("/apis/events.k8s.io/v1/namespaces/db/events")
+        })
         .map(|r| format!("{} {}", r.method, r.status))
         .collect();
     assert_eq!(methods, ["POST 201", "PATCH 200"]);

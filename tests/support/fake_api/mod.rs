@@ -8,8 +8,8 @@
 //! Include it with `#[path = "support/fake_api/mod.rs"] mod fake_api;`.
 #![allow(dead_code)]
 
-pub mod fixtures;
 mod faults;
+pub mod fixtures;
 mod handlers;
 mod resources;
 mod rules;
