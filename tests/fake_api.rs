@@ -432,3 +432,46 @@ async fn recorder_events_are_created_then_patched() {
         .collect();
     assert_eq!(methods, ["POST 201", "PATCH 200"]);
 }
+
+#[tokio::test]
+async fn kubeconfig_reaches_the_fake() {
+    let fake = FakeApi::start().await;
+    fake.insert(storage_class("fast", true));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    fake.write_kubeconfig(&path);
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client);
+    assert_eq!(
+        classes.get("fast").await.unwrap().allow_volume_expansion,
+        Some(true)
+    );
+}
+
+/// The server runs on its own thread: a test blocking its own runtime does not stall it.
+#[tokio::test]
+async fn serves_while_the_test_thread_blocks() {
+    let fake = FakeApi::start().await;
+    let url = format!("{}/version", fake.url());
+    let answer = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/version")
+            .to_string();
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /version HTTP/1.1\r\nHost: fake\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    })
+    .join()
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"major\":\"1\""));
+}

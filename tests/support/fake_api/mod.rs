@@ -14,25 +14,20 @@ mod handlers;
 mod resources;
 mod rules;
 mod selectors;
+mod server;
 mod status;
 mod store;
 mod watch;
 mod write;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 pub use rules::Features;
 
@@ -78,22 +73,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 pub struct FakeApi {
-    addr: SocketAddr,
     shared: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
+    server: server::Server,
 }
 
-/// How often open watches that asked for bookmarks get one.
-const BOOKMARK_EVERY: Duration = Duration::from_secs(1);
-
 impl FakeApi {
+    /// Starts a server on 127.0.0.1 with an ephemeral port; it stops when dropped.
     pub async fn start() -> FakeApi {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0 for the fake API server");
-        let addr = listener
-            .local_addr()
-            .expect("local address of the listener");
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::default()),
             faults: Mutex::new(Faults::default()),
@@ -101,30 +87,40 @@ impl FakeApi {
             stats: Mutex::new(HashMap::new()),
             features: Mutex::new(Features::default()),
         });
-        let accept = tokio::spawn(accept_loop(listener, shared.clone()));
-        let ticker_shared = shared.clone();
-        let ticker = tokio::spawn(async move {
-            let mut every = tokio::time::interval(BOOKMARK_EVERY);
-            loop {
-                every.tick().await;
-                lock(&ticker_shared.store).bookmark_all();
-            }
-        });
-        FakeApi {
-            addr,
-            shared,
-            tasks: vec![accept, ticker],
-        }
+        let server = server::Server::spawn(shared.clone());
+        FakeApi { shared, server }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr)
     }
 
-    /// A real kube client for this server (plain HTTP, no auth, default namespace "default").
+    /// Client configuration for this server (plain HTTP, no auth, default namespace
+    /// "default"). kube's client retries 429, 503 and 504 by itself unless `default_retry` is
+    /// turned off.
+    pub fn config(&self) -> kube::Config {
+        kube::Config::new(self.url().parse().expect("fake API URL is a valid URI"))
+    }
+
+    /// A real kube client for this server.
     pub fn client(&self) -> kube::Client {
-        let uri = self.url().parse().expect("fake API URL is a valid URI");
-        kube::Client::try_from(kube::Config::new(uri)).expect("kube client for the fake API")
+        kube::Client::try_from(self.config()).expect("kube client for the fake API")
+    }
+
+    /// A kubeconfig naming this server, for an agent run as a child process (`KUBECONFIG`).
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+             clusters:\n- name: fake\n  cluster:\n    server: {}\n\
+             contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
+             users:\n- name: fake\n  user: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// Writes [`Self::kubeconfig_yaml`] to `path`.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        std::fs::write(path, self.kubeconfig_yaml()).expect("write the fake API kubeconfig");
     }
 
     // ---- direct access, for tests to seed and mutate state as a controller would ----
@@ -298,29 +294,10 @@ impl FakeApi {
 
 impl Drop for FakeApi {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
         lock(&self.shared.store).drop_watches();
     }
 }
 
 fn from_value<K: DeserializeOwned>(v: Value) -> K {
     serde_json::from_value(v).expect("stored object deserializes as its type")
-}
-
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handlers::serve(shared.clone(), req));
-            // A client hanging up mid-watch ends the connection with an error: nothing to do.
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
 }
