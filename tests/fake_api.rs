@@ -475,3 +475,83 @@ async fn serves_while_the_test_thread_blocks() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"major\":\"1\""));
 }
+
+#[tokio::test]
+async fn deletion_waits_for_kubelet_and_finalizers() {
+    let fake = FakeApi::start().await;
+    fake.insert(fake_api::fixtures::pod("db", "p", "node-a", None));
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(fake.client(), "db");
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    let marked = pods.get("p").await.unwrap();
+    assert!(
+        marked.metadata.deletion_timestamp.is_some(),
+        "a scheduled pod is deleted gracefully"
+    );
+    pods.delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+
+    let mut claim = bound_pvc("db", "data", "fast", "1Gi");
+    claim.metadata.finalizers = Some(vec!["kubernetes.io/pvc-protection".into()]);
+    fake.insert(claim);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(fake.client(), "db");
+    pvcs.delete("data", &DeleteParams::default()).await.unwrap();
+    assert!(
+        pvcs.get("data")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    let release = json!({ "metadata": { "finalizers": null } });
+    pvcs.patch("data", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    assert!(
+        pvcs.get_opt("data").await.unwrap().is_none(),
+        "gone with its last finalizer"
+    );
+}
+
+#[tokio::test]
+async fn patch_content_types() {
+    let fake = FakeApi::start().await;
+    fake.insert(storage_class("fast", true));
+    fake.insert(bound_pvc("db", "data", "fast", "1Gi"));
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(fake.client(), "db");
+    let pp = PatchParams::default();
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        { "op": "replace", "path": "/spec/resources/requests/storage", "value": "2Gi" },
+    ]))
+    .unwrap();
+    let p = pvcs
+        .patch("data", &pp, &Patch::<()>::Json(ops))
+        .await
+        .unwrap();
+    assert_eq!(
+        p.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
+        "2Gi"
+    );
+
+    let smp = json!({ "metadata": { "annotations": { "a": "b" } } });
+    let p = pvcs
+        .patch("data", &pp, &Patch::Strategic(&smp))
+        .await
+        .unwrap();
+    assert_eq!(p.annotations()["a"], "b");
+    let directive = json!({ "metadata": { "$patch": "replace" } });
+    assert_eq!(
+        api_error(pvcs.patch("data", &pp, &Patch::Strategic(&directive)).await).code,
+        400
+    );
+
+    let apply = PatchParams::apply("headroom");
+    let err = api_error(pvcs.patch("data", &apply, &Patch::Apply(&smp)).await);
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (415, "UnsupportedMediaType")
+    );
+}
