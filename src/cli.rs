@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "headroom", version, about = "Grow Kubernetes PVCs before they fill, without masking WAL faults")]
+#[command(
+    name = "headroom",
+    version,
+    about = "Grow Kubernetes PVCs before they fill, without masking WAL faults"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

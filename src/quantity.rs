@@ -68,7 +68,9 @@ pub fn parse(input: &str) -> Result<u64, QuantityError> {
     // Decimal exponent forms (1e3, 1E3) are legal Kubernetes quantities.
     let (suffix, exp) = match suffix.strip_prefix(['e', 'E']) {
         Some(e) if !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()) => {
-            let exp: u32 = e.parse().map_err(|_| QuantityError::Overflow(input.to_string()))?;
+            let exp: u32 = e
+                .parse()
+                .map_err(|_| QuantityError::Overflow(input.to_string()))?;
             ("", Some(exp))
         }
         _ => (suffix, None),
@@ -112,7 +114,14 @@ pub fn parse(input: &str) -> Result<u64, QuantityError> {
 /// Formats bytes the way a human writes a PVC size: the largest binary suffix that divides
 /// exactly, else plain bytes. `parse(&format(x)) == x` for every x.
 pub fn format(bytes: u64) -> String {
-    for (suffix, unit) in [("Ei", 1u64 << 60), ("Pi", 1 << 50), ("Ti", TI), ("Gi", GI), ("Mi", MI), ("Ki", KI)] {
+    for (suffix, unit) in [
+        ("Ei", 1u64 << 60),
+        ("Pi", 1 << 50),
+        ("Ti", TI),
+        ("Gi", GI),
+        ("Mi", MI),
+        ("Ki", KI),
+    ] {
         if bytes != 0 && bytes % unit == 0 {
             return format!("{}{}", bytes / unit, suffix);
         }

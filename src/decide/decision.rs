@@ -87,7 +87,12 @@ pub enum State {
 }
 
 impl State {
-    pub const ALL: [State; 4] = [State::Balanced, State::NeedsGrow, State::NeedsShrink, State::Resizing];
+    pub const ALL: [State; 4] = [
+        State::Balanced,
+        State::NeedsGrow,
+        State::NeedsShrink,
+        State::Resizing,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

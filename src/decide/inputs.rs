@@ -44,9 +44,13 @@ impl Measurement {
 pub enum ResizeState {
     Idle,
     /// Requested size above status capacity, or a Resizing/FileSystemResizePending condition.
-    InProgress { since: Option<Timestamp> },
+    InProgress {
+        since: Option<Timestamp>,
+    },
     /// ControllerResizeError/NodeResizeError, *Infeasible, or stuck past the resize timeout.
-    Failed { detail: String },
+    Failed {
+        detail: String,
+    },
 }
 
 /// The claim's sizes: what was asked for and what the storage system says it has.

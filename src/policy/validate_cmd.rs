@@ -1,2 +1,6 @@
 //! PLACEHOLDER (policy helper replaces this)
-pub fn run(_: &crate::cli::ValidateArgs) -> Result<std::process::ExitCode, crate::placeholder::NotYet> { Err(crate::placeholder::NotYet) }
+pub fn run(
+    _: &crate::cli::ValidateArgs,
+) -> Result<std::process::ExitCode, crate::placeholder::NotYet> {
+    Err(crate::placeholder::NotYet)
+}

@@ -109,7 +109,10 @@ mod tests {
         assert!(w.is_open(ts("2026-01-04T08:00:00Z")));
         assert!(w.is_open(ts("2026-01-04T11:59:59Z")));
         assert!(!w.is_open(ts("2026-01-04T12:00:00Z")));
-        assert_eq!(w.next_open(ts("2026-01-04T12:00:00Z")), Some(ts("2026-01-11T08:00:00Z")));
+        assert_eq!(
+            w.next_open(ts("2026-01-04T12:00:00Z")),
+            Some(ts("2026-01-11T08:00:00Z"))
+        );
         // In July (EDT, UTC-4) the same wall-clock window is 07:00Z-11:00Z.
         assert!(w.is_open(ts("2026-07-05T07:30:00Z")));
         assert!(!w.is_open(ts("2026-07-05T11:00:00Z")));
@@ -122,7 +125,10 @@ mod tests {
         let opened = (0..48)
             .map(|h| ts("2026-03-08T00:00:00Z") + SignedDuration::from_mins(30 * h))
             .any(|t| w.is_open(t));
-        assert!(opened, "a window whose start falls in a DST gap must still open that day");
+        assert!(
+            opened,
+            "a window whose start falls in a DST gap must still open that day"
+        );
     }
 
     #[test]

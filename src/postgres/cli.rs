@@ -1,2 +1,6 @@
 //! PLACEHOLDER (postgres helper replaces this)
-pub fn run(_: &crate::cli::WalHealthArgs) -> Result<std::process::ExitCode, crate::placeholder::NotYet> { Err(crate::placeholder::NotYet) }
+pub fn run(
+    _: &crate::cli::WalHealthArgs,
+) -> Result<std::process::ExitCode, crate::placeholder::NotYet> {
+    Err(crate::placeholder::NotYet)
+}

@@ -45,7 +45,13 @@ pub struct VolData {
 
 /// Finds, locates and measures every PVC volume under `root` (classes are set by the caller).
 pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
-    let io = |action| move |source| ProbeError::Io { path: root.to_path_buf(), action, source };
+    let io = |action| {
+        move |source| ProbeError::Io {
+            path: root.to_path_buf(),
+            action,
+            source,
+        }
+    };
     let root = std::fs::canonicalize(root).map_err(io("resolve the kubelet root"))?;
     if !root.is_dir() {
         return Err(ProbeError::NotADirectory { path: root });
@@ -58,17 +64,31 @@ pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, Probe
     let mut out = Vec::new();
     for pod in list_dirs(&root.join("pods")) {
         let uid = pod.file_name();
-        for (kind, mode) in [("volumes", VolumeMode::Filesystem), ("volumeDevices", VolumeMode::Block)] {
+        for (kind, mode) in [
+            ("volumes", VolumeMode::Filesystem),
+            ("volumeDevices", VolumeMode::Block),
+        ] {
             for plugin in list_dirs(&pod.path().join(kind)) {
                 let plugin_name = plugin.file_name();
-                if POD_LOCAL_PLUGINS.iter().any(|p| OsStr::new(p) == plugin_name) {
+                if POD_LOCAL_PLUGINS
+                    .iter()
+                    .any(|p| OsStr::new(p) == plugin_name)
+                {
                     continue;
                 }
                 for entry in list_entries(&plugin.path()) {
-                    let rel = [OsStr::new("pods"), &uid, OsStr::new(kind), &plugin_name, &entry.file_name()]
-                        .map(OsString::from);
+                    let rel = [
+                        OsStr::new("pods"),
+                        &uid,
+                        OsStr::new(kind),
+                        &plugin_name,
+                        &entry.file_name(),
+                    ]
+                    .map(OsString::from);
                     let mut v = match mode {
-                        VolumeMode::Filesystem => filesystem_volume(&root, &root_fd, &rel, &entry, mounts),
+                        VolumeMode::Filesystem => {
+                            filesystem_volume(&root, &root_fd, &rel, &entry, mounts)
+                        }
                         VolumeMode::Block => block_volume(&root, &root_fd, &rel, &entry),
                     };
                     v.pod_uid = Some(uid.to_string_lossy().into_owned());
@@ -88,7 +108,13 @@ pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, Probe
     Ok(out)
 }
 
-fn filesystem_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &DirEntry, mounts: &[MountEntry]) -> Volume {
+fn filesystem_volume(
+    root: &Path,
+    root_fd: &OwnedFd,
+    rel: &[OsString],
+    entry: &DirEntry,
+    mounts: &[MountEntry],
+) -> Volume {
     let is_csi = rel[3] == CSI_PLUGIN;
     let mut comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
     if is_csi {
@@ -97,7 +123,8 @@ fn filesystem_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &D
     let path = comps.iter().fold(root.to_path_buf(), |p, c| p.join(c));
     let mut v = Volume::new(path, VolumeMode::Filesystem);
     if !is_real_dir(entry) {
-        v.findings.push("volume entry is not a directory (a symlink is never followed)".to_owned());
+        v.findings
+            .push("volume entry is not a directory (a symlink is never followed)".to_owned());
         return v;
     }
     if is_csi {
@@ -106,12 +133,16 @@ fn filesystem_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &D
         }
         match std::fs::symlink_metadata(&v.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                v.findings.push("no mount directory: the volume is not mounted yet".to_owned());
+                v.findings
+                    .push("no mount directory: the volume is not mounted yet".to_owned());
                 return v;
             }
             Ok(md) if md.file_type().is_symlink() => {
-                let target = std::fs::read_link(&v.path).map(|t| t.display().to_string()).unwrap_or_default();
-                v.findings.push(format!("mount is a symlink to {target}: not followed"));
+                let target = std::fs::read_link(&v.path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default();
+                v.findings
+                    .push(format!("mount is a symlink to {target}: not followed"));
                 return v;
             }
             _ => {}
@@ -120,7 +151,8 @@ fn filesystem_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &D
     let fd = match open_dir_beneath(root_fd, &comps) {
         Ok(fd) => fd,
         Err(e) => {
-            v.findings.push(format!("cannot open without following symlinks: {e}"));
+            v.findings
+                .push(format!("cannot open without following symlinks: {e}"));
             return v;
         }
     };
@@ -138,9 +170,12 @@ fn block_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &DirEnt
     // The kubelet maps a block volume as a symlink to the device; reading the link is not
     // following it, and the device is never opened.
     if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-        v.source = std::fs::read_link(entry.path()).ok().map(|t| t.to_string_lossy().into_owned());
+        v.source = std::fs::read_link(entry.path())
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned());
     }
-    v.findings.push("block-mode volume: not measured".to_owned());
+    v.findings
+        .push("block-mode volume: not measured".to_owned());
     if rel[3] == CSI_PLUGIN {
         let meta = ["plugins", "kubernetes.io", "csi", "volumeDevices"].map(OsStr::new);
         let mut comps: Vec<&OsStr> = meta.to_vec();
@@ -164,7 +199,8 @@ fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
     match serde_json::from_slice::<VolData>(&bytes) {
         Ok(d) => {
             if d.volume_lifecycle_mode.as_deref() == Some("Ephemeral") {
-                v.findings.push("CSI ephemeral inline volume, not a PVC".to_owned());
+                v.findings
+                    .push("CSI ephemeral inline volume, not a PVC".to_owned());
             }
             v.pv = d.spec_vol_id;
             v.driver = d.driver_name;
@@ -217,15 +253,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
         std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~secret/token")).unwrap();
-        std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~local-volume/pv-local")).unwrap();
+        std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~local-volume/pv-local"))
+            .unwrap();
         std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~csi/pv-csi")).unwrap();
-        std::fs::write(r.join("pods/u1/volumes/kubernetes.io~csi/pv-csi/vol_data.json"), b"{not json").unwrap();
+        std::fs::write(
+            r.join("pods/u1/volumes/kubernetes.io~csi/pv-csi/vol_data.json"),
+            b"{not json",
+        )
+        .unwrap();
         let mounts = crate::probe::read_mountinfo().unwrap();
         let vols = discover(r, &mounts).unwrap();
         assert_eq!(vols.len(), 2, "{vols:#?}");
         let csi = &vols[0];
         assert_eq!(csi.pv.as_deref(), Some("pv-csi"));
-        assert!(csi.findings.iter().any(|f| f.contains("vol_data.json: invalid")), "{:?}", csi.findings);
+        assert!(
+            csi.findings
+                .iter()
+                .any(|f| f.contains("vol_data.json: invalid")),
+            "{:?}",
+            csi.findings
+        );
         assert!(csi.findings.iter().any(|f| f.contains("not mounted yet")));
         assert!(csi.measurement.is_none());
         let local = &vols[1];

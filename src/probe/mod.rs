@@ -35,7 +35,11 @@ pub enum ProbeError {
         source: std::io::Error,
     },
     #[error("{path} line {line}: cannot parse mount entry: {message}")]
-    MountInfo { path: PathBuf, line: usize, message: String },
+    MountInfo {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("kubelet root {path} is not a directory")]
     NotADirectory { path: PathBuf },
     #[error("cannot write scan output: {0}")]
@@ -155,7 +159,10 @@ impl Volume {
             if exact {
                 self.mount_root = Some(m.root.clone());
                 if m.is_subdir_bind() {
-                    self.findings.push(format!("bind mount of directory {} of its filesystem", m.root.display()));
+                    self.findings.push(format!(
+                        "bind mount of directory {} of its filesystem",
+                        m.root.display()
+                    ));
                 }
             } else {
                 self.findings.push(format!(
@@ -166,7 +173,8 @@ impl Volume {
                 ));
             }
         } else {
-            self.findings.push("not a mount point and no mount holds it".to_owned());
+            self.findings
+                .push("not a mount point and no mount holds it".to_owned());
         }
     }
 

@@ -103,7 +103,9 @@ pub fn unescape(s: &str) -> OsString {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() && is_octal_triplet(&b[i + 1..i + 4]) {
-            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
             out.push(v as u8);
             i += 4;
         } else {
@@ -136,9 +138,30 @@ pub fn containing_mount<'a>(mounts: &'a [MountEntry], path: &Path) -> Option<&'a
 /// Filesystem types `df` never shows (gnulib's `ME_DUMMY`), plus kernel interfaces that always
 /// report zero blocks; the zero-blocks rule in the caller catches the rest, like `df`.
 const DUMMY_TYPES: &[&str] = &[
-    "autofs", "proc", "subfs", "debugfs", "devpts", "fusectl", "fuse.portal", "mqueue", "rpc_pipefs",
-    "sysfs", "devfs", "kernfs", "ignore", "none", "cgroup", "cgroup2", "bpf", "tracefs",
-    "securityfs", "pstore", "configfs", "binfmt_misc", "nsfs", "efivarfs",
+    "autofs",
+    "proc",
+    "subfs",
+    "debugfs",
+    "devpts",
+    "fusectl",
+    "fuse.portal",
+    "mqueue",
+    "rpc_pipefs",
+    "sysfs",
+    "devfs",
+    "kernfs",
+    "ignore",
+    "none",
+    "cgroup",
+    "cgroup2",
+    "bpf",
+    "tracefs",
+    "securityfs",
+    "pstore",
+    "configfs",
+    "binfmt_misc",
+    "nsfs",
+    "efivarfs",
 ];
 
 pub fn is_dummy(fs_type: &str) -> bool {
@@ -153,7 +176,10 @@ pub fn host_filesystems(mounts: &[MountEntry]) -> Vec<&MountEntry> {
         .iter()
         .enumerate()
         .filter(|(i, m)| {
-            !is_dummy(&m.fs_type) && !mounts[i + 1..].iter().any(|later| later.mount_point == m.mount_point)
+            !is_dummy(&m.fs_type)
+                && !mounts[i + 1..]
+                    .iter()
+                    .any(|later| later.mount_point == m.mount_point)
         })
         .map(|(_, m)| m)
         .collect();
@@ -203,7 +229,10 @@ mod tests {
     fn parses_fields_and_unescapes_paths() {
         let m = parse(SAMPLE);
         assert_eq!(m.len(), 6);
-        assert_eq!(m[2].mount_point, Path::new("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv one/mount"));
+        assert_eq!(
+            m[2].mount_point,
+            Path::new("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv one/mount")
+        );
         assert_eq!(m[2].device, "0:45");
         assert_eq!(m[2].fs_type, "tmpfs");
         assert_eq!(m[3].root, Path::new("/srv/data"));
@@ -220,7 +249,10 @@ mod tests {
         line.push(0xe9);
         line.extend_from_slice(b" rw - tmpfs tmpfs rw\n");
         let m = parse_mountinfo(&line, Path::new("t")).unwrap();
-        assert_eq!(m[0].mount_point.as_os_str().as_encoded_bytes(), b"/mnt/caf\xe9");
+        assert_eq!(
+            m[0].mount_point.as_os_str().as_encoded_bytes(),
+            b"/mnt/caf\xe9"
+        );
     }
 
     #[test]
@@ -231,7 +263,11 @@ mod tests {
 
     #[test]
     fn malformed_line_names_file_and_line() {
-        let err = parse_mountinfo(b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\ngarbage\n", Path::new("/x/mi")).unwrap_err();
+        let err = parse_mountinfo(
+            b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\ngarbage\n",
+            Path::new("/x/mi"),
+        )
+        .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("/x/mi") && msg.contains("line 2"), "{msg}");
     }
@@ -239,17 +275,33 @@ mod tests {
     #[test]
     fn lookups_prefer_last_and_longest() {
         let mut m = parse(SAMPLE);
-        m.push(MountEntry { device: "0:99".into(), ..m[4].clone() });
+        m.push(MountEntry {
+            device: "0:99".into(),
+            ..m[4].clone()
+        });
         assert_eq!(mount_at(&m, Path::new("/mnt/nfs")).unwrap().device, "0:99");
-        assert_eq!(containing_mount(&m, Path::new("/mnt/nfs/a/b")).unwrap().device, "0:99");
-        assert_eq!(containing_mount(&m, Path::new("/mntx")).unwrap().mount_point, Path::new("/"));
+        assert_eq!(
+            containing_mount(&m, Path::new("/mnt/nfs/a/b"))
+                .unwrap()
+                .device,
+            "0:99"
+        );
+        assert_eq!(
+            containing_mount(&m, Path::new("/mntx"))
+                .unwrap()
+                .mount_point,
+            Path::new("/")
+        );
         assert!(mount_at(&m, Path::new("/mnt")).is_none());
     }
 
     #[test]
     fn host_filesystems_skip_dummies_and_dedup_like_df() {
         let m = parse(SAMPLE);
-        let host: Vec<_> = host_filesystems(&m).iter().map(|e| e.mount_point.clone()).collect();
+        let host: Vec<_> = host_filesystems(&m)
+            .iter()
+            .map(|e| e.mount_point.clone())
+            .collect();
         assert!(host.contains(&PathBuf::from("/")));
         assert!(!host.contains(&PathBuf::from("/proc")));
         // The bind of /srv/data shares 8:1 with / and loses to the whole-filesystem mount.

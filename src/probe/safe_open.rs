@@ -15,11 +15,18 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::{Mode, SFlag, fstat};
 
-const WALK: OFlag = OFlag::O_PATH.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
+const WALK: OFlag = OFlag::O_PATH
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
 
 /// Opens a trusted root directory (the operator named it, so a symlinked root is allowed).
 pub fn open_root(root: &Path) -> Result<OwnedFd, Errno> {
-    open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+    open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 /// Opens the directory `root/components...` as an `O_PATH` descriptor, refusing symlinks.
@@ -56,7 +63,11 @@ pub enum ReadError {
 /// Reads a small regular file `name` inside directory `dir`, refusing symlinks, FIFOs and
 /// devices, and anything over `cap` bytes.
 pub fn read_capped<Fd: AsFd>(dir: Fd, name: &OsStr, cap: u64) -> Result<Vec<u8>, ReadError> {
-    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    let flags = OFlag::O_RDONLY
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_NONBLOCK
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NOCTTY;
     let fd = openat(dir.as_fd(), name, flags, Mode::empty())?;
     let st = fstat(&fd)?;
     if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
@@ -81,16 +92,23 @@ mod tests {
         std::fs::create_dir(dir.path().join("real")).unwrap();
         std::fs::write(outside.path().join("secret"), b"x").unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("real/f")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("real/f"))
+            .unwrap();
         let root = open_root(dir.path()).unwrap();
         assert!(open_dir_beneath(&root, &[OsStr::new("real")]).is_ok());
         // O_NOFOLLOW with O_DIRECTORY fails a symlink with ENOTDIR (ELOOP without O_DIRECTORY).
         let e = open_dir_beneath(&root, &[OsStr::new("link")]).unwrap_err();
         assert!(matches!(e, Errno::ELOOP | Errno::ENOTDIR), "{e}");
-        assert_eq!(open_dir_beneath(&root, &[OsStr::new("..")]).unwrap_err(), Errno::EINVAL);
+        assert_eq!(
+            open_dir_beneath(&root, &[OsStr::new("..")]).unwrap_err(),
+            Errno::EINVAL
+        );
         // An O_PATH directory descriptor serves as the base for reads below it.
         let real = open_dir_beneath(&root, &[OsStr::new("real")]).unwrap();
-        assert!(matches!(read_capped(&real, OsStr::new("f"), 10), Err(ReadError::Open(Errno::ELOOP))));
+        assert!(matches!(
+            read_capped(&real, OsStr::new("f"), 10),
+            Err(ReadError::Open(Errno::ELOOP))
+        ));
     }
 
     #[test]
@@ -98,7 +116,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("big"), vec![b'a'; 100]).unwrap();
         let d = open_root(dir.path()).unwrap();
-        assert!(matches!(read_capped(&d, OsStr::new("big"), 10), Err(ReadError::TooLarge(10))));
+        assert!(matches!(
+            read_capped(&d, OsStr::new("big"), 10),
+            Err(ReadError::TooLarge(10))
+        ));
         assert_eq!(read_capped(&d, OsStr::new("big"), 100).unwrap().len(), 100);
     }
 }

@@ -53,7 +53,11 @@ impl From<&Volume> for ScanRow {
             inodes_total: m.map(|m| m.inodes_total),
             inodes_used: m.map(|m| m.inodes_used),
             class: v.class.as_str(),
-            shared_with: v.shared_with.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+            shared_with: v
+                .shared_with
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
             shared: v.class.is_shared(),
             inodes_free: v.inodes_free,
             block_size: v.block_size,
@@ -87,8 +91,14 @@ pub fn run(args: &ScanArgs) -> Result<ExitCode, ProbeError> {
         Format::Table => write_table(&mut out, &vols)?,
     }
     // Like `df PATH`: a named path that could not be measured fails the command.
-    let failed = !args.paths.is_empty() && args.kubelet_root.is_none() && vols.iter().any(|v| v.measurement.is_none());
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    let failed = !args.paths.is_empty()
+        && args.kubelet_root.is_none()
+        && vols.iter().any(|v| v.measurement.is_none());
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 pub fn write_table<W: Write>(out: &mut W, vols: &[Volume]) -> std::io::Result<()> {

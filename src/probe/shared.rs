@@ -21,11 +21,27 @@ use std::path::PathBuf;
 use super::{Volume, VolumeClass, VolumeMode};
 
 const NETWORK_TYPES: &[&str] = &[
-    "nfs", "nfs4", "cephfs", "ceph", "glusterfs", "fuse", "9p", "cifs", "smb3", "smbfs", "lustre", "beegfs",
-    "gpfs", "virtiofs", "ocfs2", "gfs2",
+    "nfs",
+    "nfs4",
+    "cephfs",
+    "ceph",
+    "glusterfs",
+    "fuse",
+    "9p",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "lustre",
+    "beegfs",
+    "gpfs",
+    "virtiofs",
+    "ocfs2",
+    "gfs2",
 ];
 
-const OWNED_TYPES: &[&str] = &["ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "tmpfs"];
+const OWNED_TYPES: &[&str] = &[
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "tmpfs",
+];
 
 pub fn is_network(fs_type: &str) -> bool {
     NETWORK_TYPES.contains(&fs_type) || fs_type.starts_with("fuse.")
@@ -33,11 +49,17 @@ pub fn is_network(fs_type: &str) -> bool {
 
 /// Fills `shared_with` and `class` for every volume, from the set as a whole.
 pub fn classify(volumes: &mut [Volume]) {
-    let identity = |v: &Volume| v.pv.clone().unwrap_or_else(|| v.path.to_string_lossy().into_owned());
+    let identity = |v: &Volume| {
+        v.pv.clone()
+            .unwrap_or_else(|| v.path.to_string_lossy().into_owned())
+    };
     let mut by_device: HashMap<String, Vec<(String, PathBuf)>> = HashMap::new();
     for v in volumes.iter().filter(|v| v.mode == VolumeMode::Filesystem) {
         if let Some(dev) = &v.device {
-            by_device.entry(dev.clone()).or_default().push((identity(v), v.path.clone()));
+            by_device
+                .entry(dev.clone())
+                .or_default()
+                .push((identity(v), v.path.clone()));
         }
     }
     for v in volumes.iter_mut() {
@@ -50,7 +72,13 @@ pub fn classify(volumes: &mut [Volume]) {
         v.shared_with = match &v.device {
             Some(dev) => by_device
                 .get(dev)
-                .map(|peers| peers.iter().filter(|(id, _)| *id != me).map(|(_, p)| p.clone()).collect())
+                .map(|peers| {
+                    peers
+                        .iter()
+                        .filter(|(id, _)| *id != me)
+                        .map(|(_, p)| p.clone())
+                        .collect()
+                })
                 .unwrap_or_default(),
             None => Vec::new(),
         };
@@ -67,7 +95,10 @@ fn class_of(v: &Volume) -> VolumeClass {
     if is_network(fs_type) {
         return VolumeClass::SharedNetwork;
     }
-    let subdir_bind = v.mount_root.as_deref().is_some_and(|r| r != std::path::Path::new("/"));
+    let subdir_bind = v
+        .mount_root
+        .as_deref()
+        .is_some_and(|r| r != std::path::Path::new("/"));
     if !v.mounted || subdir_bind || !v.shared_with.is_empty() {
         return VolumeClass::Directory;
     }
@@ -98,10 +129,16 @@ mod tests {
 
     #[test]
     fn owned_local_filesystems() {
-        let mut vs = vec![vol("/a", Some("pv-a"), "ext4", "7:0", "/", true), vol("/b", Some("pv-b"), "tmpfs", "0:50", "/", true)];
+        let mut vs = vec![
+            vol("/a", Some("pv-a"), "ext4", "7:0", "/", true),
+            vol("/b", Some("pv-b"), "tmpfs", "0:50", "/", true),
+        ];
         classify(&mut vs);
         assert_eq!(classes(&vs), ["owned_block", "owned_block"]);
-        assert!(vs.iter().all(|v| v.shared_with.is_empty() && !v.class.is_shared()));
+        assert!(
+            vs.iter()
+                .all(|v| v.shared_with.is_empty() && !v.class.is_shared())
+        );
     }
 
     #[test]
@@ -146,7 +183,10 @@ mod tests {
             vol("/f", Some("pv-f"), "fuse.s3fs", "0:61", "/", true),
         ];
         classify(&mut vs);
-        assert_eq!(classes(&vs), ["shared_network", "shared_network", "shared_network"]);
+        assert_eq!(
+            classes(&vs),
+            ["shared_network", "shared_network", "shared_network"]
+        );
         assert_eq!(vs[0].shared_with, [PathBuf::from("/m")]);
         assert!(vs.iter().all(|v| v.class.is_shared()));
     }
@@ -164,7 +204,10 @@ mod tests {
             vol("/e", Some("pv-e"), "ext4", "8:1", "/", true),
         ];
         classify(&mut vs);
-        assert_eq!(classes(&vs), ["unknown", "unknown", "unknown", "owned_block"]);
+        assert_eq!(
+            classes(&vs),
+            ["unknown", "unknown", "unknown", "owned_block"]
+        );
         // A block volume never makes a filesystem volume look shared.
         assert!(vs[3].shared_with.is_empty());
     }

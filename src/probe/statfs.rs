@@ -26,6 +26,8 @@ impl FsStats {
     }
 }
 
+// The casts are no-ops on 64-bit Linux but not on 32-bit targets, where the fields are 32 bits.
+#[allow(clippy::unnecessary_cast)]
 pub fn from_statvfs(s: &Statvfs) -> FsStats {
     // f_frsize is the unit of the block counts; f_bsize is only the preferred I/O size.
     let unit = match s.fragment_size() as u64 {
@@ -76,6 +78,9 @@ mod tests {
 
     #[test]
     fn missing_path_is_an_errno() {
-        assert_eq!(statfs_path(Path::new("/nonexistent/headroom")).unwrap_err(), Errno::ENOENT);
+        assert_eq!(
+            statfs_path(Path::new("/nonexistent/headroom")).unwrap_err(),
+            Errno::ENOENT
+        );
     }
 }
