@@ -122,7 +122,7 @@ pub fn format(bytes: u64) -> String {
         ("Mi", MI),
         ("Ki", KI),
     ] {
-        if bytes != 0 && bytes % unit == 0 {
+        if bytes != 0 && bytes.is_multiple_of(unit) {
             return format!("{}{}", bytes / unit, suffix);
         }
     }
@@ -147,7 +147,7 @@ pub fn human(bytes: u64) -> String {
 
 /// Rounds up to a whole multiple of `unit` (saturating).
 pub fn round_up(bytes: u64, unit: u64) -> u64 {
-    if unit == 0 || bytes % unit == 0 {
+    if unit == 0 || bytes.is_multiple_of(unit) {
         bytes
     } else {
         (bytes / unit).saturating_add(1).saturating_mul(unit)

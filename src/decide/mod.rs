@@ -1,7 +1,19 @@
 //! The decision engine: a pure function from inputs to one decision. No I/O, no clock.
 
+pub mod budget;
 pub mod decision;
+mod engine;
 pub mod inputs;
+mod wal;
 
 pub use decision::{BlockReason, Decision, State, Verdict};
+pub use engine::{
+    COOLDOWN, EMERGENCY_MAX_BYTES, EMERGENCY_MIN_BYTES, EMERGENCY_MIN_PERCENT, MIN_CHANGE_PERCENT,
+    SHRINK_MARGIN_POINTS, decide,
+};
 pub use inputs::*;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+//! The rules. One entry point, [`decide`]; every branch returns a [`Decision`].
+//!
+//! Order of checks: reasons that make any growth wrong whatever the numbers (disabled, invalid
+//! policy, shared or unmeasurable volume, failed resize) come first and are reported even when no
+//! growth is needed, so an operator sees them before the day they matter. Then the need is
+//! computed from the measurement; gates that only matter when growth is needed (in flight, WAL
+//! safety, limit, drain, window, cooldown, budget) come after.
+
+use jiff::SignedDuration;
+
+use super::budget::Budget;
+use super::decision::{BlockReason, Decision, State, Verdict};
+use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
+use super::wal;
+use crate::policy::{Mode, Policy, Step};
+use crate::quantity::{GI, MI, round_up};
+
+/// Minimum time between two non-emergency actions in convergent mode.
+pub const COOLDOWN: SignedDuration = SignedDuration::from_hours(1);
+/// Convergent mode ignores a target less than this fraction above the current size.
+pub const MIN_CHANGE_PERCENT: u64 = 5;
+/// Convergent mode reports NeedsShrink only when free space exceeds targetBuffer by this much.
+pub const SHRINK_MARGIN_POINTS: f64 = 20.0;
+/// Emergency growth adds at least this percent of the current size...
+pub const EMERGENCY_MIN_PERCENT: u64 = 10;
+/// ...and at least this many bytes...
+pub const EMERGENCY_MIN_BYTES: u64 = 2 * GI;
+/// ...and at most this many bytes per action.
+pub const EMERGENCY_MAX_BYTES: u64 = 500 * GI;
+
+/// What the measurement asks for, before the gates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Need {
+    Nothing(State),
+    Grow {
+        to: u64,
+        kind: GrowKind,
+        emergency: bool,
+    },
+    /// Growth is needed but the limit leaves no room.
+    AtLimit {
+        emergency: bool,
+    },
+}
+
+pub fn decide(inputs: &Inputs) -> Decision {
+    let policy = match inputs.policy {
+        PolicyInput::Valid(p) => p,
+        PolicyInput::Invalid => {
+            return bare(Verdict::Blocked {
+                reason: BlockReason::InvalidPolicy,
+            });
+        }
+    };
+    if !policy.enabled {
+        return bare(Verdict::Blocked {
+            reason: BlockReason::Disabled,
+        });
+    }
+    let budget = Budget::new(inputs.history, inputs.now, policy);
+    let mut decision = Decision {
+        verdict: Verdict::NoAction {
+            state: State::Balanced,
+        },
+        target_bytes: None,
+        budget_left: budget.left(),
+        next_slot: budget.next_slot(),
+        next_window: policy.maintenance_window.as_ref().and_then(|w| {
+            if w.is_open(inputs.now) {
+                Some(inputs.now)
+            } else {
+                w.next_open(inputs.now)
+            }
+        }),
+        notes: Vec::new(),
+    };
+    decision.verdict = verdict(inputs, policy, &budget, &mut decision);
+    decision
+}
+
+fn bare(verdict: Verdict) -> Decision {
+    Decision {
+        verdict,
+        target_bytes: None,
+        budget_left: 0,
+        next_slot: None,
+        next_window: None,
+        notes: Vec::new(),
+    }
+}
+
+fn blocked(reason: BlockReason) -> Verdict {
+    Verdict::Blocked { reason }
+}
+
+fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Decision) -> Verdict {
+    let facts = inputs.facts;
+    if facts.shared {
+        return blocked(BlockReason::SharedFilesystem);
+    }
+    if facts.block_mode {
+        return blocked(BlockReason::BlockMode);
+    }
+    if !facts.expandable {
+        return blocked(BlockReason::NotExpandable);
+    }
+    if let ResizeState::Failed { .. } = inputs.claim.resize {
+        return blocked(BlockReason::ResizeFailed);
+    }
+
+    let need = match policy.mode {
+        Mode::Threshold => threshold_need(inputs, policy),
+        Mode::Convergent => convergent_need(inputs, policy, decision),
+    };
+    let (to, kind, emergency) = match need {
+        Need::Nothing(state) => {
+            if let ResizeState::InProgress { .. } = inputs.claim.resize {
+                return Verdict::NoAction {
+                    state: State::Resizing,
+                };
+            }
+            return Verdict::NoAction { state };
+        }
+        Need::AtLimit { emergency } => (0, GrowKind::Grow, emergency),
+        Need::Grow {
+            to,
+            kind,
+            emergency,
+        } => (to, kind, emergency),
+    };
+
+    if let ResizeState::InProgress { .. } = inputs.claim.resize {
+        return blocked(BlockReason::ResizeInProgress);
+    }
+    if facts.holds_wal()
+        && let Some(reason) = wal::gate(inputs, policy, &mut decision.notes)
+    {
+        return blocked(reason);
+    }
+    if matches!(need, Need::AtLimit { .. }) {
+        return blocked(BlockReason::AtLimit);
+    }
+    if facts.node_draining && !emergency {
+        return blocked(BlockReason::NodeDraining);
+    }
+    if kind == GrowKind::ScheduledGrow {
+        let open = policy
+            .maintenance_window
+            .as_ref()
+            .is_some_and(|w| w.is_open(inputs.now));
+        if !open {
+            return blocked(BlockReason::OutsideWindow);
+        }
+    }
+    if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow {
+        let cooling = inputs.history.iter().any(|a| a.at > inputs.now - COOLDOWN);
+        if cooling {
+            return blocked(BlockReason::Cooldown);
+        }
+    }
+    if !budget.allows(kind, policy) {
+        return blocked(BlockReason::BudgetExhausted);
+    }
+    Verdict::Grow { to, kind }
+}
+
+/// Sizes of volumes of 1Gi or more go up in whole Gi; smaller ones in whole Mi.
+fn round_size(bytes: u64, current: u64) -> u64 {
+    round_up(bytes, if current >= GI { GI } else { MI })
+}
+
+fn is_critical(inputs: &Inputs, policy: &Policy) -> bool {
+    let e = &policy.emergency_grow;
+    let m = &inputs.measurement;
+    m.used_percent() >= f64::from(e.critical_threshold)
+        || m.available_bytes < e.critical_minimum_free
+}
+
+fn threshold_need(inputs: &Inputs, policy: &Policy) -> Need {
+    let m = &inputs.measurement;
+    let triggered = m.used_percent() >= f64::from(policy.usage_threshold)
+        || (policy.min_available > 0 && m.available_bytes < policy.min_available)
+        || (m.inodes_total > 0 && m.inode_percent() >= f64::from(policy.inode_threshold));
+    if !triggered {
+        return Need::Nothing(State::Balanced);
+    }
+    // In threshold mode the emergency line only decides what may proceed during a node drain.
+    let emergency = is_critical(inputs, policy);
+    let current = inputs.claim.current_bytes();
+    let step = match policy.step {
+        Step::Percent(p) => {
+            let pct = (u128::from(current) * u128::from(p) / 100).min(u128::from(u64::MAX)) as u64;
+            pct.clamp(policy.min_step, policy.max_step.max(policy.min_step))
+        }
+        Step::Bytes(b) => b,
+    };
+    let to = round_size(current.saturating_add(step.max(1)), current).min(policy.limit);
+    if to <= current {
+        return Need::AtLimit { emergency };
+    }
+    Need::Grow {
+        to,
+        kind: GrowKind::Grow,
+        emergency,
+    }
+}
+
+/// Usable filesystem bytes per claim byte (filesystem overhead and root-reserved blocks), so a
+/// target leaves the buffer free as `df` will show it, not merely as the claim size suggests.
+fn usable_ratio(inputs: &Inputs) -> f64 {
+    let m = &inputs.measurement;
+    let claim = inputs.claim.capacity_bytes.max(m.capacity_bytes);
+    if claim == 0 {
+        return 1.0;
+    }
+    let usable = (m.used_bytes as f64 + m.available_bytes as f64) / claim as f64;
+    if usable.is_finite() {
+        usable.clamp(0.5, 1.0)
+    } else {
+        1.0
+    }
+}
+
+fn convergent_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> Need {
+    let m = &inputs.measurement;
+    let current = inputs.claim.current_bytes();
+    let ratio = usable_ratio(inputs);
+    let used = m.used_bytes as f64;
+
+    let buffer = f64::from(policy.target_buffer) / 100.0;
+    let wanted = (used / (ratio * (1.0 - buffer))).ceil();
+    let floor = policy.request.unwrap_or(0);
+    let wanted = (wanted.min(u64::MAX as f64) as u64).max(floor);
+    let target = round_size(wanted, current).min(policy.limit);
+    decision.target_bytes = Some(target);
+
+    if policy.emergency_grow.enabled && is_critical(inputs, policy) {
+        return emergency_need(inputs, policy, current, ratio);
+    }
+    let min_change = (current / 100 * MIN_CHANGE_PERCENT).max(1);
+    if wanted > current && wanted - current >= min_change {
+        if current >= policy.limit {
+            return Need::AtLimit { emergency: false };
+        }
+        if policy.maintenance_window.is_none() {
+            // No window configured: only emergencies grow; say what the volume wants.
+            return Need::Nothing(State::NeedsGrow);
+        }
+        return Need::Grow {
+            to: target,
+            kind: GrowKind::ScheduledGrow,
+            emergency: false,
+        };
+    }
+    let free_percent = 100.0 - m.used_percent();
+    if current > policy.limit
+        || free_percent > f64::from(policy.target_buffer) + SHRINK_MARGIN_POINTS
+    {
+        return Need::Nothing(State::NeedsShrink);
+    }
+    Need::Nothing(State::Balanced)
+}
+
+/// Enough to get back under the critical line (and above the critical free bytes), at least
+/// 10% / 2Gi, at most 500Gi; beyond the limit only when the policy allows it.
+fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) -> Need {
+    let e = &policy.emergency_grow;
+    let used = inputs.measurement.used_bytes as f64;
+    let under_line = (used * 100.0 / (ratio * f64::from(e.critical_threshold))).floor() + 1.0;
+    let with_free = ((used + e.critical_minimum_free as f64) / ratio).ceil();
+    let needed = under_line.max(with_free).min(u64::MAX as f64) as u64;
+    // MIN_BYTES < MAX_BYTES, so this clamp cannot panic.
+    let least =
+        (current / 100 * EMERGENCY_MIN_PERCENT).clamp(EMERGENCY_MIN_BYTES, EMERGENCY_MAX_BYTES);
+    let increment = needed
+        .saturating_sub(current)
+        .clamp(least, EMERGENCY_MAX_BYTES);
+    let mut to = round_size(current.saturating_add(increment), current)
+        .min(current.saturating_add(EMERGENCY_MAX_BYTES));
+    if !e.exceed_limit_on_emergency {
+        to = to.min(policy.limit);
+    }
+    if to <= current {
+        return Need::AtLimit { emergency: true };
+    }
+    Need::Grow {
+        to,
+        kind: GrowKind::EmergencyGrow,
+        emergency: true,
+    }
+}

@@ -1,0 +1,300 @@
+//! The engine's invariants, over generated policies, measurements, claims, histories and WAL
+//! states: at least 10^5 single decisions and 10^5 decisions replayed in sequences.
+
+use jiff::{SignedDuration, Timestamp};
+use proptest::prelude::*;
+
+use super::budget::WINDOW;
+use super::*;
+use crate::policy::{EmergencyGrow, MaintenanceWindow, Mode, Policy, Step, WalSafety};
+use crate::quantity::GI;
+
+const MI: u64 = 1 << 20;
+
+fn windows() -> Vec<MaintenanceWindow> {
+    [
+        ("0 3 * * 0", "4h", "America/New_York"),
+        ("30 2 * * *", "1h", "Europe/Berlin"),
+        ("0 */6 * * *", "30m", "UTC"),
+        ("0 22 * * 1-5", "3h", "Asia/Tokyo"),
+    ]
+    .iter()
+    .map(|(s, d, z)| MaintenanceWindow::new(s, d, z).expect("window"))
+    .collect()
+}
+
+prop_compose! {
+    fn policy()(
+        convergent in any::<bool>(),
+        limit_gi in 1u64..2048,
+        usage_threshold in 1u8..=99,
+        min_available in prop_oneof![Just(0u64), 0u64..50 * GI],
+        inode_threshold in 1u8..=99,
+        step in prop_oneof![(1u32..=200).prop_map(Step::Percent), (1u64..100 * GI).prop_map(Step::Bytes)],
+        min_step in 0u64..10 * GI,
+        extra_max in 0u64..600 * GI,
+        max_actions in 0u32..=10,
+        reserved_frac in 0u32..=10,
+        request in proptest::option::of(0u64..2048 * GI),
+        target_buffer in 5u8..=50,
+        window in proptest::option::of(0usize..4),
+        emergency in any::<bool>(),
+        critical in 80u8..=99,
+        critical_free in 0u64..5 * GI,
+        exceed in any::<bool>(),
+        ack in any::<bool>(),
+        require in any::<bool>(),
+        max_pending in 0u64..200,
+        max_slot in 0u64..20 * GI,
+    ) -> Policy {
+        let limit = limit_gi * GI;
+        Policy {
+            enabled: true,
+            mode: if convergent { Mode::Convergent } else { Mode::Threshold },
+            limit,
+            usage_threshold,
+            min_available,
+            inode_threshold,
+            step,
+            min_step,
+            max_step: min_step + extra_max,
+            max_actions_per_day: max_actions,
+            request: request.map(|r| r.min(limit)),
+            target_buffer,
+            maintenance_window: window.map(|i| windows()[i].clone()),
+            emergency_grow: EmergencyGrow {
+                enabled: emergency,
+                critical_threshold: critical,
+                critical_minimum_free: critical_free,
+                exceed_limit_on_emergency: exceed,
+                reserved_actions_for_emergency: reserved_frac.min(max_actions),
+            },
+            wal_safety: WalSafety {
+                acknowledge_wal_risk: ack,
+                require_archive_healthy: require,
+                max_pending_wal_files: max_pending,
+                max_slot_retention_bytes: max_slot,
+            },
+        }
+    }
+}
+
+fn wal() -> impl Strategy<Value = Option<WalHealth>> {
+    proptest::option::of(
+        (
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(0u64..300),
+            proptest::option::of(proptest::collection::vec(0u64..30 * GI, 0..3)),
+        )
+            .prop_map(|(configured, healthy, pending, slots)| WalHealth {
+                archive_configured: configured,
+                archive_healthy: healthy,
+                pending_files: pending,
+                inactive_slots: slots.map(|v| {
+                    v.into_iter()
+                        .enumerate()
+                        .map(|(i, b)| SlotRetention {
+                            name: format!("s{i}"),
+                            retained_bytes: b,
+                        })
+                        .collect()
+                }),
+                ..WalHealth::default()
+            }),
+    )
+}
+
+fn facts() -> impl Strategy<Value = VolumeFacts> {
+    (
+        0u8..4,
+        any::<bool>(),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.9),
+        prop::bool::weighted(0.05),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(role, wal_on_data, shared, expandable, block_mode, node_draining)| VolumeFacts {
+                role: [
+                    VolumeRole::Data,
+                    VolumeRole::Wal,
+                    VolumeRole::Tablespace,
+                    VolumeRole::Other,
+                ][role as usize],
+                wal_on_data,
+                shared,
+                expandable,
+                block_mode,
+                node_draining,
+            },
+        )
+}
+
+fn start() -> impl Strategy<Value = Timestamp> {
+    // Any second of 2026, across both DST transitions.
+    (0i64..365 * 86_400).prop_map(|s| Timestamp::from_second(1_767_225_600 + s).expect("ts"))
+}
+
+/// Usage of a filesystem of `size` bytes: used fraction in per-mille, root-reserved per-mille.
+fn measurement(size: u64, used_pm: u64, reserved_pm: u64, inode_pm: u64) -> Measurement {
+    let used = size / 1000 * used_pm;
+    let reserved = (size / 1000 * reserved_pm).min(size - used);
+    Measurement {
+        capacity_bytes: size,
+        used_bytes: used,
+        available_bytes: size - used - reserved,
+        inodes_total: 100_000,
+        inodes_used: inode_pm * 100,
+    }
+}
+
+fn wal_unsafe(p: &Policy, f: &VolumeFacts, w: Option<&WalHealth>) -> bool {
+    if !f.holds_wal() {
+        return false;
+    }
+    if f.role == VolumeRole::Data && f.wal_on_data && !p.wal_safety.acknowledge_wal_risk {
+        return true;
+    }
+    let Some(w) = w else { return false };
+    w.pending_files
+        .is_some_and(|n| n > p.wal_safety.max_pending_wal_files)
+        || (w.archive_configured != Some(false)
+            && w.archive_healthy == Some(false)
+            && p.wal_safety.require_archive_healthy)
+        || w.inactive_slots.as_ref().is_some_and(|s| {
+            s.iter()
+                .any(|s| s.retained_bytes > p.wal_safety.max_slot_retention_bytes)
+        })
+}
+
+fn count_since(history: &[Action], now: Timestamp) -> u32 {
+    history.iter().filter(|a| a.at > now - WINDOW).count() as u32
+}
+
+fn reserve(p: &Policy, kind: GrowKind) -> u32 {
+    if p.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow && p.emergency_grow.enabled {
+        p.emergency_grow.reserved_actions_for_emergency
+    } else {
+        0
+    }
+}
+
+fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
+    let Verdict::Grow { to, kind } = d.verdict else {
+        return Ok(());
+    };
+    let current = i.claim.current_bytes();
+    prop_assert!(to > current, "shrink or no-op: {current} -> {to}");
+    if !(kind == GrowKind::EmergencyGrow && p.emergency_grow.exceed_limit_on_emergency) {
+        prop_assert!(to <= p.limit, "over limit: {to} > {}", p.limit);
+    }
+    if kind == GrowKind::ScheduledGrow {
+        let w = p.maintenance_window.as_ref();
+        prop_assert!(
+            w.is_some_and(|w| w.is_open(i.now)),
+            "ScheduledGrow outside a window"
+        );
+    }
+    prop_assert!(!i.facts.shared && i.facts.expandable && !i.facts.block_mode);
+    prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
+    prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");
+    prop_assert!(count_since(i.history, i.now) + reserve(p, kind) < p.max_actions_per_day);
+    if i.facts.node_draining {
+        prop_assert!(
+            i.measurement.used_percent() >= f64::from(p.emergency_grow.critical_threshold)
+                || i.measurement.available_bytes < p.emergency_grow.critical_minimum_free,
+            "planned growth while the node drains"
+        );
+    }
+    if to - current > crate::decide::EMERGENCY_MAX_BYTES && kind == GrowKind::EmergencyGrow {
+        prop_assert!(false, "emergency step over 500Gi");
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn single_decisions_keep_every_invariant(
+        p in policy(),
+        size in (GI / 2)..4096 * GI,
+        request_delta in 0u64..2 * GI,
+        used_pm in 0u64..=1000,
+        reserved_pm in 0u64..60,
+        inode_pm in 0u64..=1000,
+        resize in 0u8..10,
+        history in proptest::collection::vec((0i64..48 * 3600, 0u8..3), 0..8),
+        w in wal(),
+        f in facts(),
+        now in start(),
+    ) {
+        let size = size / MI * MI;
+        let resize = match resize {
+            0 => ResizeState::InProgress { since: None },
+            1 => ResizeState::Failed { detail: "NodeResizeError".into() },
+            _ => ResizeState::Idle,
+        };
+        let claim = ClaimState { request_bytes: size + request_delta / MI * MI, capacity_bytes: size, resize };
+        let history: Vec<Action> = history.iter().map(|&(ago, k)| Action {
+            at: now - SignedDuration::from_secs(ago),
+            kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
+            from: size, to: size, node: String::new(),
+        }).collect();
+        let inputs = Inputs {
+            policy: PolicyInput::Valid(&p),
+            measurement: measurement(size, used_pm, reserved_pm, inode_pm),
+            claim: &claim,
+            history: &history,
+            wal: w.as_ref(),
+            facts: f,
+            now,
+        };
+        let d = decide(&inputs);
+        check_one(&p, &inputs, &d)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// 2,500 sequences of 40 evaluations: actions feed back into the history and the size.
+    #[test]
+    fn replayed_sequences_respect_budget_and_reserve(
+        p in policy(),
+        start_size in 1u64..200,
+        steps in proptest::collection::vec((0i64..4 * 3600, 500u64..=1000, any::<bool>()), 40),
+        now in start(),
+    ) {
+        let mut size = start_size * GI;
+        let mut now = now;
+        let mut history: Vec<Action> = Vec::new();
+        let f = VolumeFacts { expandable: true, ..VolumeFacts::default() };
+        for (advance, used_pm, draining) in steps {
+            now += SignedDuration::from_secs(advance);
+            let claim = ClaimState { request_bytes: size, capacity_bytes: size, resize: ResizeState::Idle };
+            let facts = VolumeFacts { node_draining: draining, ..f };
+            let inputs = Inputs {
+                policy: PolicyInput::Valid(&p),
+                measurement: measurement(size, used_pm, 0, 0),
+                claim: &claim,
+                history: &history,
+                wal: None,
+                facts,
+                now,
+            };
+            let d = decide(&inputs);
+            check_one(&p, &inputs, &d)?;
+            if let Verdict::Grow { to, kind } = d.verdict {
+                history.push(Action { at: now, kind, from: size, to, node: String::new() });
+                size = to;
+            }
+        }
+        for (i, a) in history.iter().enumerate() {
+            let before = history[..i].iter().filter(|b| b.at > a.at - WINDOW).count() as u32;
+            prop_assert!(before < p.max_actions_per_day, "more than maxActionsPerDay in 24 h");
+            prop_assert!(before + reserve(&p, a.kind) < p.max_actions_per_day, "planned action ate the reserve");
+        }
+    }
+}
