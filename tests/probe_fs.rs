@@ -301,7 +301,7 @@ fn kubelet_root_volumes_are_found_measured_and_classified() {
         assert_matches_stat(v);
         assert_eq!(v.class, VolumeClass::Directory, "{v:#?}");
         assert!(v.class.is_shared());
-        assert_eq!(v.shared_with, [other.clone()]);
+        assert_eq!(v.shared_with, std::slice::from_ref(other));
         assert_eq!(v.plugin.as_deref(), Some("kubernetes.io~local-volume"));
         assert_eq!(v.driver.as_deref(), Some("kubernetes.io/local-volume"));
     }
