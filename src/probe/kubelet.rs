@@ -281,6 +281,20 @@ mod tests {
         assert!(local.measurement.is_some());
     }
 
+    #[tokio::test]
+    async fn async_wrapper_gives_the_same_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("pods/u1/volumes/kubernetes.io~nfs/pv-n")).unwrap();
+        let vols = crate::probe::probe_kubelet_root_async(dir.path().to_path_buf())
+            .await
+            .unwrap();
+        assert_eq!(vols.len(), 1);
+        assert_eq!(vols[0].pv.as_deref(), Some("pv-n"));
+        assert_eq!(vols[0].driver.as_deref(), Some("kubernetes.io/nfs"));
+        // A plain directory, not an NFS mount: its numbers are the disk's.
+        assert_eq!(vols[0].class, crate::probe::VolumeClass::Directory);
+    }
+
     #[test]
     fn missing_root_is_an_error_naming_it() {
         let err = discover(Path::new("/nonexistent/kubelet"), &[]).unwrap_err();
