@@ -15,6 +15,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::mounts::MountIndex;
 use super::safe_open::{open_dir_beneath, open_root, read_capped};
 use super::statfs::statfs_fd;
 use super::{MountEntry, ProbeError, Volume, VolumeMode};
@@ -61,6 +62,7 @@ pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, Probe
         action: "open the kubelet root",
         source: e.into(),
     })?;
+    let index = MountIndex::new(mounts);
     let mut out = Vec::new();
     for pod in list_dirs(&root.join("pods")) {
         let uid = pod.file_name();
@@ -87,7 +89,7 @@ pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, Probe
                     .map(OsString::from);
                     let mut v = match mode {
                         VolumeMode::Filesystem => {
-                            filesystem_volume(&root, &root_fd, &rel, &entry, mounts)
+                            filesystem_volume(&root, &root_fd, &rel, &entry, &index)
                         }
                         VolumeMode::Block => block_volume(&root, &root_fd, &rel, &entry),
                     };
@@ -113,7 +115,7 @@ fn filesystem_volume(
     root_fd: &OwnedFd,
     rel: &[OsString],
     entry: &DirEntry,
-    mounts: &[MountEntry],
+    mounts: &MountIndex,
 ) -> Volume {
     let is_csi = rel[3] == CSI_PLUGIN;
     let mut comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
@@ -151,8 +153,9 @@ fn filesystem_volume(
     let fd = match open_dir_beneath(root_fd, &comps) {
         Ok(fd) => fd,
         Err(e) => {
-            v.findings
-                .push(format!("cannot open without following symlinks: {e}"));
+            v.findings.push(format!(
+                "cannot open the mount directory (symlinks are never followed): {e}"
+            ));
             return v;
         }
     };

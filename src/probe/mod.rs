@@ -146,10 +146,10 @@ impl Volume {
 
     /// Fills mount facts from the entry mounted exactly at `path`, or, when there is none, from
     /// the mount that holds it (the volume is then a plain directory on that filesystem).
-    pub(crate) fn locate(&mut self, mounts: &[MountEntry]) {
-        let (entry, exact) = match mounts::mount_at(mounts, &self.path) {
+    pub(crate) fn locate(&mut self, mounts: &mounts::MountIndex) {
+        let (entry, exact) = match mounts.at(&self.path) {
             Some(m) => (Some(m), true),
-            None => (mounts::containing_mount(mounts, &self.path), false),
+            None => (mounts.containing(&self.path), false),
         };
         self.mounted = exact;
         if let Some(m) = entry {
@@ -203,6 +203,7 @@ pub async fn probe_kubelet_root_async(root: PathBuf) -> Result<Vec<Volume>, Prob
 
 /// Measures given paths (following symlinks, as `df PATH` does: the operator chose them).
 pub fn probe_paths(paths: &[PathBuf], mounts: &[MountEntry]) -> Vec<Volume> {
+    let index = mounts::MountIndex::new(mounts);
     let mut vols: Vec<Volume> = paths
         .iter()
         .map(|p| {
@@ -215,7 +216,7 @@ pub fn probe_paths(paths: &[PathBuf], mounts: &[MountEntry]) -> Vec<Volume> {
                 }
             };
             let mut v = Volume::new(path, VolumeMode::Filesystem);
-            v.locate(mounts);
+            v.locate(&index);
             match statfs::statfs_path(&v.path) {
                 Ok(s) => v.set_stats(s),
                 Err(e) => v.findings.push(format!("statfs failed: {e}")),
@@ -229,6 +230,7 @@ pub fn probe_paths(paths: &[PathBuf], mounts: &[MountEntry]) -> Vec<Volume> {
 
 /// This host's real filesystems, chosen like `df` with no arguments.
 pub fn probe_host(mounts: &[MountEntry]) -> Vec<Volume> {
+    let index = mounts::MountIndex::new(mounts);
     let mut vols = Vec::new();
     for m in mounts::host_filesystems(mounts) {
         let stats = match statfs::statfs_path(&m.mount_point) {
@@ -237,7 +239,7 @@ pub fn probe_host(mounts: &[MountEntry]) -> Vec<Volume> {
             _ => continue,
         };
         let mut v = Volume::new(m.mount_point.clone(), VolumeMode::Filesystem);
-        v.locate(mounts);
+        v.locate(&index);
         v.set_stats(stats);
         vols.push(v);
     }

@@ -4,6 +4,7 @@
 //! so mount points, roots and sources are unescaped here; without that a volume whose path holds a
 //! space would never match its mount.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
@@ -120,19 +121,30 @@ fn is_octal_triplet(t: &[u8]) -> bool {
     t.len() == 3 && t.iter().all(|c| (b'0'..=b'7').contains(c)) && t[0] <= b'3'
 }
 
-/// The mount visible at exactly `path`: the last entry wins, since a later mount on the same
-/// point hides the earlier ones.
-pub fn mount_at<'a>(mounts: &'a [MountEntry], path: &Path) -> Option<&'a MountEntry> {
-    mounts.iter().rev().find(|m| m.mount_point == path)
+/// Mount lookups by mount point, built once per scan so locating N volumes is not N x M.
+pub struct MountIndex<'a> {
+    by_point: HashMap<&'a Path, &'a MountEntry>,
 }
 
-/// The mount that holds `path`: the longest mount point that is a prefix of it.
-pub fn containing_mount<'a>(mounts: &'a [MountEntry], path: &Path) -> Option<&'a MountEntry> {
-    // max_by_key keeps the last of equal keys: the latest mount on that point, the visible one.
-    mounts
-        .iter()
-        .filter(|m| path.starts_with(&m.mount_point))
-        .max_by_key(|m| m.mount_point.as_os_str().len())
+impl<'a> MountIndex<'a> {
+    pub fn new(mounts: &'a [MountEntry]) -> Self {
+        // Later entries overwrite earlier ones: a later mount on the same point hides them.
+        let by_point = mounts
+            .iter()
+            .map(|m| (m.mount_point.as_path(), m))
+            .collect();
+        MountIndex { by_point }
+    }
+
+    /// The mount visible at exactly `path`.
+    pub fn at(&self, path: &Path) -> Option<&'a MountEntry> {
+        self.by_point.get(path).copied()
+    }
+
+    /// The mount that holds `path`: its nearest ancestor (or itself) that is a mount point.
+    pub fn containing(&self, path: &Path) -> Option<&'a MountEntry> {
+        path.ancestors().find_map(|a| self.at(a))
+    }
 }
 
 /// Filesystem types `df` never shows (gnulib's `ME_DUMMY`), plus kernel interfaces that always
@@ -172,24 +184,24 @@ pub fn is_dummy(fs_type: &str) -> bool {
 /// over-mounted entries, then per device prefer a source that is a path (a real device), then a
 /// whole-filesystem mount over a bind of a subdirectory, then the shortest mount point.
 pub fn host_filesystems(mounts: &[MountEntry]) -> Vec<&MountEntry> {
-    let visible: Vec<&MountEntry> = mounts
-        .iter()
-        .enumerate()
-        .filter(|(i, m)| {
-            !is_dummy(&m.fs_type)
-                && !mounts[i + 1..]
-                    .iter()
-                    .any(|later| later.mount_point == m.mount_point)
-        })
-        .map(|(_, m)| m)
-        .collect();
+    let index = MountIndex::new(mounts);
     let mut chosen: Vec<&MountEntry> = Vec::new();
-    for m in visible {
-        match chosen.iter_mut().find(|c| c.device == m.device) {
-            None => chosen.push(m),
-            Some(slot) => {
-                if df_prefers(m, slot) {
-                    *slot = m;
+    let mut by_device: HashMap<&str, usize> = HashMap::new();
+    for m in mounts {
+        let visible = index
+            .at(&m.mount_point)
+            .is_some_and(|top| std::ptr::eq(top, m));
+        if is_dummy(&m.fs_type) || !visible {
+            continue;
+        }
+        match by_device.get(m.device.as_str()) {
+            None => {
+                by_device.insert(&m.device, chosen.len());
+                chosen.push(m);
+            }
+            Some(&i) => {
+                if df_prefers(m, chosen[i]) {
+                    chosen[i] = m;
                 }
             }
         }
@@ -279,20 +291,14 @@ mod tests {
             device: "0:99".into(),
             ..m[4].clone()
         });
-        assert_eq!(mount_at(&m, Path::new("/mnt/nfs")).unwrap().device, "0:99");
-        assert_eq!(
-            containing_mount(&m, Path::new("/mnt/nfs/a/b"))
-                .unwrap()
-                .device,
-            "0:99"
-        );
-        assert_eq!(
-            containing_mount(&m, Path::new("/mntx"))
-                .unwrap()
-                .mount_point,
-            Path::new("/")
-        );
-        assert!(mount_at(&m, Path::new("/mnt")).is_none());
+        let ix = MountIndex::new(&m);
+        assert_eq!(ix.at(Path::new("/mnt/nfs")).unwrap().device, "0:99");
+        let inner = ix.containing(Path::new("/mnt/nfs/a/b")).unwrap();
+        assert_eq!(inner.device, "0:99");
+        let top = ix.containing(Path::new("/mntx")).unwrap();
+        assert_eq!(top.mount_point, Path::new("/"));
+        assert_eq!(ix.containing(Path::new("/mnt/nfs")).unwrap().device, "0:99");
+        assert!(ix.at(Path::new("/mnt")).is_none());
     }
 
     #[test]
