@@ -81,7 +81,9 @@ in the same run by GNU \`df\` ($(df --version | head -1 | awk '{print $NF}')) an
 | \`headroom scan --kubelet-root\` (empty root) | $SE | $SE_SD | |
 
 Per-volume cost of the agent's probe (walk, \`vol_data.json\` read, \`O_NOFOLLOW\` opens, statfs,
-classification): (kubelet-root scan - empty-root scan) / $N = **$PER_VOL µs**. The kubelet-root scan
+classification): (kubelet-root scan - empty-root scan) / $N = **$PER_VOL µs**. The empty-root run
+parses the same mount table (all $N mounts present), so process start and mountinfo parsing are
+in the fixed cost, not the per-volume figure. The kubelet-root scan
 does more than \`df\` (directory walk and one JSON file per volume), so it is the honest figure for
 the agent; \`scan PATH\` is the like-for-like comparison with \`df\`.
 EOF
