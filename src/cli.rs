@@ -100,6 +100,23 @@ pub struct WalHealthArgs {
     /// File holding the password (never logged).
     #[arg(long)]
     pub password_file: Option<PathBuf>,
+    /// TLS: overrides the connection string's sslmode (`require` encrypts without verifying
+    /// the certificate, as libpq does).
+    #[arg(long, value_enum)]
+    pub sslmode: Option<SslModeArg>,
+    /// Seconds allowed for connecting and for each query.
+    #[arg(long, default_value_t = 5)]
+    pub connect_timeout: u64,
+    /// `.ready` backlog above which archiving counts as unhealthy (policy `maxPendingWALFiles`).
+    #[arg(long, default_value_t = crate::policy::defaults::MAX_PENDING_WAL_FILES)]
+    pub max_pending_wal_files: u64,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SslModeArg {
+    Disable,
+    Prefer,
+    Require,
 }

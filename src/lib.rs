@@ -3,6 +3,7 @@
 //! The pure core is [`policy`] and [`decide`]; everything else gathers their inputs or carries
 //! out their decisions.
 
+pub mod agent;
 pub mod cli;
 pub mod decide;
 pub mod placeholder;

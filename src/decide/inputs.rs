@@ -167,6 +167,34 @@ pub struct WalHealth {
     pub inactive_slots: Option<Vec<SlotRetention>>,
     pub sources: WalSources,
     pub observed_at: Option<Timestamp>,
+    /// What operators debugging a blocked resize want to see; the engine does not read it.
+    #[serde(flatten, default)]
+    pub detail: WalDetail,
+}
+
+/// Operator-facing extras of [`WalHealth`] (flattened into its JSON); `None` is unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WalDetail {
+    #[serde(default)]
+    pub in_recovery: Option<bool>,
+    #[serde(default)]
+    pub failed_count: Option<u64>,
+    #[serde(default)]
+    pub last_archived_time: Option<Timestamp>,
+    #[serde(default)]
+    pub last_failed_time: Option<Timestamp>,
+    /// Bytes of WAL segments in `pg_wal`.
+    #[serde(default)]
+    pub wal_bytes: Option<u64>,
+    /// False when the volume's `pg_wal` is a symlink: WAL lives on another volume.
+    #[serde(default)]
+    pub wal_on_volume: Option<bool>,
+    /// Why archiving counts as unhealthy.
+    #[serde(default)]
+    pub problems: Vec<String>,
+    /// Why a source did not answer.
+    #[serde(default)]
+    pub errors: Vec<String>,
 }
 
 /// The policy as the engine sees it: valid, or refused at some level.

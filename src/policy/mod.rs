@@ -3,10 +3,42 @@
 //! [`Policy`] is the validated, typed form the decision engine consumes. Parsing, the
 //! annotation mapping, the hierarchy merge and validation produce it; nothing here does I/O.
 
+pub mod annotations;
+pub mod fields;
+pub mod merge;
+pub mod spec;
+pub mod validate;
 pub mod validate_cmd;
+mod value;
 pub mod window;
+mod yaml;
 
+#[cfg(test)]
+mod docs_tests;
+#[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
+mod validate_tests;
+
+pub use merge::{CentralPolicy, Merged, Source};
+pub use spec::PolicySpec;
+pub use validate::{Context, Finding, Validation, parse_policy_yaml, validate};
 pub use window::{MaintenanceWindow, WindowError};
+
+/// Errors of the policy module that are not findings about a policy's content.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("YAML syntax: {0}")]
+    Yaml(String),
+    #[error("cannot write output: {0}")]
+    Output(#[source] std::io::Error),
+}
 
 use crate::quantity::GI;
 

@@ -1,6 +1,61 @@
-//! PLACEHOLDER (policy helper replaces this)
-pub fn run(
-    _: &crate::cli::ValidateArgs,
-) -> Result<std::process::ExitCode, crate::placeholder::NotYet> {
-    Err(crate::placeholder::NotYet)
+//! `headroom validate FILE...`: one line per finding, `FILE: error|warning: FIELD: message`,
+//! or `FILE: ok`. Exit 1 when any file has an error (an unreadable file is one), else 0.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::PolicyError;
+use super::validate::{Context, Validation, parse_policy_yaml};
+use super::yaml::one_line;
+use crate::cli::ValidateArgs;
+
+pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut failed = false;
+    for path in &args.files {
+        failed |= report(&mut out, path)?;
+    }
+    out.flush().map_err(PolicyError::Output)?;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes the findings for one file; returns whether it had an error.
+pub fn report(out: &mut impl Write, path: &Path) -> Result<bool, PolicyError> {
+    let name = path.display();
+    let v = match std::fs::read_to_string(path) {
+        Ok(text) => parse_policy_yaml(&text, &Context::default()),
+        Err(e) => {
+            let e = PolicyError::Read {
+                path: path.to_path_buf(),
+                source: e,
+            };
+            writeln!(out, "{name}: error: (file): {}", one_line(&e.to_string()))
+                .map_err(PolicyError::Output)?;
+            return Ok(true);
+        }
+    };
+    let Validation {
+        errors, warnings, ..
+    } = &v;
+    for (level, findings) in [("error", errors), ("warning", warnings)] {
+        for f in findings {
+            writeln!(
+                out,
+                "{name}: {level}: {}: {}",
+                f.field,
+                one_line(&f.message)
+            )
+            .map_err(PolicyError::Output)?;
+        }
+    }
+    if errors.is_empty() && warnings.is_empty() {
+        writeln!(out, "{name}: ok").map_err(PolicyError::Output)?;
+    }
+    Ok(!errors.is_empty())
 }

@@ -1,0 +1,52 @@
+//! What one scan learned about one volume: the agent's unit of output, read by the metrics, the
+//! `/volumes` endpoint, Events and the status annotation.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::decide::{Action, ClaimState, Decision, Measurement, VolumeRole, WalHealth};
+use crate::policy::merge::Source;
+use crate::policy::validate::Finding;
+
+/// Where the measurement came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeasuredBy {
+    Statfs,
+    /// The kubelet's `/stats/summary` (fallback when statfs cannot see the volume).
+    Kubelet,
+    /// Not measured (block mode, not mounted).
+    None,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VolumeReport {
+    pub namespace: String,
+    pub pvc: String,
+    pub pv: String,
+    pub node: String,
+    pub storage_class: Option<String>,
+    pub role: VolumeRole,
+    /// Postgres cluster (or instance) the volume belongs to, when known.
+    pub postgres_cluster: Option<String>,
+    pub mount_path: PathBuf,
+    /// The probe's class: owned_block, shared_network, directory, unknown.
+    pub fs_class: String,
+    pub shared_with: Vec<PathBuf>,
+    pub measurement: Option<Measurement>,
+    pub measured_by: MeasuredBy,
+    /// The effective limit, when the policy is valid.
+    pub limit_bytes: Option<u64>,
+    /// Where each policy key came from.
+    pub provenance: BTreeMap<String, Source>,
+    pub policy_errors: Vec<Finding>,
+    pub policy_warnings: Vec<Finding>,
+    pub claim: ClaimState,
+    pub decision: Decision,
+    pub wal: Option<WalHealth>,
+    pub last_action: Option<Action>,
+    pub evaluated_at: Timestamp,
+}

@@ -1,0 +1,233 @@
+//! The one table of policy keys: YAML path <-> annotation key. YAML parsing, annotation parsing,
+//! the merge and README's policy table all read it, so the three places cannot drift apart.
+
+use super::{Step, defaults};
+use crate::quantity;
+
+/// One policy key as it is written in YAML (`path`, nested keys joined with `.`) and as a
+/// Kubernetes annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub path: &'static str,
+    pub annotation: &'static str,
+}
+
+const fn f(path: &'static str, annotation: &'static str) -> Field {
+    Field { path, annotation }
+}
+
+pub const ANNOTATION_PREFIX: &str = "headroom.dev/";
+
+/// Every policy key, in the order README documents them.
+pub const FIELDS: &[Field] = &[
+    f("enabled", "headroom.dev/enabled"),
+    f("mode", "headroom.dev/mode"),
+    f("limit", "headroom.dev/limit"),
+    f("usageThreshold", "headroom.dev/usage-threshold"),
+    f("minAvailable", "headroom.dev/min-available"),
+    f("inodeThreshold", "headroom.dev/inode-threshold"),
+    f("step", "headroom.dev/step"),
+    f("minStep", "headroom.dev/min-step"),
+    f("maxStep", "headroom.dev/max-step"),
+    f("maxActionsPerDay", "headroom.dev/max-actions-per-day"),
+    f("request", "headroom.dev/request"),
+    f("targetBuffer", "headroom.dev/target-buffer"),
+    f(
+        "maintenanceWindow.schedule",
+        "headroom.dev/maintenance-window-schedule",
+    ),
+    f(
+        "maintenanceWindow.duration",
+        "headroom.dev/maintenance-window-duration",
+    ),
+    f(
+        "maintenanceWindow.timezone",
+        "headroom.dev/maintenance-window-timezone",
+    ),
+    f(
+        "emergencyGrow.enabled",
+        "headroom.dev/emergency-grow-enabled",
+    ),
+    f(
+        "emergencyGrow.criticalThreshold",
+        "headroom.dev/emergency-grow-critical-threshold",
+    ),
+    f(
+        "emergencyGrow.criticalMinimumFree",
+        "headroom.dev/emergency-grow-critical-minimum-free",
+    ),
+    f(
+        "emergencyGrow.exceedLimitOnEmergency",
+        "headroom.dev/emergency-grow-exceed-limit-on-emergency",
+    ),
+    f(
+        "emergencyGrow.reservedActionsForEmergency",
+        "headroom.dev/emergency-grow-reserved-actions-for-emergency",
+    ),
+    f(
+        "walSafety.acknowledgeWALRisk",
+        "headroom.dev/wal-safety-acknowledge-wal-risk",
+    ),
+    f(
+        "walSafety.requireArchiveHealthy",
+        "headroom.dev/wal-safety-require-archive-healthy",
+    ),
+    f(
+        "walSafety.maxPendingWALFiles",
+        "headroom.dev/wal-safety-max-pending-wal-files",
+    ),
+    f(
+        "walSafety.maxSlotRetentionBytes",
+        "headroom.dev/wal-safety-max-slot-retention-bytes",
+    ),
+];
+
+/// The keys that hold a nested mapping in YAML.
+pub const GROUPS: &[&str] = &["maintenanceWindow", "emergencyGrow", "walSafety"];
+
+/// Keys used only in convergent mode (a warning in threshold mode).
+pub const CONVERGENT_ONLY: &[&str] = &[
+    "request",
+    "targetBuffer",
+    "maintenanceWindow",
+    "emergencyGrow",
+];
+/// Keys used only in threshold mode (a warning in convergent mode).
+pub const THRESHOLD_ONLY: &[&str] = &[
+    "usageThreshold",
+    "minAvailable",
+    "inodeThreshold",
+    "step",
+    "minStep",
+    "maxStep",
+];
+
+pub fn by_path(path: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.path == path)
+}
+
+pub fn by_annotation(key: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.annotation == key)
+}
+
+/// The default of a key as a user would write it; `None` where there is none (limit is required,
+/// request and the window are off unless given).
+pub fn default_text(path: &str) -> Option<String> {
+    use defaults::*;
+    let q = quantity::format;
+    Some(match path {
+        "enabled" => ENABLED.to_string(),
+        "mode" => "threshold".to_string(),
+        "usageThreshold" => USAGE_THRESHOLD.to_string(),
+        "minAvailable" => q(MIN_AVAILABLE),
+        "inodeThreshold" => INODE_THRESHOLD.to_string(),
+        "step" => match STEP {
+            Step::Percent(p) => format!("{p}%"),
+            Step::Bytes(b) => q(b),
+        },
+        "minStep" => q(MIN_STEP),
+        "maxStep" => q(MAX_STEP),
+        "maxActionsPerDay" => MAX_ACTIONS_PER_DAY.to_string(),
+        "targetBuffer" => TARGET_BUFFER.to_string(),
+        "maintenanceWindow.duration" => WINDOW_DURATION.to_string(),
+        "maintenanceWindow.timezone" => WINDOW_TIMEZONE.to_string(),
+        "emergencyGrow.enabled" => EMERGENCY_ENABLED.to_string(),
+        "emergencyGrow.criticalThreshold" => CRITICAL_THRESHOLD.to_string(),
+        "emergencyGrow.criticalMinimumFree" => q(CRITICAL_MINIMUM_FREE),
+        "emergencyGrow.exceedLimitOnEmergency" => EXCEED_LIMIT_ON_EMERGENCY.to_string(),
+        "emergencyGrow.reservedActionsForEmergency" => RESERVED_ACTIONS_FOR_EMERGENCY.to_string(),
+        "walSafety.acknowledgeWALRisk" => ACKNOWLEDGE_WAL_RISK.to_string(),
+        "walSafety.requireArchiveHealthy" => REQUIRE_ARCHIVE_HEALTHY.to_string(),
+        "walSafety.maxPendingWALFiles" => MAX_PENDING_WAL_FILES.to_string(),
+        "walSafety.maxSlotRetentionBytes" => q(MAX_SLOT_RETENTION_BYTES),
+        _ => return None,
+    })
+}
+
+/// Folds case and separators so `usage_threshold`, `usage-threshold` and `UsageThreshold` all
+/// compare equal to `usageThreshold`.
+fn fold(s: &str) -> String {
+    s.chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.' | ' '))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to what was written, if one is close enough to be a likely typo.
+/// A candidate also matches on its last `.`-segment, so a nested key written at the top level
+/// (`criticalThreshold`) suggests its full path (`emergencyGrow.criticalThreshold`).
+pub fn closest<'a>(
+    written: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let w = fold(written);
+    let limit = (w.chars().count() / 4).max(2);
+    candidates
+        .into_iter()
+        .map(|c| {
+            let last = c.rsplit('.').next().unwrap_or(c);
+            let d = levenshtein(&w, &fold(c)).min(levenshtein(&w, &fold(last)));
+            (d, c)
+        })
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotation_keys_are_kebab_case_of_the_path() {
+        for f in FIELDS {
+            let mut kebab = String::from(ANNOTATION_PREFIX);
+            let path = f.path.replace("WAL", "Wal").replace('.', "-");
+            for c in path.chars() {
+                if c.is_ascii_uppercase() {
+                    kebab.push('-');
+                    kebab.push(c.to_ascii_lowercase());
+                } else {
+                    kebab.push(c);
+                }
+            }
+            assert_eq!(f.annotation, kebab, "annotation key of {}", f.path);
+        }
+    }
+
+    #[test]
+    fn suggestions() {
+        let paths = FIELDS.iter().map(|f| f.path);
+        assert_eq!(
+            closest("usageTreshold", paths.clone()),
+            Some("usageThreshold")
+        );
+        assert_eq!(
+            closest("usage_threshold", paths.clone()),
+            Some("usageThreshold")
+        );
+        assert_eq!(
+            closest("criticalThreshold", paths.clone()),
+            Some("emergencyGrow.criticalThreshold")
+        );
+        assert_eq!(
+            closest("acknowledgeWalRisk", paths.clone()),
+            Some("walSafety.acknowledgeWALRisk")
+        );
+        assert_eq!(closest("colour", paths), None);
+    }
+}

@@ -1,0 +1,309 @@
+//! The live hierarchy: PVC annotations over StorageClass annotations over the central
+//! ConfigMap's per-StorageClass section over its defaults, merged key by key (a PVC may override
+//! only `emergencyGrow.criticalThreshold`). Each key records which layer it came from.
+
+use std::collections::BTreeMap;
+
+use super::annotations::from_annotations;
+use super::fields::FIELDS;
+use super::spec::{Node, PolicySpec, parse_yaml};
+use super::validate::Finding;
+
+/// ConfigMap data key holding the defaults (a policy YAML).
+pub const POLICY_KEY: &str = "policy.yaml";
+/// ConfigMap data key holding a map of StorageClass name -> policy YAML.
+pub const STORAGE_CLASSES_KEY: &str = "storageClasses.yaml";
+
+/// Where a key's effective value came from, highest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    PvcAnnotation,
+    StorageClassAnnotation,
+    ConfigMapStorageClass,
+    ConfigMapDefault,
+    /// No layer sets the key: the built-in default applies (or, for `limit`, nothing does).
+    Default,
+}
+
+/// The effective spec and, for every policy key, the layer it came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Merged {
+    pub spec: PolicySpec,
+    /// YAML path -> layer. Every key of [`FIELDS`] is present.
+    pub provenance: BTreeMap<String, Source>,
+}
+
+/// The central ConfigMap's policy sections.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CentralPolicy {
+    pub defaults: PolicySpec,
+    pub storage_classes: BTreeMap<String, PolicySpec>,
+    /// Problems that make the whole ConfigMap unusable (YAML syntax, wrong shape). They are
+    /// added to every merged policy, so every volume is refused rather than run on guesses.
+    pub errors: Vec<Finding>,
+}
+
+impl CentralPolicy {
+    /// Every problem in the ConfigMap, for logging when it is loaded.
+    pub fn all_problems(&self) -> impl Iterator<Item = &Finding> {
+        self.errors
+            .iter()
+            .chain(self.defaults.problems.iter())
+            .chain(
+                self.storage_classes
+                    .values()
+                    .flat_map(|s| s.problems.iter()),
+            )
+    }
+}
+
+/// Reads the ConfigMap's `data`. `name` (e.g. `headroom/headroom-policy`) appears in messages.
+/// Other data keys are left to the parts of headroom that own them.
+pub fn parse_configmap(data: &BTreeMap<String, String>, name: &str) -> CentralPolicy {
+    let mut central = CentralPolicy::default();
+    if let Some(text) = data.get(POLICY_KEY) {
+        let origin = format!("ConfigMap {name} key {POLICY_KEY}");
+        match parse_yaml(text) {
+            Ok(node) => central.defaults = PolicySpec::from_node(node, Some(&origin)),
+            Err(e) => central.errors.push(Finding {
+                field: POLICY_KEY.to_string(),
+                message: format!("{e} (in ConfigMap {name})"),
+            }),
+        }
+    }
+    if let Some(text) = data.get(STORAGE_CLASSES_KEY) {
+        let bad = |message: String| Finding {
+            field: STORAGE_CLASSES_KEY.to_string(),
+            message: format!("{message} (in ConfigMap {name})"),
+        };
+        match parse_yaml(text) {
+            Ok(Node::Null) => {}
+            Ok(Node::Map(classes)) => {
+                for (class, node) in classes {
+                    let origin = format!("ConfigMap {name} key {STORAGE_CLASSES_KEY}, StorageClass {class}");
+                    central.storage_classes.insert(class, PolicySpec::from_node(node, Some(&origin)));
+                }
+            }
+            Ok(_) => central.errors.push(bad(
+                "expected a mapping of StorageClass name to policy, e.g. `fast-ssd: { limit: 500Gi }`".to_string(),
+            )),
+            Err(e) => central.errors.push(bad(e.to_string())),
+        }
+    }
+    central
+}
+
+/// Merges layers given highest precedence first.
+pub fn merge_layers(layers: &[(Source, &PolicySpec)]) -> Merged {
+    let mut merged = Merged::default();
+    for f in FIELDS {
+        let found = layers
+            .iter()
+            .find_map(|(source, spec)| spec.get(f.path).map(|raw| (*source, raw.clone())));
+        let source = match found {
+            Some((source, raw)) => {
+                if let Some(slot) = merged.spec.slot_mut(f.path) {
+                    *slot = Some(raw);
+                }
+                source
+            }
+            None => Source::Default,
+        };
+        merged.provenance.insert(f.path.to_string(), source);
+    }
+    for (_, spec) in layers {
+        merged.spec.problems.extend(spec.problems.iter().cloned());
+    }
+    merged
+}
+
+/// The effective policy spec of one PVC. `pvc` and `storage_class` name the objects in messages
+/// (e.g. `PVC db/data-pg-0`); `storage_class` is the class name, looked up in the ConfigMap.
+pub fn effective(
+    pvc: &str,
+    pvc_annotations: &BTreeMap<String, String>,
+    storage_class: Option<(&str, &BTreeMap<String, String>)>,
+    central: &CentralPolicy,
+) -> Merged {
+    let pvc_spec = from_annotations(pvc_annotations, &format!("PVC {pvc}"));
+    let sc_spec = storage_class
+        .map(|(name, annotations)| from_annotations(annotations, &format!("StorageClass {name}")))
+        .unwrap_or_default();
+    let empty = PolicySpec::default();
+    let cm_class = storage_class
+        .and_then(|(name, _)| central.storage_classes.get(name))
+        .unwrap_or(&empty);
+    let mut merged = merge_layers(&[
+        (Source::PvcAnnotation, &pvc_spec),
+        (Source::StorageClassAnnotation, &sc_spec),
+        (Source::ConfigMapStorageClass, cm_class),
+        (Source::ConfigMapDefault, &central.defaults),
+    ]);
+    merged.spec.problems.extend(central.errors.iter().cloned());
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::validate::{Context, validate};
+    use crate::quantity::GI;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn central() -> CentralPolicy {
+        let c = parse_configmap(
+            &map(&[
+                (
+                    POLICY_KEY,
+                    "enabled: true\nlimit: 100Gi\nusageThreshold: 70\nemergencyGrow:\n  criticalThreshold: 90\n  criticalMinimumFree: 2Gi\n",
+                ),
+                (
+                    STORAGE_CLASSES_KEY,
+                    "fast:\n  usageThreshold: 75\n  step: 10Gi\nslow:\n  limit: 1Ti\n",
+                ),
+                ("agent.yaml", "not: ours"),
+            ]),
+            "headroom/headroom-policy",
+        );
+        assert_eq!(c.all_problems().count(), 0);
+        c
+    }
+
+    #[test]
+    fn pvc_overrides_one_nested_key_only() {
+        let pvc = map(&[("headroom.dev/emergency-grow-critical-threshold", "97")]);
+        let sc = map(&[("headroom.dev/max-actions-per-day", "5")]);
+        let m = effective("db/data-pg-0", &pvc, Some(("fast", &sc)), &central());
+        let src = |k: &str| m.provenance[k];
+        assert_eq!(
+            src("emergencyGrow.criticalThreshold"),
+            Source::PvcAnnotation
+        );
+        assert_eq!(
+            src("emergencyGrow.criticalMinimumFree"),
+            Source::ConfigMapDefault
+        );
+        assert_eq!(src("maxActionsPerDay"), Source::StorageClassAnnotation);
+        assert_eq!(src("usageThreshold"), Source::ConfigMapStorageClass);
+        assert_eq!(src("step"), Source::ConfigMapStorageClass);
+        assert_eq!(src("limit"), Source::ConfigMapDefault);
+        assert_eq!(src("inodeThreshold"), Source::Default);
+        assert_eq!(m.provenance.len(), FIELDS.len());
+        let p = validate(&m.spec, &Context::default())
+            .policy
+            .expect("valid");
+        assert_eq!(p.emergency_grow.critical_threshold, 97);
+        assert_eq!(p.emergency_grow.critical_minimum_free, 2 * GI);
+        assert_eq!(
+            (p.max_actions_per_day, p.usage_threshold, p.limit),
+            (5, 75, 100 * GI)
+        );
+        assert_eq!(p.inode_threshold, crate::policy::defaults::INODE_THRESHOLD);
+        let json = serde_json::to_value(&m.provenance).expect("json");
+        assert_eq!(json["emergencyGrow.criticalThreshold"], "pvc_annotation");
+        assert_eq!(json["maxActionsPerDay"], "storage_class_annotation");
+        assert_eq!(json["usageThreshold"], "config_map_storage_class");
+        assert_eq!(json["limit"], "config_map_default");
+        assert_eq!(json["inodeThreshold"], "default");
+    }
+
+    #[test]
+    fn only_the_volumes_own_storage_class_section_applies() {
+        let c = central();
+        let m = effective(
+            "db/a",
+            &BTreeMap::new(),
+            Some(("slow", &BTreeMap::new())),
+            &c,
+        );
+        assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("1Ti"));
+        assert_eq!(
+            m.spec.get("usageThreshold").map(|r| r.text.as_str()),
+            Some("70")
+        );
+        let m = effective("db/b", &BTreeMap::new(), None, &c);
+        assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("100Gi"));
+        assert_eq!(m.provenance["limit"], Source::ConfigMapDefault);
+    }
+
+    #[test]
+    fn errors_name_the_layer() {
+        let pvc = map(&[("headroom.dev/usage-threshold", "150")]);
+        let m = effective("db/data-pg-0", &pvc, None, &central());
+        let v = validate(&m.spec, &Context::default());
+        assert_eq!(v.errors.len(), 1);
+        assert_eq!(v.errors[0].field, "usageThreshold");
+        assert!(
+            v.errors[0]
+                .message
+                .contains("PVC db/data-pg-0 annotation headroom.dev/usage-threshold"),
+            "{}",
+            v.errors[0].message
+        );
+        // A typo in a StorageClass annotation refuses the PVC's policy instead of being ignored.
+        let sc = map(&[("headroom.dev/usage-treshold", "90")]);
+        let m = effective(
+            "db/data-pg-0",
+            &BTreeMap::new(),
+            Some(("fast", &sc)),
+            &central(),
+        );
+        let v = validate(&m.spec, &Context::default());
+        assert_eq!(v.errors[0].field, "headroom.dev/usage-treshold");
+        assert!(v.errors[0].message.contains("StorageClass fast"));
+    }
+
+    #[test]
+    fn configmap_errors_name_the_key_and_field() {
+        let c = parse_configmap(
+            &map(&[
+                (POLICY_KEY, "limit: [100Gi\n"),
+                (
+                    STORAGE_CLASSES_KEY,
+                    "fast:\n  usageTreshold: 80\n  limit: 10GB\n",
+                ),
+            ]),
+            "headroom/hp",
+        );
+        assert_eq!(c.errors.len(), 1);
+        assert_eq!(c.errors[0].field, POLICY_KEY);
+        assert!(c.errors[0].message.contains("ConfigMap headroom/hp"));
+        let fast = &c.storage_classes["fast"];
+        assert_eq!(fast.problems[0].field, "usageTreshold");
+        assert!(
+            fast.problems[0]
+                .message
+                .contains("ConfigMap headroom/hp key storageClasses.yaml, StorageClass fast")
+        );
+        // The broken defaults refuse every volume; the bad value names where it was written.
+        let v = validate(
+            &effective(
+                "db/x",
+                &BTreeMap::new(),
+                Some(("fast", &BTreeMap::new())),
+                &c,
+            )
+            .spec,
+            &Context::default(),
+        );
+        let fields: Vec<&str> = v.errors.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["usageTreshold", "policy.yaml", "limit"]);
+        assert!(
+            v.errors[2].message.contains("'10GB'")
+                && v.errors[2].message.contains("StorageClass fast")
+        );
+
+        let c = parse_configmap(&map(&[(STORAGE_CLASSES_KEY, "- fast\n")]), "headroom/hp");
+        assert_eq!(c.errors[0].field, STORAGE_CLASSES_KEY);
+        assert!(c.errors[0].message.contains("mapping of StorageClass name"));
+        let c = parse_configmap(&map(&[(STORAGE_CLASSES_KEY, "fast: 3\n")]), "headroom/hp");
+        assert_eq!(c.storage_classes["fast"].problems[0].field, "(document)");
+    }
+}

@@ -1,0 +1,363 @@
+//! From a (merged) [`PolicySpec`] to a [`Policy`]: errors refuse the policy, warnings accept it
+//! but flag what is probably not what the user meant. Every finding names its YAML path and its
+//! message says what to write instead.
+
+use super::defaults::*;
+use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
+use super::spec::PolicySpec;
+use super::value::{self, boolean, integer, size};
+use super::window::{MaintenanceWindow, WindowError};
+use super::{Mode, Policy, Step};
+use crate::quantity::format as q;
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// YAML path (`emergencyGrow.criticalThreshold`), or the key as written when it is unknown.
+    pub field: String,
+    pub message: String,
+}
+
+/// Facts about the volume a policy is for, when known; they enable the warnings that need them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Context {
+    pub current_size: Option<u64>,
+    pub wal_has_own_volume: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Validation {
+    /// Present exactly when `errors` is empty.
+    pub policy: Option<Policy>,
+    pub errors: Vec<Finding>,
+    pub warnings: Vec<Finding>,
+}
+
+/// Parses and validates one whole YAML policy document.
+pub fn parse_policy_yaml(text: &str, ctx: &Context) -> Validation {
+    match PolicySpec::from_yaml(text, None) {
+        Ok(spec) => validate(&spec, ctx),
+        Err(e) => Validation {
+            policy: None,
+            errors: vec![Finding {
+                field: "(yaml)".to_string(),
+                message: e.to_string(),
+            }],
+            warnings: Vec::new(),
+        },
+    }
+}
+
+struct Checker<'a> {
+    spec: &'a PolicySpec,
+    errors: Vec<Finding>,
+    warnings: Vec<Finding>,
+}
+
+impl Checker<'_> {
+    fn finding(&self, path: &str, message: String) -> Finding {
+        let message = match self.spec.get(path).and_then(|r| r.origin.as_deref()) {
+            Some(origin) => format!("{message} (set by {origin})"),
+            None => message,
+        };
+        Finding {
+            field: path.to_string(),
+            message,
+        }
+    }
+    fn error(&mut self, path: &str, message: String) {
+        let f = self.finding(path, message);
+        self.errors.push(f);
+    }
+    fn warn(&mut self, path: &str, message: String) {
+        let f = self.finding(path, message);
+        self.warnings.push(f);
+    }
+    /// The parsed value of a key; `None` when absent or invalid (then an error is recorded).
+    fn value<T>(&mut self, path: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+        let text = self.spec.get(path)?.text.clone();
+        parse(&text).map_err(|m| self.error(path, m)).ok()
+    }
+    fn percent(&mut self, path: &str, min: u64, max: u64, default: u8) -> u8 {
+        let what = format!("a whole percent from {min} to {max}");
+        let v = self.value(path, |t| integer(t, min, max, &what));
+        v.and_then(|n| u8::try_from(n).ok()).unwrap_or(default)
+    }
+    fn count(&mut self, path: &str, max: u64, default: u32) -> u32 {
+        let what = format!("a whole number from 0 to {max}");
+        let v = self.value(path, |t| integer(t, 0, max, &what));
+        v.and_then(|n| u32::try_from(n).ok()).unwrap_or(default)
+    }
+}
+
+pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
+    let mut c = Checker {
+        spec,
+        errors: spec.problems.clone(),
+        warnings: Vec::new(),
+    };
+    let enabled = c.value("enabled", boolean).unwrap_or(ENABLED);
+    let mode = c.value("mode", value::mode).unwrap_or(MODE);
+
+    let limit = c.value("limit", size);
+    if spec.get("limit").is_none() {
+        c.error(
+            "limit",
+            "required: write the largest size headroom may grow this volume to, e.g. limit: 100Gi"
+                .into(),
+        );
+    } else if limit == Some(0) {
+        c.error(
+            "limit",
+            "must be more than zero; write the largest size for this volume, e.g. 100Gi".into(),
+        );
+    }
+
+    let usage_threshold = if spec
+        .get("usageThreshold")
+        .is_some_and(|r| r.text.trim() == "0")
+    {
+        c.error(
+            "usageThreshold",
+            "0 would grow on every check; write a percent from 1 to 99 (to turn headroom off, write enabled: false)".into(),
+        );
+        USAGE_THRESHOLD
+    } else {
+        c.percent("usageThreshold", 1, 99, USAGE_THRESHOLD)
+    };
+    let min_available = c.value("minAvailable", size).unwrap_or(MIN_AVAILABLE);
+    let inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
+    let step = c.value("step", value::step).unwrap_or(STEP);
+    let min_step = c.value("minStep", size).unwrap_or(MIN_STEP);
+    let max_step = c.value("maxStep", size).unwrap_or(MAX_STEP);
+    let max_actions = c.count("maxActionsPerDay", 10, MAX_ACTIONS_PER_DAY);
+    let request = c.value("request", size);
+    let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
+    let window = window(&mut c);
+
+    let emergency_enabled = c
+        .value("emergencyGrow.enabled", boolean)
+        .unwrap_or(EMERGENCY_ENABLED);
+    let critical_threshold = c.percent(
+        "emergencyGrow.criticalThreshold",
+        80,
+        99,
+        CRITICAL_THRESHOLD,
+    );
+    let critical_minimum_free = c
+        .value("emergencyGrow.criticalMinimumFree", size)
+        .unwrap_or(CRITICAL_MINIMUM_FREE);
+    let exceed_limit = c
+        .value("emergencyGrow.exceedLimitOnEmergency", boolean)
+        .unwrap_or(EXCEED_LIMIT_ON_EMERGENCY);
+    let reserved_given = c.value("emergencyGrow.reservedActionsForEmergency", |t| {
+        integer(t, 0, 10, "a whole number from 0 to 10")
+    });
+    // The default reserve shrinks to fit a smaller budget; an explicit one must fit.
+    let reserved = match reserved_given.and_then(|n| u32::try_from(n).ok()) {
+        Some(r) if r > max_actions => {
+            c.error(
+                "emergencyGrow.reservedActionsForEmergency",
+                format!("{r} is more than maxActionsPerDay ({max_actions}); write at most {max_actions}, or raise maxActionsPerDay"),
+            );
+            r
+        }
+        Some(r) => r,
+        None => RESERVED_ACTIONS_FOR_EMERGENCY.min(max_actions),
+    };
+
+    let acknowledge = c
+        .value("walSafety.acknowledgeWALRisk", boolean)
+        .unwrap_or(ACKNOWLEDGE_WAL_RISK);
+    let require_archive = c
+        .value("walSafety.requireArchiveHealthy", boolean)
+        .unwrap_or(REQUIRE_ARCHIVE_HEALTHY);
+    let max_pending = c
+        .value("walSafety.maxPendingWALFiles", |t| {
+            integer(t, 0, u64::MAX, "a number of WAL files, e.g. 100")
+        })
+        .unwrap_or(MAX_PENDING_WAL_FILES);
+    let max_slot = c
+        .value("walSafety.maxSlotRetentionBytes", size)
+        .unwrap_or(MAX_SLOT_RETENTION_BYTES);
+
+    // Cross-key errors.
+    if min_step > max_step {
+        let (field, other) = if spec.get("minStep").is_some() {
+            ("minStep", "maxStep")
+        } else {
+            ("maxStep", "minStep")
+        };
+        c.error(
+            field,
+            format!("minStep ({}) is larger than maxStep ({}); make minStep at most {} or raise {other}", q(min_step), q(max_step), q(max_step)),
+        );
+    }
+    if let (Some(r), Some(l)) = (request, limit)
+        && r > l
+    {
+        c.error(
+            "request",
+            format!(
+                "{} is larger than limit ({}); write a request at most {}",
+                q(r),
+                q(l),
+                q(l)
+            ),
+        );
+    }
+
+    // Warnings.
+    if enabled && max_actions == 0 {
+        c.warn(
+            "maxActionsPerDay",
+            "0 with enabled: true means headroom never acts; write 1 or more, or enabled: false"
+                .into(),
+        );
+    }
+    match step {
+        Step::Percent(p) if p > 100 => c.warn(
+            "step",
+            format!("{p}% more than doubles the volume per action; write 100% or less unless that is intended"),
+        ),
+        Step::Bytes(_) => {
+            for k in ["minStep", "maxStep"] {
+                if spec.get(k).is_some() {
+                    c.warn(k, format!("{k} only bounds a percent step, and step is a fixed size; remove {k} or write step as a percent like 20%"));
+                }
+            }
+        }
+        Step::Percent(_) => {}
+    }
+    if let Some(l) = limit.filter(|&l| spec.get("minStep").is_some() && min_step > l) {
+        c.warn("minStep", format!("{} is larger than limit ({}), so every step is capped at the limit; write a minStep below {}", q(min_step), q(l), q(l)));
+    }
+    mode_warnings(&mut c, mode);
+    if acknowledge && ctx.wal_has_own_volume == Some(true) {
+        c.warn(
+            "walSafety.acknowledgeWALRisk",
+            "has no effect: WAL has its own volume, so this volume is not grown on WAL's account; remove it".into(),
+        );
+    }
+    if let Some(current) = ctx.current_size {
+        if let Some(l) = limit.filter(|&l| l > 0 && l <= current) {
+            c.warn("limit", format!("{} is at or below the current size ({}), so headroom can never grow this volume; write a limit above {}", q(l), q(current), q(current)));
+        }
+        if spec.get("minAvailable").is_some() && min_available > current {
+            c.warn("minAvailable", format!("{} is more than the whole volume ({}), so it triggers on every check; write a value well below {}", q(min_available), q(current), q(current)));
+        }
+    }
+    if mode == Mode::Convergent && !spec.has("maintenanceWindow") {
+        c.warn(
+            "maintenanceWindow",
+            "convergent mode without a maintenanceWindow grows only in emergencies; add e.g. maintenanceWindow: { schedule: \"0 3 * * 0\", duration: 4h }".into(),
+        );
+    }
+
+    let policy = match (c.errors.is_empty(), limit) {
+        (true, Some(limit)) => {
+            let mut p = Policy::with_limit(limit);
+            p.enabled = enabled;
+            p.mode = mode;
+            p.usage_threshold = usage_threshold;
+            p.min_available = min_available;
+            p.inode_threshold = inode_threshold;
+            p.step = step;
+            p.min_step = min_step;
+            p.max_step = max_step;
+            p.max_actions_per_day = max_actions;
+            p.request = request;
+            p.target_buffer = target_buffer;
+            p.maintenance_window = window;
+            p.emergency_grow.enabled = emergency_enabled;
+            p.emergency_grow.critical_threshold = critical_threshold;
+            p.emergency_grow.critical_minimum_free = critical_minimum_free;
+            p.emergency_grow.exceed_limit_on_emergency = exceed_limit;
+            p.emergency_grow.reserved_actions_for_emergency = reserved;
+            p.wal_safety.acknowledge_wal_risk = acknowledge;
+            p.wal_safety.require_archive_healthy = require_archive;
+            p.wal_safety.max_pending_wal_files = max_pending;
+            p.wal_safety.max_slot_retention_bytes = max_slot;
+            Some(p)
+        }
+        _ => None,
+    };
+    Validation {
+        policy,
+        errors: c.errors,
+        warnings: c.warnings,
+    }
+}
+
+fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
+    let (other, this, other_name) = match mode {
+        Mode::Threshold => (CONVERGENT_ONLY, "threshold", "convergent"),
+        Mode::Convergent => (THRESHOLD_ONLY, "convergent", "threshold"),
+    };
+    for f in FIELDS {
+        let top = f.path.split('.').next().unwrap_or(f.path);
+        if other.contains(&top) && c.spec.get(f.path).is_some() {
+            c.warn(
+                f.path,
+                format!("is used only in {other_name} mode and this policy is in {this} mode; remove it or write mode: {other_name}"),
+            );
+        }
+    }
+}
+
+/// Checks each window part on its own (so all bad parts are reported), then builds the window.
+fn window(c: &mut Checker<'_>) -> Option<MaintenanceWindow> {
+    let spec = c.spec;
+    if !spec.has("maintenanceWindow") {
+        return None;
+    }
+    let Some(schedule) = spec
+        .get("maintenanceWindow.schedule")
+        .map(|r| r.text.trim().to_string())
+    else {
+        c.error(
+            "maintenanceWindow.schedule",
+            "required when maintenanceWindow is given; write a cron start time like \"0 3 * * 0\" (Sundays 03:00)".into(),
+        );
+        return None;
+    };
+    let duration = spec
+        .get("maintenanceWindow.duration")
+        .map_or(WINDOW_DURATION.to_string(), |r| r.text.trim().to_string());
+    let timezone = spec
+        .get("maintenanceWindow.timezone")
+        .map_or(WINDOW_TIMEZONE.to_string(), |r| r.text.trim().to_string());
+    const KNOWN_GOOD_CRON: &str = "0 3 * * 0";
+    let parts = [
+        (
+            "maintenanceWindow.schedule",
+            MaintenanceWindow::new(&schedule, WINDOW_DURATION, WINDOW_TIMEZONE),
+        ),
+        (
+            "maintenanceWindow.duration",
+            MaintenanceWindow::new(KNOWN_GOOD_CRON, &duration, WINDOW_TIMEZONE),
+        ),
+        (
+            "maintenanceWindow.timezone",
+            MaintenanceWindow::new(KNOWN_GOOD_CRON, WINDOW_DURATION, &timezone),
+        ),
+    ];
+    let mut ok = true;
+    for (path, result) in parts {
+        if let Err(e) = result {
+            ok = false;
+            let hint = match e {
+                WindowError::Schedule(..) => {
+                    "; write 5 cron fields like \"0 3 * * 0\" (Sundays 03:00)"
+                }
+                _ => "",
+            };
+            c.error(path, format!("{e}{hint}"));
+        }
+    }
+    if !ok {
+        return None;
+    }
+    MaintenanceWindow::new(&schedule, &duration, &timezone)
+        .map_err(|e| c.error("maintenanceWindow", e.to_string()))
+        .ok()
+}

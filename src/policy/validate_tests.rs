@@ -1,0 +1,372 @@
+//! One test per validation error and warning: each asserts the field it names.
+
+use super::validate::{Context, Validation, parse_policy_yaml};
+use super::{Mode, Policy, Step};
+use crate::quantity::GI;
+
+fn check_with(yaml: &str, ctx: Context) -> Validation {
+    let v = parse_policy_yaml(yaml, &ctx);
+    assert_eq!(
+        v.policy.is_some(),
+        v.errors.is_empty(),
+        "policy only without errors: {v:?}"
+    );
+    v
+}
+fn check(yaml: &str) -> Validation {
+    check_with(yaml, Context::default())
+}
+fn error_fields(yaml: &str) -> Vec<String> {
+    check(yaml).errors.into_iter().map(|f| f.field).collect()
+}
+fn warning_fields(v: &Validation) -> Vec<&str> {
+    v.warnings.iter().map(|f| f.field.as_str()).collect()
+}
+/// The single error of `yaml`, asserting it names `field`; returns its message.
+fn only_error(yaml: &str, field: &str) -> String {
+    let v = check(yaml);
+    assert_eq!(v.errors.len(), 1, "{yaml:?}: {:?}", v.errors);
+    assert_eq!(v.errors[0].field, field, "{yaml:?}");
+    v.errors[0].message.clone()
+}
+/// Valid, with exactly one warning naming `field`; returns its message.
+fn only_warning(yaml: &str, ctx: Context, field: &str) -> String {
+    let v = check_with(yaml, ctx);
+    assert!(v.errors.is_empty(), "{yaml:?}: {:?}", v.errors);
+    assert_eq!(warning_fields(&v), [field], "{yaml:?}");
+    v.warnings[0].message.clone()
+}
+
+#[test]
+fn minimal_policy_takes_the_defaults() {
+    let v = check("limit: 100Gi\n");
+    assert!(v.errors.is_empty() && v.warnings.is_empty(), "{v:?}");
+    assert_eq!(v.policy, Some(Policy::with_limit(100 * GI)));
+}
+
+#[test]
+fn full_convergent_policy_is_read_exactly() {
+    let v = check(
+        "enabled: true\nmode: convergent\nlimit: 1Ti\nmaxActionsPerDay: 5\nrequest: 50Gi\ntargetBuffer: 30\n\
+         maintenanceWindow: { schedule: \"0 2 * * *\", duration: 90m, timezone: Europe/Berlin }\n\
+         emergencyGrow: { enabled: false, criticalThreshold: 90, criticalMinimumFree: 5Gi, exceedLimitOnEmergency: true, reservedActionsForEmergency: 2 }\n\
+         walSafety: { acknowledgeWALRisk: true, requireArchiveHealthy: false, maxPendingWALFiles: 500, maxSlotRetentionBytes: 50Gi }\n",
+    );
+    assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+    let p = v.policy.expect("valid");
+    assert!(p.enabled);
+    assert_eq!(p.mode, Mode::Convergent);
+    assert_eq!(
+        (p.limit, p.request, p.target_buffer, p.max_actions_per_day),
+        (1024 * GI, Some(50 * GI), 30, 5)
+    );
+    let w = p.maintenance_window.expect("window");
+    assert_eq!(
+        (
+            w.schedule.as_str(),
+            w.duration.as_mins(),
+            w.timezone.as_str()
+        ),
+        ("0 2 * * *", 90, "Europe/Berlin")
+    );
+    let e = p.emergency_grow;
+    assert_eq!(
+        (e.enabled, e.critical_threshold, e.critical_minimum_free),
+        (false, 90, 5 * GI)
+    );
+    assert_eq!(
+        (
+            e.exceed_limit_on_emergency,
+            e.reserved_actions_for_emergency
+        ),
+        (true, 2)
+    );
+    let s = p.wal_safety;
+    assert_eq!(
+        (s.acknowledge_wal_risk, s.require_archive_healthy),
+        (true, false)
+    );
+    assert_eq!(
+        (s.max_pending_wal_files, s.max_slot_retention_bytes),
+        (500, 50 * GI)
+    );
+}
+
+#[test]
+fn ranges() {
+    for (yaml, field) in [
+        ("usageThreshold: 100", "usageThreshold"),
+        ("inodeThreshold: 0", "inodeThreshold"),
+        ("inodeThreshold: 100", "inodeThreshold"),
+        ("maxActionsPerDay: 11", "maxActionsPerDay"),
+        ("maxActionsPerDay: -1", "maxActionsPerDay"),
+        (
+            "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\ntargetBuffer: 4",
+            "targetBuffer",
+        ),
+        (
+            "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\ntargetBuffer: 51",
+            "targetBuffer",
+        ),
+        (
+            "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nemergencyGrow: {criticalThreshold: 79}",
+            "emergencyGrow.criticalThreshold",
+        ),
+        (
+            "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nemergencyGrow: {criticalThreshold: 100}",
+            "emergencyGrow.criticalThreshold",
+        ),
+        (
+            "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nemergencyGrow: {reservedActionsForEmergency: 11}",
+            "emergencyGrow.reservedActionsForEmergency",
+        ),
+        (
+            "walSafety: {maxPendingWALFiles: many}",
+            "walSafety.maxPendingWALFiles",
+        ),
+        ("step: 1001%", "step"),
+        ("limit: 0", "limit"),
+    ] {
+        let yaml = if field == "limit" {
+            yaml.to_string()
+        } else {
+            format!("limit: 100Gi\n{yaml}\n")
+        };
+        let msg = only_error(&yaml, field);
+        assert!(msg.contains("write"), "{yaml:?}: {msg}");
+    }
+    let msg = only_error("limit: 100Gi\nusageThreshold: 80%\n", "usageThreshold");
+    assert!(msg.contains("plain number"), "{msg}");
+}
+
+#[test]
+fn usage_threshold_zero() {
+    let msg = only_error("limit: 100Gi\nusageThreshold: 0\n", "usageThreshold");
+    assert!(msg.contains("enabled: false"), "{msg}");
+}
+
+#[test]
+fn steps() {
+    assert!(only_error("limit: 100Gi\nstep: 0\n", "step").contains("never grow"));
+    assert!(only_error("limit: 100Gi\nstep: 20\n", "step").contains("use '20%' or '20Gi'"));
+    assert!(only_error("limit: 100Gi\nstep: 0%\n", "step").contains("never grow"));
+    assert!(only_error("limit: 100Gi\nmaxStep: 50%\n", "maxStep").contains("write e.g. 2Gi"));
+    assert!(only_error("limit: 100Gi\nminStep: 5%\n", "minStep").contains("write e.g. 2Gi"));
+    let msg = only_error("limit: 100Gi\nminStep: 20Gi\nmaxStep: 10Gi\n", "minStep");
+    assert!(
+        msg.contains("minStep (20Gi) is larger than maxStep (10Gi)"),
+        "{msg}"
+    );
+    // Against the default maxStep (500Gi), the key the user wrote is named.
+    assert!(only_error("limit: 1Ti\nminStep: 600Gi\n", "minStep").contains("500Gi"));
+    assert!(only_error("limit: 100Gi\nmaxStep: 512Mi\n", "maxStep").contains("minStep (1Gi)"));
+}
+
+#[test]
+fn quantities() {
+    assert!(only_error("limit: 100Gi\nminAvailable: -1Gi\n", "minAvailable").contains("negative"));
+    let msg = only_error("limit: 10GB\n", "limit");
+    assert!(msg.contains("'10GB'") && msg.contains("10Gi"), "{msg}");
+    assert!(only_error("limit: lots\n", "limit").contains("'lots'"));
+    let msg = only_error(
+        "limit: 100Gi\nwalSafety: {maxSlotRetentionBytes: 1.5.1Gi}\n",
+        "walSafety.maxSlotRetentionBytes",
+    );
+    assert!(msg.contains("'1.5.1Gi'"), "{msg}");
+}
+
+#[test]
+fn request_above_limit() {
+    let msg = only_error(
+        "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nlimit: 10Gi\nrequest: 20Gi\n",
+        "request",
+    );
+    assert!(msg.contains("at most 10Gi"), "{msg}");
+}
+
+#[test]
+fn missing_limit() {
+    assert!(only_error("enabled: true\n", "limit").contains("limit: 100Gi"));
+}
+
+#[test]
+fn reserve_above_budget() {
+    let y = "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nlimit: 10Gi\nmaxActionsPerDay: 2\nemergencyGrow: {reservedActionsForEmergency: 3}\n";
+    assert!(only_error(y, "emergencyGrow.reservedActionsForEmergency").contains("at most 2"));
+    // An unset reserve shrinks to fit the budget instead.
+    let v = check("limit: 10Gi\nmaxActionsPerDay: 0\n");
+    assert_eq!(
+        v.policy
+            .expect("valid")
+            .emergency_grow
+            .reserved_actions_for_emergency,
+        0
+    );
+}
+
+#[test]
+fn window_parts() {
+    let v = check(
+        "mode: convergent\nlimit: 10Gi\nmaintenanceWindow: {schedule: '61 * * * *', duration: four hours, timezone: Mars/Olympus}\n",
+    );
+    let fields: Vec<&str> = v.errors.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "maintenanceWindow.schedule",
+            "maintenanceWindow.duration",
+            "maintenanceWindow.timezone"
+        ]
+    );
+    assert!(v.errors[0].message.contains("\"0 3 * * 0\""));
+    assert!(v.errors[1].message.contains("4h"));
+    assert!(v.errors[2].message.contains("Europe/Berlin"));
+    assert!(only_error("limit: 10Gi\nmode: convergent\nmaintenanceWindow: {duration: 0s, schedule: '@daily'}\n", "maintenanceWindow.duration").contains("more than zero"));
+    assert!(
+        only_error(
+            "limit: 10Gi\nmode: convergent\nmaintenanceWindow: {duration: 2h}\n",
+            "maintenanceWindow.schedule"
+        )
+        .contains("required")
+    );
+    // Only the schedule given: the default duration and time zone apply.
+    let p = check("limit: 10Gi\nmode: convergent\nmaintenanceWindow: {schedule: '0 1 * * *'}\n")
+        .policy
+        .expect("valid");
+    let w = p.maintenance_window.expect("window");
+    assert_eq!((w.duration.as_hours(), w.timezone.as_str()), (4, "UTC"));
+}
+
+#[test]
+fn other_bad_values() {
+    assert!(
+        only_error("limit: 10Gi\nmode: thresold\n", "mode").contains("threshold or convergent")
+    );
+    assert!(only_error("limit: 10Gi\nenabled: yes\n", "enabled").contains("true or false"));
+    assert!(
+        only_error(
+            "limit: 10Gi\nwalSafety: {acknowledgeWALRisk: 1}\n",
+            "walSafety.acknowledgeWALRisk"
+        )
+        .contains("true or false")
+    );
+}
+
+#[test]
+fn every_error_is_reported_at_once() {
+    let fields = error_fields("usageThreshold: 0\nstep: 20\nunknownKey: 1\nmaxActionsPerDay: 99\n");
+    assert_eq!(
+        fields,
+        [
+            "unknownKey",
+            "limit",
+            "usageThreshold",
+            "step",
+            "maxActionsPerDay"
+        ]
+    );
+}
+
+#[test]
+fn warning_budget_zero_while_enabled() {
+    let msg = only_warning(
+        "limit: 10Gi\nenabled: true\nmaxActionsPerDay: 0\n",
+        Context::default(),
+        "maxActionsPerDay",
+    );
+    assert!(msg.contains("never acts"));
+    assert!(
+        check("limit: 10Gi\nenabled: false\nmaxActionsPerDay: 0\n")
+            .warnings
+            .is_empty()
+    );
+}
+
+#[test]
+fn warning_step_above_100_percent() {
+    assert!(
+        only_warning("limit: 10Gi\nstep: 150%\n", Context::default(), "step")
+            .contains("100% or less")
+    );
+    assert!(check("limit: 10Gi\nstep: 100%\n").warnings.is_empty());
+}
+
+#[test]
+fn warning_min_max_step_with_absolute_step() {
+    let v = check("limit: 100Gi\nstep: 10Gi\nminStep: 2Gi\nmaxStep: 50Gi\n");
+    assert_eq!(warning_fields(&v), ["minStep", "maxStep"]);
+    assert!(v.warnings[0].message.contains("step as a percent"));
+    assert_eq!(v.policy.expect("valid").step, Step::Bytes(10 * GI));
+}
+
+#[test]
+fn warning_min_step_above_limit() {
+    let msg = only_warning(
+        "limit: 10Gi\nminStep: 20Gi\nmaxStep: 40Gi\n",
+        Context::default(),
+        "minStep",
+    );
+    assert!(msg.contains("below 10Gi"), "{msg}");
+}
+
+#[test]
+fn warning_keys_of_the_other_mode() {
+    let v = check("limit: 10Gi\nrequest: 1Gi\nemergencyGrow: {criticalThreshold: 90}\n");
+    assert_eq!(
+        warning_fields(&v),
+        ["request", "emergencyGrow.criticalThreshold"]
+    );
+    assert!(v.warnings[0].message.contains("mode: convergent"));
+    let v = check(
+        "limit: 10Gi\nmode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nstep: 10%\ninodeThreshold: 95\n",
+    );
+    assert_eq!(warning_fields(&v), ["inodeThreshold", "step"]);
+    assert!(v.warnings[0].message.contains("mode: threshold"));
+}
+
+#[test]
+fn warning_acknowledge_wal_risk_with_own_wal_volume() {
+    let y = "limit: 10Gi\nwalSafety: {acknowledgeWALRisk: true}\n";
+    let own = Context {
+        wal_has_own_volume: Some(true),
+        ..Context::default()
+    };
+    assert!(only_warning(y, own, "walSafety.acknowledgeWALRisk").contains("remove it"));
+    let shared = Context {
+        wal_has_own_volume: Some(false),
+        ..Context::default()
+    };
+    assert!(check_with(y, shared).warnings.is_empty());
+}
+
+#[test]
+fn warnings_from_the_current_size() {
+    let ctx = Context {
+        current_size: Some(20 * GI),
+        ..Context::default()
+    };
+    assert!(only_warning("limit: 20Gi\n", ctx, "limit").contains("above 20Gi"));
+    assert!(check_with("limit: 21Gi\n", ctx).warnings.is_empty());
+    assert!(
+        only_warning("limit: 100Gi\nminAvailable: 25Gi\n", ctx, "minAvailable")
+            .contains("well below 20Gi")
+    );
+    assert!(
+        check_with("limit: 100Gi\nminAvailable: 5Gi\n", ctx)
+            .warnings
+            .is_empty()
+    );
+}
+
+#[test]
+fn warning_convergent_without_window() {
+    let msg = only_warning(
+        "limit: 10Gi\nmode: convergent\n",
+        Context::default(),
+        "maintenanceWindow",
+    );
+    assert!(
+        msg.contains("only in emergencies") && msg.contains("schedule"),
+        "{msg}"
+    );
+}

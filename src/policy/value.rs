@@ -1,0 +1,166 @@
+//! Parsing one value's text. Every error message quotes the text and says what to write instead;
+//! the caller adds the field name. YAML and annotation values go through the same functions.
+
+use super::{Mode, Step};
+use crate::quantity::{self, QuantityError};
+
+pub fn boolean(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "true" | "True" | "TRUE" => Ok(true),
+        "false" | "False" | "FALSE" => Ok(false),
+        other => Err(format!("'{other}' is not a boolean; write true or false")),
+    }
+}
+
+pub fn mode(text: &str) -> Result<Mode, String> {
+    match text.trim() {
+        "threshold" => Ok(Mode::Threshold),
+        "convergent" => Ok(Mode::Convergent),
+        other => Err(format!(
+            "'{other}' is not a mode; write threshold or convergent"
+        )),
+    }
+}
+
+/// A whole number in `min..=max`. `what` completes "write ..." (e.g. "a percent from 1 to 99").
+pub fn integer(text: &str, min: u64, max: u64, what: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    if let Some(n) = digits.strip_suffix('%') {
+        return Err(format!(
+            "'{t}' has a % sign; write {what} as a plain number, e.g. {}",
+            n.trim()
+        ));
+    }
+    if t.starts_with('-') && t[1..].chars().all(|c| c.is_ascii_digit()) && t.len() > 1 {
+        return Err(format!("'{t}' is negative; write {what}"));
+    }
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!("'{t}' is not a whole number; write {what}"));
+    }
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{t}' is too large; write {what}"))?;
+    if n < min || n > max {
+        return Err(format!("{n} is out of range; write {what}"));
+    }
+    Ok(n)
+}
+
+/// A size. A percent is refused: only `step` may be a percent.
+pub fn size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.ends_with('%') {
+        return Err(format!(
+            "'{t}' is a percent, but this key takes a size; write e.g. 2Gi"
+        ));
+    }
+    quantity::parse(t).map_err(|e| quantity_message(&e))
+}
+
+fn quantity_message(e: &QuantityError) -> String {
+    match e {
+        QuantityError::Suffix(input, suffix)
+            if suffix.len() == 2 && suffix.ends_with(['B', 'b']) =>
+        {
+            let number = input.trim().trim_end_matches(suffix.as_str());
+            let unit = &suffix[..1].to_uppercase();
+            let unit = if unit == "K" { "k" } else { unit };
+            format!(
+                "'{}' is not a Kubernetes quantity; write {number}{unit}i (binary, {unit}iB) or {number}{unit} (decimal)",
+                input.trim()
+            )
+        }
+        QuantityError::Empty => "the value is empty; write a size like 10Gi".to_string(),
+        other => format!("{other}; write a size like 10Gi"),
+    }
+}
+
+/// How a step was written, before range checks that need the rest of the policy.
+pub fn step(text: &str) -> Result<Step, String> {
+    let t = text.trim();
+    if let Some(p) = t.strip_suffix('%') {
+        let p = p.trim();
+        if p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("'{t}' is not a whole percent; write e.g. 20%"));
+        }
+        let n: u32 = p
+            .parse()
+            .map_err(|_| format!("'{t}' is too large; write a percent from 1% to 1000%"))?;
+        return match n {
+            0 => Err(format!(
+                "'{t}' would never grow the volume; write a step like 20% or 10Gi"
+            )),
+            1..=1000 => Ok(Step::Percent(n)),
+            _ => Err(format!(
+                "{n}% is out of range; write a percent from 1% to 1000%"
+            )),
+        };
+    }
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+        if t.chars().all(|c| c == '0') {
+            return Err(format!(
+                "'{t}' would never grow the volume; write a step like 20% or 10Gi"
+            ));
+        }
+        return Err(format!("'{t}' has no unit; use '{t}%' or '{t}Gi'"));
+    }
+    match size(t)? {
+        0 => Err(format!(
+            "'{t}' would never grow the volume; write a step like 20% or 10Gi"
+        )),
+        b => Ok(Step::Bytes(b)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quantity::GI;
+
+    #[test]
+    fn parses_values() {
+        assert_eq!(boolean("true"), Ok(true));
+        assert_eq!(boolean("False"), Ok(false));
+        assert!(boolean("yes").unwrap_err().contains("write true or false"));
+        assert_eq!(mode("convergent"), Ok(Mode::Convergent));
+        assert!(mode("thresold").unwrap_err().contains("'thresold'"));
+        assert_eq!(integer("80", 1, 99, "x"), Ok(80));
+        assert!(
+            integer("80%", 1, 99, "x")
+                .unwrap_err()
+                .contains("plain number")
+        );
+        assert!(integer("-3", 0, 10, "x").unwrap_err().contains("negative"));
+        assert!(
+            integer("100", 1, 99, "x")
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            integer("8.5", 1, 99, "x")
+                .unwrap_err()
+                .contains("not a whole number")
+        );
+        assert_eq!(size("10Gi"), Ok(10 * GI));
+        assert!(size("20%").unwrap_err().contains("percent"));
+        let e = size("10GB").unwrap_err();
+        assert!(
+            e.contains("'10GB'") && e.contains("10Gi") && e.contains("10G "),
+            "{e}"
+        );
+        assert!(size("-1Gi").unwrap_err().contains("negative"));
+    }
+
+    #[test]
+    fn parses_steps() {
+        assert_eq!(step("20%"), Ok(Step::Percent(20)));
+        assert_eq!(step("10Gi"), Ok(Step::Bytes(10 * GI)));
+        assert!(step("20").unwrap_err().contains("use '20%' or '20Gi'"));
+        assert!(step("0").unwrap_err().contains("never grow"));
+        assert!(step("0%").unwrap_err().contains("never grow"));
+        assert!(step("0Gi").unwrap_err().contains("never grow"));
+        assert!(step("1001%").unwrap_err().contains("1% to 1000%"));
+        assert_eq!(step("1000%"), Ok(Step::Percent(1000)));
+    }
+}

@@ -1,0 +1,340 @@
+//! WAL facts read over SQL. Every query needs only the `pg_monitor` role.
+
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{Client, Config, Row};
+
+use super::tls::EncryptOnlyTls;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    #[error("connection string: {0}")]
+    Dsn(String),
+    #[error("password file {path}: {source}")]
+    PasswordFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("password file {path}: empty")]
+    EmptyPassword { path: String },
+    #[error("TLS setup: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("connecting to {target}: {detail}")]
+    Connect { target: String, detail: String },
+    #[error("connecting to {target}: no answer within {secs}s")]
+    Timeout { target: String, secs: u64 },
+    #[error("query {what}: {detail}")]
+    Query { what: &'static str, detail: String },
+    #[error("query {what}: column {column}: {detail}")]
+    Column {
+        what: &'static str,
+        column: &'static str,
+        detail: String,
+    },
+}
+
+/// A server to ask. `Debug` shows no password (tokio-postgres redacts it).
+#[derive(Debug, Clone)]
+pub struct SqlTarget {
+    config: Config,
+    timeout: Duration,
+}
+
+impl SqlTarget {
+    /// A libpq-style connection string (`key=value ...` or `postgres://`); `sslmode` is
+    /// `disable`, `prefer` (the default) or `require`.
+    pub fn from_dsn(dsn: &str) -> Result<Self, SqlError> {
+        let mut config: Config = dsn.parse().map_err(|e| SqlError::Dsn(chain(&e)))?;
+        if config.get_application_name().is_none() {
+            config.application_name("headroom");
+        }
+        let mut target = Self {
+            config,
+            timeout: DEFAULT_TIMEOUT,
+        };
+        let timeout = target.config.get_connect_timeout().copied();
+        target.set_timeout(timeout.unwrap_or(DEFAULT_TIMEOUT));
+        Ok(target)
+    }
+
+    /// Connect and statement timeout (both: a hung server must not hang the agent).
+    pub fn set_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = timeout;
+        self.config.connect_timeout(timeout);
+        self
+    }
+
+    pub fn set_ssl_mode(&mut self, mode: SslMode) -> &mut Self {
+        self.config.ssl_mode(mode);
+        self
+    }
+
+    pub fn set_password(&mut self, password: impl AsRef<[u8]>) -> &mut Self {
+        self.config.password(password);
+        self
+    }
+
+    /// Reads the password from a mounted file (a Kubernetes Secret); one trailing newline is
+    /// dropped. The password itself never appears in an error.
+    pub fn set_password_file(&mut self, path: &Path) -> Result<&mut Self, SqlError> {
+        let shown = path.display().to_string();
+        let raw = std::fs::read(path).map_err(|source| SqlError::PasswordFile {
+            path: shown.clone(),
+            source,
+        })?;
+        let trimmed = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
+        if trimmed.is_empty() {
+            return Err(SqlError::EmptyPassword { path: shown });
+        }
+        Ok(self.set_password(trimmed))
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `user@host:port` for messages.
+    pub fn describe(&self) -> String {
+        use tokio_postgres::config::Host;
+        let user = self.config.get_user().unwrap_or("?");
+        let host = match self.config.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            Some(Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".to_string(),
+        };
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        format!("{user}@{host}:{port}")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ArchiverStats {
+    pub archived_count: u64,
+    pub last_archived_time: Option<Timestamp>,
+    pub failed_count: u64,
+    pub last_failed_time: Option<Timestamp>,
+    pub last_failed_wal: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotInfo {
+    pub name: String,
+    pub slot_type: String,
+    pub active: bool,
+    pub wal_status: Option<String>,
+    /// WAL held back, against the current LSN (primary) or last received/replayed LSN (standby);
+    /// `None` when the slot reserves no WAL.
+    pub retained_bytes: Option<u64>,
+}
+
+/// What the server says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SqlFacts {
+    pub archive_mode: String,
+    pub archive_command: String,
+    pub archive_library: String,
+    pub in_recovery: bool,
+    pub archiver: ArchiverStats,
+    pub slots: Vec<SlotInfo>,
+    /// `.ready` files, from `pg_ls_archive_statusdir()`: the backlog when the volume is not local.
+    pub ready_files: u64,
+    pub oldest_ready: Option<Timestamp>,
+    /// Bytes in `pg_wal`, from `pg_ls_waldir()`.
+    pub wal_bytes: u64,
+}
+
+/// Connects, asks, disconnects; the whole exchange is bounded by the target's timeout.
+pub async fn query(target: &SqlTarget) -> Result<SqlFacts, SqlError> {
+    let secs = target.timeout.as_secs().max(1);
+    match tokio::time::timeout(target.timeout, query_unbounded(target)).await {
+        Ok(result) => result,
+        Err(_) => Err(SqlError::Timeout {
+            target: target.describe(),
+            secs,
+        }),
+    }
+}
+
+async fn query_unbounded(target: &SqlTarget) -> Result<SqlFacts, SqlError> {
+    let tls = EncryptOnlyTls::new()?;
+    let (client, connection) = target
+        .config
+        .connect(tls)
+        .await
+        .map_err(|e| SqlError::Connect {
+            target: target.describe(),
+            detail: chain(&e),
+        })?;
+    let conn = tokio::spawn(connection);
+    let result = ask(&client, target.timeout).await;
+    drop(client);
+    conn.abort();
+    result
+}
+
+fn q(what: &'static str) -> impl FnOnce(tokio_postgres::Error) -> SqlError {
+    move |e| SqlError::Query {
+        what,
+        detail: chain(&e),
+    }
+}
+
+/// tokio-postgres's `Display` says only "db error" or "error connecting to server": the server's
+/// message (or the socket error) is in the source chain.
+fn chain(e: &tokio_postgres::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+async fn ask(client: &Client, timeout: Duration) -> Result<SqlFacts, SqlError> {
+    let ms = timeout.as_millis().max(1);
+    client
+        .batch_execute(&format!(
+            "SET statement_timeout = {ms}; SET default_transaction_read_only = on"
+        ))
+        .await
+        .map_err(q("SET statement_timeout"))?;
+
+    // current_setting(.., true): archive_library is NULL before PostgreSQL 15.
+    let what = "settings";
+    let row = client
+        .query_one(
+            "SELECT current_setting('archive_mode'), \
+                    coalesce(current_setting('archive_command', true), ''), \
+                    coalesce(current_setting('archive_library', true), ''), \
+                    pg_is_in_recovery()",
+            &[],
+        )
+        .await
+        .map_err(q(what))?;
+    let mut facts = SqlFacts {
+        archive_mode: get(&row, what, 0, "archive_mode")?,
+        archive_command: get(&row, what, 1, "archive_command")?,
+        archive_library: get(&row, what, 2, "archive_library")?,
+        in_recovery: get(&row, what, 3, "pg_is_in_recovery")?,
+        ..Default::default()
+    };
+
+    let what = "pg_stat_archiver";
+    let row = client
+        .query_one(
+            "SELECT archived_count, extract(epoch FROM last_archived_time)::float8, \
+                    failed_count, extract(epoch FROM last_failed_time)::float8, last_failed_wal \
+             FROM pg_stat_archiver",
+            &[],
+        )
+        .await
+        .map_err(q(what))?;
+    facts.archiver = ArchiverStats {
+        archived_count: count(get(&row, what, 0, "archived_count")?),
+        last_archived_time: epoch(
+            what,
+            "last_archived_time",
+            get(&row, what, 1, "last_archived_time")?,
+        )?,
+        failed_count: count(get(&row, what, 2, "failed_count")?),
+        last_failed_time: epoch(
+            what,
+            "last_failed_time",
+            get(&row, what, 3, "last_failed_time")?,
+        )?,
+        last_failed_wal: get(&row, what, 4, "last_failed_wal")?,
+    };
+
+    let what = "pg_ls_archive_statusdir";
+    let row = client
+        .query_one(
+            "SELECT count(*), extract(epoch FROM min(modification))::float8 \
+             FROM pg_ls_archive_statusdir() WHERE name LIKE '%.ready'",
+            &[],
+        )
+        .await
+        .map_err(q(what))?;
+    facts.ready_files = count(get(&row, what, 0, "count")?);
+    facts.oldest_ready = epoch(what, "modification", get(&row, what, 1, "modification")?)?;
+
+    let what = "pg_ls_waldir";
+    let row = client
+        .query_one(
+            "SELECT coalesce(sum(size), 0)::int8 FROM pg_ls_waldir()",
+            &[],
+        )
+        .await
+        .map_err(q(what))?;
+    facts.wal_bytes = count(get(&row, what, 0, "size")?);
+
+    // pg_current_wal_lsn() raises an error during recovery: a standby measures against what it
+    // has received (or replayed, when it restores from an archive rather than streaming).
+    let reference = if facts.in_recovery {
+        "coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"
+    } else {
+        "pg_current_wal_lsn()"
+    };
+    let what = "pg_replication_slots";
+    let rows = client
+        .query(
+            &format!(
+                "SELECT slot_name::text, slot_type, active, wal_status, \
+                        greatest(pg_wal_lsn_diff({reference}, restart_lsn), 0)::int8 \
+                 FROM pg_replication_slots ORDER BY slot_name"
+            ),
+            &[],
+        )
+        .await
+        .map_err(q(what))?;
+    for row in &rows {
+        facts.slots.push(SlotInfo {
+            name: get(row, what, 0, "slot_name")?,
+            slot_type: get(row, what, 1, "slot_type")?,
+            active: get(row, what, 2, "active")?,
+            wal_status: get(row, what, 3, "wal_status")?,
+            retained_bytes: get::<Option<i64>>(row, what, 4, "retained_bytes")?.map(count),
+        });
+    }
+    Ok(facts)
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    what: &'static str,
+    idx: usize,
+    column: &'static str,
+) -> Result<T, SqlError> {
+    row.try_get(idx).map_err(|e| SqlError::Column {
+        what,
+        column,
+        detail: e.to_string(),
+    })
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn epoch(
+    what: &'static str,
+    column: &'static str,
+    secs: Option<f64>,
+) -> Result<Option<Timestamp>, SqlError> {
+    let Some(secs) = secs else { return Ok(None) };
+    let micros = (secs * 1_000_000.0).round() as i64;
+    Timestamp::from_microsecond(micros)
+        .map(Some)
+        .map_err(|e| SqlError::Column {
+            what,
+            column,
+            detail: e.to_string(),
+        })
+}

@@ -1,0 +1,481 @@
+//! WAL health against a real PostgreSQL started by each test (issue 4, scenarios 1-6). headroom
+//! always connects as the README's `pg_monitor` role, so every scenario also proves that role is
+//! enough for every query.
+
+mod support {
+    pub mod pg;
+}
+
+use std::path::Path;
+use std::time::Duration;
+
+use headroom::decide::{
+    BlockReason, ClaimState, Decision, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts,
+    VolumeRole, WalHealth, decide,
+};
+use headroom::policy::Policy;
+use headroom::postgres::{SqlTarget, gather};
+use jiff::Timestamp;
+use support::pg::{Cluster, Options, poll, require_postgres};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn target(c: &Cluster, user: &str, password_file: &Path, sslmode: &str) -> SqlTarget {
+    let mut t = SqlTarget::from_dsn(&c.dsn(user, sslmode)).unwrap();
+    t.set_password_file(password_file).unwrap();
+    t
+}
+
+async fn both(c: &Cluster, t: &SqlTarget, max_pending: u64) -> WalHealth {
+    gather(Some(&c.data), Some(t), max_pending, Timestamp::now()).await
+}
+
+const GI: u64 = 1 << 30;
+/// A small `maxSlotRetentionBytes`: the stuck slot of scenario 3 holds more.
+const SMALL_SLOT_LIMIT: u64 = 32 << 20;
+
+/// One decision for a 10 GiB volume at 90 % (growth needed, not an emergency) holding WAL.
+fn decide_with(
+    wal: &WalHealth,
+    role: VolumeRole,
+    acknowledge: bool,
+    max_pending: u64,
+    max_slot: u64,
+) -> Decision {
+    let mut policy = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
+    policy.wal_safety.acknowledge_wal_risk = acknowledge;
+    policy.wal_safety.max_pending_wal_files = max_pending;
+    policy.wal_safety.max_slot_retention_bytes = max_slot;
+    let claim = ClaimState {
+        request_bytes: 10 * GI,
+        capacity_bytes: 10 * GI,
+        resize: ResizeState::Idle,
+    };
+    let measurement = Measurement {
+        capacity_bytes: 10 * GI,
+        used_bytes: 9 * GI,
+        available_bytes: GI,
+        inodes_total: 1_000_000,
+        inodes_used: 1_000,
+    };
+    let facts = VolumeFacts {
+        role,
+        wal_on_data: role == VolumeRole::Data,
+        expandable: true,
+        ..Default::default()
+    };
+    decide(&Inputs {
+        policy: PolicyInput::Valid(&policy),
+        measurement,
+        claim: &claim,
+        history: &[],
+        wal: Some(wal),
+        facts,
+        now: Timestamp::now(),
+    })
+}
+
+/// The same health through the engine for a WAL volume, and for a single data volume holding
+/// WAL with and without `acknowledgeWALRisk`: `expected` blocks, or `None` grows.
+fn assert_engine(
+    wal: &WalHealth,
+    max_pending: u64,
+    max_slot: u64,
+    expected: Option<BlockReason>,
+) -> Decision {
+    let data_unacked = decide_with(wal, VolumeRole::Data, false, max_pending, max_slot);
+    assert_eq!(
+        data_unacked.blocked_reason(),
+        Some(BlockReason::WalRiskNotAcknowledged),
+        "{data_unacked:?}"
+    );
+    let mut last = None;
+    for (role, ack) in [(VolumeRole::Wal, false), (VolumeRole::Data, true)] {
+        let d = decide_with(wal, role, ack, max_pending, max_slot);
+        assert_eq!(d.blocked_reason(), expected, "{role:?}: {d:?} from {wal:?}");
+        if expected.is_none() {
+            assert!(d.grow_to().is_some(), "{role:?}: {d:?}");
+        }
+        last = Some(d);
+    }
+    last.unwrap()
+}
+
+fn archived_files(c: &Cluster) -> usize {
+    std::fs::read_dir(&c.archive).unwrap().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_working_archive_is_healthy_and_backlog_drains() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let c = Cluster::start(&bin, &Options::archiving("cp %p {archive}/%f"));
+    let t = target(&c, "headroom", &c.monitor_role().await, "disable");
+    c.generate_wal(&c.superuser().await, 3).await;
+
+    let h = poll("the archive to drain", WAIT, || async {
+        let h = both(&c, &t, 100).await;
+        (h.pending_files == Some(0) && archived_files(&c) >= 3).then_some(h)
+    })
+    .await;
+    assert_eq!(h.archive_configured, Some(true), "{h:?}");
+    assert_eq!(h.archive_healthy, Some(true), "{h:?}");
+    assert!(h.sources.volume && h.sources.sql, "{h:?}");
+    assert_eq!(h.detail.failed_count, Some(0));
+    assert!(h.detail.last_archived_time.is_some());
+    assert_eq!(h.detail.in_recovery, Some(false));
+    assert_eq!(h.detail.wal_on_volume, Some(true));
+    assert!(h.detail.wal_bytes.unwrap() >= 16 << 20, "{h:?}");
+    assert_eq!(h.inactive_slots, Some(vec![]));
+    assert!(
+        h.detail.errors.is_empty() && h.detail.problems.is_empty(),
+        "{h:?}"
+    );
+
+    // Without credentials: the .done markers show archiving is on, and nothing waits.
+    let v = gather(Some(&c.data), None, 100, Timestamp::now()).await;
+    assert_eq!(
+        (v.archive_configured, v.archive_healthy, v.pending_files),
+        (Some(true), Some(true), Some(0))
+    );
+    assert!(v.sources.volume && !v.sources.sql);
+    assert_eq!(v.inactive_slots, None, "slots are unknown without SQL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_failing_archive_command_is_unhealthy_from_both_sources() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    // Archiving works first, then breaks: the last failure must be newer than the last success.
+    let c = Cluster::start(&bin, &Options::archiving("cp %p {archive}/%f"));
+    let t = target(&c, "headroom", &c.monitor_role().await, "disable");
+    let su = c.superuser().await;
+    c.generate_wal(&su, 1).await;
+    poll("the first segment to be archived", WAIT, || async {
+        let h = both(&c, &t, 100).await;
+        (h.pending_files == Some(0) && h.detail.last_archived_time.is_some()).then_some(())
+    })
+    .await;
+    su.batch_execute("ALTER SYSTEM SET archive_command = 'false'")
+        .await
+        .unwrap();
+    su.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    // The reload is asynchronous: wait until the server reports the new command.
+    poll("archive_command to become 'false'", WAIT, || async {
+        let row = su
+            .query_one("SELECT current_setting('archive_command')", &[])
+            .await
+            .unwrap();
+        (row.get::<_, String>(0) == "false").then_some(())
+    })
+    .await;
+    c.generate_wal(&su, 4).await;
+
+    let h = poll("failed_count > 0 and .ready files", WAIT, || async {
+        let h = both(&c, &t, 100).await;
+        (h.detail.failed_count.unwrap_or(0) > 0 && h.pending_files.unwrap_or(0) >= 4).then_some(h)
+    })
+    .await;
+    assert_eq!(
+        (h.archive_configured, h.archive_healthy),
+        (Some(true), Some(false)),
+        "{h:?}"
+    );
+    assert!(
+        h.detail
+            .problems
+            .iter()
+            .any(|p| p.contains("archiving fails")),
+        "{h:?}"
+    );
+    assert!(
+        h.detail.last_failed_time > h.detail.last_archived_time,
+        "{h:?}"
+    );
+    assert_eq!(archived_files(&c), 1);
+    assert_engine(
+        &h,
+        100,
+        SMALL_SLOT_LIMIT,
+        Some(BlockReason::WalArchiveUnhealthy),
+    );
+    assert_engine(&h, 3, SMALL_SLOT_LIMIT, Some(BlockReason::WalPendingFiles));
+
+    // The volume alone counts the backlog; over the limit it is unhealthy...
+    let v = gather(Some(&c.data), None, 3, Timestamp::now()).await;
+    assert_eq!(
+        (v.archive_configured, v.archive_healthy),
+        (Some(true), Some(false)),
+        "{v:?}"
+    );
+    assert!(v.pending_files.unwrap() >= 4);
+    assert!(
+        v.detail
+            .problems
+            .iter()
+            .any(|p| p.contains("wait to be archived")),
+        "{v:?}"
+    );
+    // ...but a young backlog under the limit looks healthy from the volume alone (by design:
+    // one snapshot cannot tell a failing archiver from a busy one until the oldest gets stale).
+    let v = gather(Some(&c.data), None, 100, Timestamp::now()).await;
+    assert_eq!(v.archive_healthy, Some(true), "{v:?}");
+
+    // SQL alone sees the same backlog through pg_ls_archive_statusdir().
+    let s = gather(None, Some(&t), 100, Timestamp::now()).await;
+    assert_eq!(s.archive_healthy, Some(false), "{s:?}");
+    assert!(s.pending_files.unwrap() >= 4, "{s:?}");
+    assert!(s.oldest_pending_seconds.is_some());
+
+    // The CLI prints the same classification as JSON, null for what it cannot know.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args([
+            "wal-health",
+            "--format",
+            "json",
+            "--max-pending-wal-files",
+            "100",
+            "--dsn",
+            &c.dsn("headroom", "disable"),
+        ])
+        .arg("--password-file")
+        .arg(c.dir().join("headroom.password"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["archive_configured"], true, "{json}");
+    assert_eq!(json["archive_healthy"], false, "{json}");
+    assert!(json["pending_files"].as_u64().unwrap() >= 4, "{json}");
+    assert_eq!(json["inactive_slots"], serde_json::json!([]));
+    assert_eq!(
+        json["sources"],
+        serde_json::json!({"volume": false, "sql": true})
+    );
+    assert!(json["wal_on_volume"].is_null(), "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_inactive_slot_retains_wal() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let c = Cluster::start(&bin, &Options::archiving("cp %p {archive}/%f"));
+    let t = target(&c, "headroom", &c.monitor_role().await, "disable");
+    let su = c.superuser().await;
+    su.batch_execute("SELECT pg_create_physical_replication_slot('stuck', true)")
+        .await
+        .unwrap();
+    c.generate_wal(&su, 4).await;
+
+    let h = poll("the archive to drain", WAIT, || async {
+        let h = both(&c, &t, 100).await;
+        (h.pending_files == Some(0)).then_some(h)
+    })
+    .await;
+    assert_eq!(h.archive_healthy, Some(true), "{h:?}");
+    let slots = h.inactive_slots.clone().unwrap();
+    assert_eq!(slots.len(), 1, "{slots:?}");
+    assert_eq!(slots[0].name, "stuck");
+    // Four segment switches after the slot reserved WAL: at least three whole 16 MiB segments.
+    assert!(slots[0].retained_bytes >= 3 * (16 << 20), "{slots:?}");
+    assert_engine(
+        &h,
+        100,
+        SMALL_SLOT_LIMIT,
+        Some(BlockReason::WalSlotRetention),
+    );
+    assert_engine(&h, 100, 10 * GI, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_archive_mode_off_is_not_configured() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let opts = Options {
+        archive_mode: "off",
+        archive_command: "",
+        tls_only: false,
+    };
+    let c = Cluster::start(&bin, &opts);
+    let t = target(&c, "headroom", &c.monitor_role().await, "disable");
+    c.generate_wal(&c.superuser().await, 2).await;
+
+    let h = both(&c, &t, 100).await;
+    assert_eq!(
+        (h.archive_configured, h.archive_healthy),
+        (Some(false), None),
+        "{h:?}"
+    );
+    assert_eq!(h.pending_files, Some(0));
+    assert!(h.sources.volume && h.sources.sql);
+    let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
+    assert!(
+        d.notes.iter().any(|n| n.contains("not configured")),
+        "{d:?}"
+    );
+    // Without SQL, no markers: archiving may be off or idle, so it is unknown.
+    let v = gather(Some(&c.data), None, 100, Timestamp::now()).await;
+    assert_eq!(
+        (v.archive_configured, v.archive_healthy),
+        (None, None),
+        "{v:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_s6_unreachable_server_is_unknown_with_clear_errors() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let mut c = Cluster::start(&bin, &Options::archiving("cp %p {archive}/%f"));
+    let good = c.monitor_role().await;
+
+    let sql_error = |h: &WalHealth| {
+        assert!(!h.sources.sql, "{h:?}");
+        assert_eq!(
+            (
+                h.archive_configured,
+                h.archive_healthy,
+                h.inactive_slots.clone()
+            ),
+            (Some(true), Some(true), None)
+        );
+        let e = h
+            .detail
+            .errors
+            .iter()
+            .find(|e| e.starts_with("sql: "))
+            .cloned();
+        e.unwrap_or_else(|| panic!("no sql error in {h:?}"))
+    };
+    c.generate_wal(&c.superuser().await, 1).await;
+    poll("the archive to drain", WAIT, || async {
+        let h = gather(Some(&c.data), None, 100, Timestamp::now()).await;
+        (h.pending_files == Some(0) && archived_files(&c) >= 1).then_some(())
+    })
+    .await;
+
+    // Wrong password: the server's message, and no password in it.
+    let bad = c.dir().join("wrong.password");
+    std::fs::write(&bad, "not-the-password\n").unwrap();
+    let h = both(&c, &target(&c, "headroom", &bad, "disable"), 100).await;
+    let e = sql_error(&h);
+    assert!(
+        e.contains("password authentication failed for user \"headroom\""),
+        "{e}"
+    );
+    assert!(
+        !e.contains("not-the-password") && !e.contains("monitor-secret"),
+        "{e}"
+    );
+    assert!(!format!("{:?}", target(&c, "headroom", &good, "disable")).contains("monitor-secret"));
+
+    // A role without pg_monitor cannot read the WAL directory: the grant is what makes it work.
+    c.superuser()
+        .await
+        .batch_execute("CREATE ROLE plain LOGIN PASSWORD 'monitor-secret'")
+        .await
+        .unwrap();
+    let e = sql_error(&both(&c, &target(&c, "plain", &good, "disable"), 100).await);
+    assert!(e.contains("permission denied"), "{e}");
+
+    // Refused: nothing listens on the port.
+    let mut refused = SqlTarget::from_dsn(&format!(
+        "host=127.0.0.1 port={} user=headroom dbname=postgres",
+        support::pg::free_port()
+    ))
+    .unwrap();
+    refused.set_password_file(&good).unwrap();
+    let e = sql_error(&both(&c, &refused, 100).await);
+    assert!(e.contains("refused"), "{e}");
+
+    // A server that accepts but never answers: bounded by the timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let mut hung = SqlTarget::from_dsn(&format!(
+        "host=127.0.0.1 port={port} user=headroom dbname=postgres sslmode=disable"
+    ))
+    .unwrap();
+    hung.set_timeout(Duration::from_secs(1));
+    let e = sql_error(&both(&c, &hung, 100).await);
+    assert!(e.contains("no answer within 1s"), "{e}");
+    hold.abort();
+
+    // The server stopped: SQL unknown, the volume still answers.
+    c.stop();
+    let h = both(&c, &target(&c, "headroom", &good, "disable"), 100).await;
+    let e = sql_error(&h);
+    assert!(e.contains("refused"), "{e}");
+    assert!(h.sources.volume);
+    // Unknown fails open, with a note: slots unknown (volume answered), or everything unknown.
+    let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
+    assert!(d.notes.iter().any(|n| n.contains("slots unknown")), "{d:?}");
+    let sql_only = gather(
+        None,
+        Some(&target(&c, "headroom", &good, "disable")),
+        100,
+        Timestamp::now(),
+    )
+    .await;
+    assert_eq!(
+        (sql_only.archive_configured, sql_only.archive_healthy),
+        (None, None)
+    );
+    let d = assert_engine(&sql_only, 100, SMALL_SLOT_LIMIT, None);
+    assert!(
+        d.notes.iter().any(|n| n.contains("archive health unknown")),
+        "{d:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_require_and_prefer_connect_to_a_tls_only_server() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let opts = Options {
+        tls_only: true,
+        ..Options::archiving("cp %p {archive}/%f")
+    };
+    let c = Cluster::start(&bin, &opts);
+    let pw = c.monitor_role().await;
+    for mode in ["require", "prefer"] {
+        let h = gather(
+            None,
+            Some(&target(&c, "headroom", &pw, mode)),
+            100,
+            Timestamp::now(),
+        )
+        .await;
+        assert!(h.sources.sql, "sslmode={mode}: {h:?}");
+    }
+    let h = gather(
+        None,
+        Some(&target(&c, "headroom", &pw, "disable")),
+        100,
+        Timestamp::now(),
+    )
+    .await;
+    let e = h.detail.errors.join("; ");
+    assert!(
+        e.contains("no pg_hba.conf entry") && e.contains("no encryption"),
+        "{e}"
+    );
+}

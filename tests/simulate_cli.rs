@@ -1,0 +1,154 @@
+//! `headroom simulate` as a user runs it: files in, JSON out.
+
+use std::process::Command;
+
+fn headroom(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(args)
+        .output()
+        .expect("run headroom")
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write");
+    path.display().to_string()
+}
+
+const GI: u64 = 1 << 30;
+
+#[test]
+fn json_report_has_the_documented_fields_and_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write(
+        &dir,
+        "p.yaml",
+        "enabled: true\nlimit: 15Gi\nstep: 2Gi\nmaxActionsPerDay: 2\n",
+    );
+    // 10Gi volume, 0 -> 20Gi over 2000 s: 8Gi (80%) at 800 s.
+    let trace = write(
+        &dir,
+        "t.csv",
+        &format!("seconds,used_bytes\n0,0\n2000,{}\n", 20 * GI),
+    );
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &policy,
+        "--trace",
+        &trace,
+        "--capacity",
+        "10Gi",
+        "--interval",
+        "10s",
+        "--resize-delay",
+        "30s",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let actions = v["actions"].as_array().expect("actions");
+    assert_eq!(actions.len(), 2);
+    assert_eq!(actions[0]["at"], "2026-01-04T00:13:20Z");
+    assert_eq!(actions[0]["kind"], "Grow");
+    assert_eq!(actions[0]["from_bytes"], 10 * GI);
+    assert_eq!(actions[0]["to_bytes"], 12 * GI);
+    // 80% of 12Gi = 9.6Gi at 960 s; +2Gi -> 14Gi. Then the budget of 2 is spent.
+    assert_eq!(actions[1]["to_bytes"], 14 * GI);
+    let reasons: Vec<&str> = v["blocked"]
+        .as_array()
+        .expect("blocked")
+        .iter()
+        .map(|b| b["reason"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(reasons.last(), Some(&"budget_exhausted"));
+    assert_eq!(v["final_capacity_bytes"], 14 * GI);
+    assert_eq!(v["peak_used_percent"], 100.0);
+    // Demand reaches 14Gi at 1400 s: full from then to the end, 600 s.
+    assert_eq!(v["full_seconds"], 600.0);
+}
+
+#[test]
+fn bad_inputs_name_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = write(&dir, "p.yaml", "enabled: true\nlimit: 15Gi\n");
+    let bad_policy = write(&dir, "bad.yaml", "enabled: true\nlimit: 15Gi\nstep: 20\n");
+    let trace = write(&dir, "t.csv", "seconds,used_bytes\n0,1\n10,oops\n");
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &bad_policy,
+        "--trace",
+        &trace,
+        "--capacity",
+        "1Gi",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("step"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &good,
+        "--trace",
+        &trace,
+        "--capacity",
+        "1Gi",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("line 3") && err.contains("used_bytes"),
+        "{err}"
+    );
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &good,
+        "--trace",
+        &trace,
+        "--capacity",
+        "ten",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--capacity"));
+}
+
+#[test]
+fn shipped_example_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &format!("{root}/examples/policy.yaml"),
+        "--trace",
+        &format!("{root}/examples/trace.csv"),
+        "--capacity",
+        "20Gi",
+        "--role",
+        "data",
+        "--wal-on-data",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    // The example's archive failure must show up as a WAL block, not as growth.
+    let reasons: Vec<&str> = v["blocked"]
+        .as_array()
+        .expect("blocked")
+        .iter()
+        .filter_map(|b| b["reason"].as_str())
+        .collect();
+    assert!(reasons.iter().any(|r| r.starts_with("wal_")), "{reasons:?}");
+}

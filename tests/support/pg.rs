@@ -1,0 +1,352 @@
+//! A real PostgreSQL for tests: initdb in a temp dir, own port on 127.0.0.1 and own socket dir,
+//! run as the `postgres` OS user when the tests run as root; stopped and removed on drop.
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// The one line README tells users to run; every test connects as this role.
+pub const MONITOR_ROLE_SQL: &str =
+    "CREATE ROLE headroom LOGIN PASSWORD 'monitor-secret' IN ROLE pg_monitor";
+pub const MONITOR_PASSWORD: &str = "monitor-secret";
+
+/// Postgres server binaries, or `None` with a printed reason; panics under `CI`.
+pub fn require_postgres() -> Option<PathBuf> {
+    let found = fs::read_dir("/usr/lib/postgresql")
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin"))
+        .filter(|b| b.join("initdb").is_file() && b.join("pg_ctl").is_file())
+        .max();
+    if found.is_none() {
+        let why = "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (Debian package `postgresql`; ./scripts/test.sh installs it)";
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set and Postgres tests cannot run: {why}");
+        }
+        eprintln!("skipping Postgres test: {why}");
+    }
+    found
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub archive_mode: &'static str,
+    /// `{archive}` is replaced by the cluster's archive directory.
+    pub archive_command: &'static str,
+    /// Serve TLS (self-signed, made with the openssl CLI) and refuse plain TCP connections.
+    pub tls_only: bool,
+}
+
+impl Options {
+    pub fn archiving(command: &'static str) -> Self {
+        Self {
+            archive_mode: "on",
+            archive_command: command,
+            tls_only: false,
+        }
+    }
+}
+
+pub struct Cluster {
+    bin: PathBuf,
+    owner: Option<(nix::unistd::Uid, nix::unistd::Gid)>,
+    pub data: PathBuf,
+    pub archive: PathBuf,
+    pub port: u16,
+    running: bool,
+    dir: TempDir,
+}
+
+impl Cluster {
+    pub fn start(bin: &Path, opts: &Options) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("headroom-pg")
+            .tempdir()
+            .expect("temp dir");
+        let owner = if nix::unistd::geteuid().is_root() {
+            let user = nix::unistd::User::from_name("postgres")
+                .expect("look up user postgres")
+                .expect("running as root: the `postgres` OS user must exist to run PostgreSQL");
+            Some((user.uid, user.gid))
+        } else {
+            None
+        };
+        let mut c = Cluster {
+            bin: bin.to_path_buf(),
+            owner,
+            data: dir.path().join("data"),
+            archive: dir.path().join("archive"),
+            port: 0,
+            running: false,
+            dir,
+        };
+        fs::create_dir(&c.archive).expect("archive dir");
+        c.chown(c.dir.path());
+        c.chown(&c.archive);
+        let initdb = c.run(
+            "initdb",
+            &[
+                "-D",
+                c.data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+        );
+        assert!(
+            initdb.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&initdb.stderr)
+        );
+        if opts.tls_only {
+            c.make_certificate();
+            fs::write(
+                c.data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n",
+            )
+            .unwrap();
+        }
+        // A free port can be taken between probing and binding by a test running in parallel.
+        for _attempt in 0..3 {
+            c.port = free_port();
+            c.write_config(opts);
+            let log = c.dir.path().join("server.log");
+            let out = c.run(
+                "pg_ctl",
+                &[
+                    "-D",
+                    c.data.to_str().unwrap(),
+                    "-l",
+                    log.to_str().unwrap(),
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ],
+            );
+            if out.status.success() {
+                c.running = true;
+                return c;
+            }
+            eprintln!(
+                "pg_ctl start failed on port {}: {}",
+                c.port,
+                fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        panic!("PostgreSQL did not start (see the logs above)");
+    }
+
+    fn write_config(&self, opts: &Options) {
+        let command = opts
+            .archive_command
+            .replace("{archive}", self.archive.to_str().unwrap());
+        let ssl = if opts.tls_only { "ssl = on\n" } else { "" };
+        let conf = format!(
+            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\n\
+             wal_level = replica\narchive_mode = {}\narchive_command = '{}'\n\
+             max_wal_size = '1GB'\ncheckpoint_timeout = '1h'\nfsync = off\nsynchronous_commit = off\n\
+             full_page_writes = off\nshared_buffers = '16MB'\nmax_connections = 20\n{ssl}",
+            self.port,
+            self.dir.path().display(),
+            opts.archive_mode,
+            command.replace('\'', "''"),
+        );
+        let base = fs::read_to_string(self.data.join("postgresql.conf")).unwrap();
+        let base = base
+            .split("\n# headroom test\n")
+            .next()
+            .unwrap()
+            .to_string();
+        fs::write(
+            self.data.join("postgresql.conf"),
+            format!("{base}\n# headroom test\n{conf}"),
+        )
+        .unwrap();
+    }
+
+    fn make_certificate(&self) {
+        let (crt, key) = (self.data.join("server.crt"), self.data.join("server.key"));
+        let out = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=localhost",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
+            .expect("run the openssl CLI to make a test certificate");
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+        self.chown(&crt);
+        self.chown(&key);
+    }
+
+    fn chown(&self, path: &Path) {
+        if let Some((uid, gid)) = self.owner {
+            nix::unistd::chown(path, Some(uid), Some(gid)).expect("chown to postgres");
+        }
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> Output {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("LC_ALL", "C");
+        if let Some((uid, gid)) = self.owner {
+            cmd.uid(uid.as_raw()).gid(gid.as_raw());
+        }
+        cmd.output().unwrap_or_else(|e| panic!("run {tool}: {e}"))
+    }
+
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Superuser over the unix socket (trust): for setting scenarios up, never for headroom.
+    pub async fn superuser(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::Config::new()
+            .host_path(self.socket_dir())
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("superuser connection over the socket");
+        tokio::spawn(conn);
+        client
+    }
+
+    /// Creates the monitoring role exactly as README says, and returns a password file for it.
+    pub async fn monitor_role(&self) -> PathBuf {
+        self.superuser()
+            .await
+            .batch_execute(MONITOR_ROLE_SQL)
+            .await
+            .expect("create role headroom");
+        let file = self.dir.path().join("headroom.password");
+        fs::write(&file, format!("{MONITOR_PASSWORD}\n")).unwrap();
+        file
+    }
+
+    /// TCP connection string for `user` (no password: that comes from a file).
+    pub fn dsn(&self, user: &str, sslmode: &str) -> String {
+        format!(
+            "host=127.0.0.1 port={} user={user} dbname=postgres sslmode={sslmode}",
+            self.port
+        )
+    }
+
+    /// Writes some rows and switches to a new segment, `n` times: `n` completed segments.
+    pub async fn generate_wal(&self, client: &tokio_postgres::Client, n: usize) {
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS filler (x int)")
+            .await
+            .unwrap();
+        for _ in 0..n {
+            client
+                .batch_execute(
+                    "INSERT INTO filler SELECT generate_series(1, 1000); SELECT pg_switch_wal()",
+                )
+                .await
+                .unwrap();
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if self.running {
+            let out = self.run(
+                "pg_ctl",
+                &[
+                    "-D",
+                    self.data.to_str().unwrap(),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
+            );
+            assert!(
+                out.status.success(),
+                "pg_ctl stop: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            self.running = false;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = self.run(
+                "pg_ctl",
+                &[
+                    "-D",
+                    self.data.to_str().unwrap_or(""),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
+            );
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `limit`.
+pub async fn poll<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

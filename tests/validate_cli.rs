@@ -1,0 +1,138 @@
+//! `headroom validate` as a user runs it: the built binary on real files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Run {
+    code: Option<i32>,
+    lines: Vec<String>,
+    stderr: String,
+}
+
+fn validate(files: &[&Path]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .arg("validate")
+        .args(files)
+        .output()
+        .expect("run headroom");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    Run {
+        code: out.status.code(),
+        lines: String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+        stderr,
+    }
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &[u8]) -> PathBuf {
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+#[test]
+fn clean_file_prints_ok_and_exits_0() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = write(&dir, "p.yaml", b"enabled: true\nlimit: 100Gi\nstep: 10%\n");
+    let r = validate(&[&f]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.lines, [format!("{}: ok", f.display())]);
+}
+
+#[test]
+fn warnings_print_and_exit_0() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = write(&dir, "w.yaml", b"limit: 100Gi\nstep: 150%\nrequest: 10Gi\n");
+    let r = validate(&[&f]);
+    assert_eq!(r.code, Some(0));
+    let prefix = format!("{}: warning: ", f.display());
+    assert_eq!(r.lines.len(), 2, "{:?}", r.lines);
+    assert!(
+        r.lines[0].starts_with(&format!("{prefix}step: 150%")),
+        "{:?}",
+        r.lines
+    );
+    assert!(
+        r.lines[1].starts_with(&format!("{prefix}request: ")),
+        "{:?}",
+        r.lines
+    );
+}
+
+#[test]
+fn every_error_prints_one_line_and_exits_1() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = write(&dir, "e.yaml", b"usageThreshold: 0\nstep: 20\nlimit: 10GB\nusageTreshhold: 3\nmaxActionsPerDay: 0\nenabled: true\n");
+    let r = validate(&[&f]);
+    assert_eq!(r.code, Some(1));
+    let name = f.display().to_string();
+    let fields: Vec<(&str, &str)> = r
+        .lines
+        .iter()
+        .map(|l| {
+            let rest = l
+                .strip_prefix(&format!("{name}: "))
+                .expect("line starts with the file");
+            let (level, rest) = rest.split_once(": ").expect("level");
+            (level, rest.split_once(": ").expect("field").0)
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("error", "usageTreshhold"),
+            ("error", "limit"),
+            ("error", "usageThreshold"),
+            ("error", "step"),
+            ("warning", "maxActionsPerDay"),
+        ]
+    );
+    assert!(r.lines[0].contains("did you mean usageThreshold?"));
+    assert!(r.lines[1].contains("'10GB'"));
+    assert!(r.lines[3].contains("use '20%' or '20Gi'"));
+}
+
+#[test]
+fn unreadable_and_broken_files_are_error_lines() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let missing = dir.path().join("missing.yaml");
+    let binary = write(&dir, "bin.yaml", &[0xff, 0xfe, 0x00, 0x41]);
+    let syntax = write(&dir, "syntax.yaml", b"limit: [100Gi\n");
+    let good = write(&dir, "good.yaml", b"limit: 1Ti\n");
+    let r = validate(&[&missing, dir.path(), &binary, &syntax, &good]);
+    assert_eq!(r.code, Some(1));
+    assert_eq!(r.lines.len(), 5, "{:?}", r.lines);
+    assert!(r.lines[0].starts_with(&format!(
+        "{}: error: (file): cannot read",
+        missing.display()
+    )));
+    assert!(r.lines[1].starts_with(&format!(
+        "{}: error: (file): cannot read",
+        dir.path().display()
+    )));
+    assert!(r.lines[2].starts_with(&format!("{}: error: (file): cannot read", binary.display())));
+    assert!(
+        r.lines[3].starts_with(&format!("{}: error: (yaml): YAML syntax", syntax.display())),
+        "{}",
+        r.lines[3]
+    );
+    assert_eq!(r.lines[4], format!("{}: ok", good.display()));
+}
+
+#[test]
+fn shipped_examples_validate_clean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let files = [root.join("policy.yaml"), root.join("convergent.yaml")];
+    let r = validate(&[&files[0], &files[1]]);
+    assert_eq!(r.code, Some(0));
+    assert_eq!(
+        r.lines,
+        files
+            .iter()
+            .map(|f| format!("{}: ok", f.display()))
+            .collect::<Vec<_>>()
+    );
+}
