@@ -135,7 +135,11 @@ pub struct AgentArgs {
     #[arg(long, env = "HEADROOM_CONFIGMAP", default_value = "headroom")]
     pub configmap: String,
     /// The kubelet root, as mounted into the agent.
-    #[arg(long, env = "HEADROOM_KUBELET_ROOT", default_value = "/var/lib/kubelet")]
+    #[arg(
+        long,
+        env = "HEADROOM_KUBELET_ROOT",
+        default_value = "/var/lib/kubelet"
+    )]
     pub kubelet_root: PathBuf,
     /// Time between scans.
     #[arg(long, env = "HEADROOM_INTERVAL", default_value = "10s")]

@@ -6,7 +6,7 @@
 pub mod agent;
 pub mod cli;
 pub mod decide;
-pub mod placeholder;
+pub mod k8s;
 pub mod policy;
 pub mod postgres;
 pub mod probe;

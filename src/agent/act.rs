@@ -36,27 +36,42 @@ enum PatchError {
 
 impl Actor<'_> {
     async fn patch(&self, name: &str, body: &Value) -> Result<PersistentVolumeClaim, PatchError> {
-        let call = self.api.patch(name, &PatchParams::default(), &Patch::Merge(body));
-        match tokio::time::timeout(self.timeout, call).await {
+        let params = PatchParams::default();
+        let patch = Patch::Merge(body);
+        match tokio::time::timeout(self.timeout, self.api.patch(name, &params, &patch)).await {
             Ok(Ok(pvc)) => Ok(pvc),
             Ok(Err(kube::Error::Api(s))) if s.code == 409 => Err(PatchError::Conflict),
             Ok(Err(e)) => Err(PatchError::Other(e.to_string())),
-            Err(_) => Err(PatchError::Other(format!("no answer within {:?}", self.timeout))),
+            Err(_) => Err(PatchError::Other(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
         }
     }
 
-    pub async fn apply(&self, pvc: &PersistentVolumeClaim, eval: &Evaluation, now: Timestamp) -> Applied {
+    pub async fn apply(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        now: Timestamp,
+    ) -> Applied {
         let report = &eval.report;
         let key = format!("{}/{}", report.namespace, report.pvc);
         let name = report.pvc.as_str();
         let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        let opted_in = report.decision.verdict != (Verdict::Blocked { reason: BlockReason::Disabled });
+        let opted_in = report.decision.verdict
+            != (Verdict::Blocked {
+                reason: BlockReason::Disabled,
+            });
         let status = StatusAnnotation::from_report(report, now);
 
         self.wal_notice(&key, pvc, eval).await;
         let Some((to, kind)) = report.decision.grow_to() else {
             self.events.update(&key, pvc, notice_for(report)).await;
-            let unchanged = state::read_status(pvc).ok().flatten().is_some_and(|old| !status.differs(&old));
+            let unchanged = state::read_status(pvc)
+                .ok()
+                .flatten()
+                .is_some_and(|old| !status.differs(&old));
             if opted_in && !self.dry_run && !unchanged {
                 match state::status_patch(Some(&rv), &status) {
                     // A 409 here only means the next scan writes the status.
@@ -76,7 +91,13 @@ impl Actor<'_> {
             tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
             return Applied::Done;
         }
-        let action = Action { at: now, kind, from, to, node: self.node.to_string() };
+        let action = Action {
+            at: now,
+            kind,
+            from,
+            to,
+            node: self.node.to_string(),
+        };
         let history = state::append(&eval.history, action, now);
         let body = match state::grow_patch(&rv, to, &history, &status) {
             Ok(b) => b,
@@ -87,10 +108,27 @@ impl Actor<'_> {
         };
         match self.patch(name, &body).await {
             Ok(_) => {
-                let used = report.measurement.map(|m| format!(" at {:.1}% used", m.used_percent())).unwrap_or_default();
-                let note = format!("{} {} -> {}{used}", kind.as_str(), quantity::format(from), quantity::format(to));
+                let used = report
+                    .measurement
+                    .map(|m| format!(" at {:.1}% used", m.used_percent()))
+                    .unwrap_or_default();
+                let note = format!(
+                    "{} {} -> {}{used}",
+                    kind.as_str(),
+                    quantity::format(from),
+                    quantity::format(to)
+                );
                 tracing::info!(pvc = %key, %note, "resized");
-                self.events.publish(pvc, Notice { warning: false, reason: "Resized", note }).await;
+                self.events
+                    .publish(
+                        pvc,
+                        Notice {
+                            warning: false,
+                            reason: "Resized",
+                            note,
+                        },
+                    )
+                    .await;
                 self.events.update(&key, pvc, None).await;
                 Applied::Done
             }
@@ -106,7 +144,11 @@ impl Actor<'_> {
         let report = &eval.report;
         let unknown = report.decision.notes.iter().find(|n| n.contains("unknown"));
         let notice = match (report.role.as_str(), unknown) {
-            ("data" | "wal", Some(note)) => Some(Notice { warning: true, reason: "WALHealthUnavailable", note: note.clone() }),
+            ("data" | "wal", Some(note)) => Some(Notice {
+                warning: true,
+                reason: "WALHealthUnavailable",
+                note: note.clone(),
+            }),
             _ => None,
         };
         self.events.update(&format!("{key}#wal"), pvc, notice).await;

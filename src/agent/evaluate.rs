@@ -9,8 +9,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::{MeasuredBy, VolumeReport};
 use crate::decide::{
-    Action, ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts, VolumeRole,
-    WalHealth, decide,
+    Action, ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts, VolumeRole, WalHealth,
+    decide,
 };
 use crate::k8s::{claim, roles, state};
 use crate::policy::Policy;
@@ -42,14 +42,16 @@ fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<Stri
     pvc_or_class.cloned().unwrap_or_default()
 }
 
-/// Does the WAL of this volume's instance live on it? (Only then does WAL health matter.)
-pub fn postgres_facts(s: &Subject) -> (VolumeRole, bool, Option<String>) {
-    match roles::postgres_volume(s.pvc, Some(s.pod)) {
+/// The volume's Postgres role, whether its instance keeps WAL on it, and its cluster. An invalid
+/// role annotation is an error for the caller to report.
+pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>), String> {
+    match roles::postgres_volume(s.pvc, Some(s.pod)).map_err(|e| e.to_string())? {
         Some(pg) => {
-            let wal_on_data = pg.role == VolumeRole::Data && roles::wal_on_data(s.pod, s.pod_claims);
-            (pg.role, wal_on_data, pg.cluster.or(pg.instance))
+            let wal_on_data =
+                pg.role == VolumeRole::Data && roles::wal_on_data(s.pod, s.pod_claims);
+            Ok((pg.role, wal_on_data, pg.cluster.or(pg.instance)))
         }
-        None => (VolumeRole::Other, false, None),
+        None => Ok((VolumeRole::Other, false, None)),
     }
 }
 
@@ -58,17 +60,40 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     let pvc_name = format!("{ns}/{}", s.pvc.metadata.name.as_deref().unwrap_or(""));
     let mut errors: Vec<Finding> = Vec::new();
     let claim = claim::claim_state(s.pvc, now, s.resize_timeout).unwrap_or_else(|e| {
-        errors.push(Finding { field: "spec.resources.requests.storage".into(), message: e.to_string() });
-        ClaimState { request_bytes: 0, capacity_bytes: 0, resize: ResizeState::Idle }
+        errors.push(Finding {
+            field: "spec.resources.requests.storage".into(),
+            message: e.to_string(),
+        });
+        ClaimState {
+            request_bytes: 0,
+            capacity_bytes: 0,
+            resize: ResizeState::Idle,
+        }
     });
     let history = state::read_history(s.pvc).unwrap_or_else(|e| {
-        errors.push(Finding { field: state::HISTORY.into(), message: e.to_string() });
+        errors.push(Finding {
+            field: state::HISTORY.into(),
+            message: e.to_string(),
+        });
         Vec::new()
     });
-    let (role, wal_on_data, cluster) = postgres_facts(s);
+    let (role, wal_on_data, cluster) = postgres_facts(s).unwrap_or_else(|message| {
+        errors.push(Finding {
+            field: "headroom.dev/postgres-role".into(),
+            message,
+        });
+        (VolumeRole::Other, false, None)
+    });
 
-    let class_name = s.pvc.spec.as_ref().and_then(|sp| sp.storage_class_name.clone());
-    let class_annotations = annotations(s.storage_class.and_then(|c| c.metadata.annotations.as_ref()));
+    let class_name = s
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.storage_class_name.clone());
+    let class_annotations = annotations(
+        s.storage_class
+            .and_then(|c| c.metadata.annotations.as_ref()),
+    );
     let merged = effective(
         &pvc_name,
         &annotations(s.pvc.metadata.annotations.as_ref()),
@@ -83,7 +108,10 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     errors.extend(validation.errors.iter().cloned());
     // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are not
     // worth an Event on every claim of the cluster.
-    let wants_enabled = merged.spec.get("enabled").is_some_and(|r| r.text.trim() != "false");
+    let wants_enabled = merged
+        .spec
+        .get("enabled")
+        .is_some_and(|r| r.text.trim() != "false");
     let policy = validation.policy.filter(|_| errors.is_empty());
     let disabled = Policy::with_limit(0);
     let input = match (&policy, wants_enabled) {
@@ -98,7 +126,10 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         role,
         wal_on_data,
         shared: s.volume.class.is_shared(),
-        expandable: s.storage_class.and_then(|c| c.allow_volume_expansion).unwrap_or(false),
+        expandable: s
+            .storage_class
+            .and_then(|c| c.allow_volume_expansion)
+            .unwrap_or(false),
         block_mode,
         unmeasured: measurement.is_none() && !block_mode,
         node_draining: s.node_draining,
@@ -124,7 +155,11 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         fs_class: s.volume.class.as_str().to_string(),
         shared_with: s.volume.shared_with.clone(),
         measurement,
-        measured_by: if measurement.is_some() { MeasuredBy::Statfs } else { MeasuredBy::None },
+        measured_by: if measurement.is_some() {
+            MeasuredBy::Statfs
+        } else {
+            MeasuredBy::None
+        },
         limit_bytes: policy.as_ref().map(|p| p.limit),
         provenance: merged.provenance,
         policy_errors: if wants_enabled { errors } else { Vec::new() },
@@ -135,5 +170,9 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         last_action: history.iter().max_by_key(|a| a.at).cloned(),
         evaluated_at: now,
     };
-    Evaluation { report, policy, history }
+    Evaluation {
+        report,
+        policy,
+        history,
+    }
 }

@@ -21,7 +21,11 @@ pub struct Notice {
 
 impl Notice {
     fn warning(reason: &'static str, note: String) -> Self {
-        Notice { warning: true, reason, note }
+        Notice {
+            warning: true,
+            reason,
+            note,
+        }
     }
 }
 
@@ -31,30 +35,52 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
     let Verdict::Blocked { reason } = report.decision.verdict else {
         return None;
     };
-    let limit = report.limit_bytes.map(quantity::format).unwrap_or_else(|| "?".into());
+    let limit = report
+        .limit_bytes
+        .map(quantity::format)
+        .unwrap_or_else(|| "?".into());
     Some(match reason {
         BlockReason::Disabled | BlockReason::ResizeInProgress => return None,
         BlockReason::InvalidPolicy => {
-            let detail: Vec<String> =
-                report.policy_errors.iter().map(|f| format!("{}: {}", f.field, f.message)).collect();
-            Notice::warning("InvalidPolicy", format!("policy refused, no action: {}", detail.join("; ")))
+            let detail: Vec<String> = report
+                .policy_errors
+                .iter()
+                .map(|f| format!("{}: {}", f.field, f.message))
+                .collect();
+            Notice::warning(
+                "InvalidPolicy",
+                format!("policy refused, no action: {}", detail.join("; ")),
+            )
         }
-        BlockReason::AtLimit => Notice::warning("AtLimit", format!("growth needed but the claim is at its limit of {limit}")),
+        BlockReason::AtLimit => Notice::warning(
+            "AtLimit",
+            format!("growth needed but the claim is at its limit of {limit}"),
+        ),
         BlockReason::BudgetExhausted => Notice::warning(
             "BudgetExhausted",
             match report.decision.next_slot {
-                Some(t) => format!("growth needed but the daily action budget is spent; next slot at {t}"),
+                Some(t) => {
+                    format!("growth needed but the daily action budget is spent; next slot at {t}")
+                }
                 None => "growth needed but the daily action budget is spent".to_string(),
             },
         ),
         BlockReason::SharedFilesystem => {
-            let others: Vec<String> = report.shared_with.iter().map(|p| p.display().to_string()).collect();
+            let others: Vec<String> = report
+                .shared_with
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
             Notice::warning(
                 "SharedFilesystem",
                 format!(
                     "the volume's filesystem is shared ({}{}): its numbers are not this claim's, headroom will not resize it",
                     report.fs_class,
-                    if others.is_empty() { String::new() } else { format!(" with {}", others.join(", ")) }
+                    if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with {}", others.join(", "))
+                    }
                 ),
             )
         }
@@ -63,7 +89,10 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             reason: "ResizeBlocked",
             note: format!("growth planned, waiting: {reason}"),
         },
-        other => Notice::warning("ResizeBlocked", format!("growth needed but blocked: {other}")),
+        other => Notice::warning(
+            "ResizeBlocked",
+            format!("growth needed but blocked: {other}"),
+        ),
     })
 }
 
@@ -75,7 +104,10 @@ pub struct Events {
 
 impl Events {
     pub fn new(recorder: Recorder) -> Self {
-        Events { recorder, last: Mutex::new(HashMap::new()) }
+        Events {
+            recorder,
+            last: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Records `notice` (or that there is nothing to say) for `key`; publishes only on change.
@@ -92,7 +124,11 @@ impl Events {
     /// Publishes unconditionally (actions are each worth an Event).
     pub async fn publish(&self, pvc: &PersistentVolumeClaim, n: Notice) {
         let event = Event {
-            type_: if n.warning { EventType::Warning } else { EventType::Normal },
+            type_: if n.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
             reason: n.reason.to_string(),
             note: Some(n.note),
             action: "Resize".to_string(),

@@ -48,19 +48,26 @@ pub struct AgentConfig {
 }
 
 fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
-    let d: SignedDuration = text
-        .parse()
-        .map_err(|e| AgentError::Flag { flag, message: format!("'{text}' is not a duration (e.g. 10s, 5m): {e}") })?;
+    let d: SignedDuration = text.parse().map_err(|e| AgentError::Flag {
+        flag,
+        message: format!("'{text}' is not a duration (e.g. 10s, 5m): {e}"),
+    })?;
     Duration::try_from(d)
         .ok()
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| AgentError::Flag { flag, message: format!("'{text}' must be more than zero") })
+        .ok_or_else(|| AgentError::Flag {
+            flag,
+            message: format!("'{text}' must be more than zero"),
+        })
 }
 
 impl AgentConfig {
     pub fn from_args(a: &AgentArgs) -> Result<Self, AgentError> {
         if a.node_name.trim().is_empty() {
-            return Err(AgentError::Flag { flag: "node-name", message: "NODE_NAME is empty; set it from the downward API (spec.nodeName)".into() });
+            return Err(AgentError::Flag {
+                flag: "node-name",
+                message: "NODE_NAME is empty; set it from the downward API (spec.nodeName)".into(),
+            });
         }
         let resize_timeout = duration("resize-timeout", &a.resize_timeout)?;
         Ok(AgentConfig {
@@ -70,8 +77,12 @@ impl AgentConfig {
             kubelet_root: a.kubelet_root.clone(),
             interval: duration("interval", &a.interval)?,
             dry_run: a.dry_run,
-            resize_timeout: SignedDuration::try_from(resize_timeout)
-                .map_err(|e| AgentError::Flag { flag: "resize-timeout", message: e.to_string() })?,
+            resize_timeout: SignedDuration::try_from(resize_timeout).map_err(|e| {
+                AgentError::Flag {
+                    flag: "resize-timeout",
+                    message: e.to_string(),
+                }
+            })?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
         })
     }
@@ -80,17 +91,32 @@ impl AgentConfig {
 /// `headroom agent`: builds the runtime and runs until SIGTERM/SIGINT.
 pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
     let cfg = AgentConfig::from_args(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     runtime.block_on(run(cfg))
 }
 
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let client = Client::try_default().await?;
     let on_restart: world::OnRestart = Arc::new(|_name: &str| {});
-    let mut world = world::World::start(client.clone(), &cfg.node, &cfg.namespace, &cfg.configmap, on_restart);
+    let mut world = world::World::start(
+        client.clone(),
+        &cfg.node,
+        &cfg.namespace,
+        &cfg.configmap,
+        on_restart,
+    );
     tracing::info!(node = %cfg.node, dry_run = cfg.dry_run, "waiting for watches to sync");
-    world.wait_ready().await.map_err(|_| AgentError::StoreDropped)?;
-    let reporter = Reporter { controller: "headroom".into(), instance: Some(format!("headroom-{}", cfg.node)) };
+    world
+        .wait_ready()
+        .await
+        .map_err(|_| AgentError::StoreDropped)?;
+    let reporter = Reporter {
+        controller: "headroom".into(),
+        instance: Some(format!("headroom-{}", cfg.node)),
+    };
     let events = events::Events::new(Recorder::new(client.clone(), reporter));
     let mut scanner = scan::Scanner::new(cfg.clone(), client, events);
 
@@ -115,7 +141,10 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers the default action (exit) still applies; wait forever here.
         return std::future::pending().await;
     };

@@ -55,7 +55,9 @@ impl Credentials {
     }
 
     pub fn for_cluster(&self, cluster: Option<&str>) -> Option<&Credential> {
-        cluster.and_then(|c| self.clusters.get(c)).or(self.default.as_ref())
+        cluster
+            .and_then(|c| self.clusters.get(c))
+            .or(self.default.as_ref())
     }
 }
 
@@ -82,13 +84,20 @@ mod tests {
         )
         .expect("parse");
         assert_eq!(c.for_cluster(Some("a")).map(|c| c.port), Some(5433));
-        assert_eq!(c.for_cluster(Some("b")).map(|c| c.user.as_str()), Some("headroom"));
-        assert_eq!(c.for_cluster(None).map(|c| c.dbname.as_str()), Some("postgres"));
+        assert_eq!(
+            c.for_cluster(Some("b")).map(|c| c.user.as_str()),
+            Some("headroom")
+        );
+        assert_eq!(
+            c.for_cluster(None).map(|c| c.dbname.as_str()),
+            Some("postgres")
+        );
     }
 
     #[test]
     fn typos_are_errors_naming_the_configmap() {
-        let e = Credentials::parse("ns/cm", "default: { usr: x, passwordFile: /p }\n").expect_err("typo");
+        let e = Credentials::parse("ns/cm", "default: { usr: x, passwordFile: /p }\n")
+            .expect_err("typo");
         assert!(e.contains("ns/cm") && e.contains(KEY), "{e}");
     }
 }

@@ -32,20 +32,34 @@ fn claim_names(pod: &Pod) -> Vec<String> {
     pod.spec
         .iter()
         .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.clone())
+        })
         .collect()
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
 pub fn node_draining(node: Option<&Node>) -> bool {
-    let Some(spec) = node.and_then(|n| n.spec.as_ref()) else { return false };
+    let Some(spec) = node.and_then(|n| n.spec.as_ref()) else {
+        return false;
+    };
     spec.unschedulable == Some(true)
-        || spec.taints.iter().flatten().any(|t| t.key == "node.kubernetes.io/unschedulable")
+        || spec
+            .taints
+            .iter()
+            .flatten()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable")
 }
 
 impl Scanner {
     pub fn new(cfg: AgentConfig, client: Client, events: Events) -> Self {
-        Scanner { cfg, client, events }
+        Scanner {
+            cfg,
+            client,
+            events,
+        }
     }
 
     pub async fn scan(&mut self, world: &mut World) -> Vec<VolumeReport> {
@@ -75,8 +89,15 @@ impl Scanner {
         world.sync_claims(&wanted);
 
         let cm_name = format!("{}/{}", self.cfg.namespace, self.cfg.configmap);
-        let data = world.configmap().and_then(|c| c.data.clone()).unwrap_or_default();
-        let central = if data.is_empty() { CentralPolicy::default() } else { parse_configmap(&data, &cm_name) };
+        let data = world
+            .configmap()
+            .and_then(|c| c.data.clone())
+            .unwrap_or_default();
+        let central = if data.is_empty() {
+            CentralPolicy::default()
+        } else {
+            parse_configmap(&data, &cm_name)
+        };
         let creds = match data.get(pgconn::KEY) {
             Some(text) => Credentials::parse(&cm_name, text).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "Postgres credentials ignored");
@@ -101,8 +122,10 @@ impl Scanner {
                 continue;
             };
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let claims: Vec<Arc<PersistentVolumeClaim>> =
-                claim_names(&pod).iter().filter_map(|c| world.claim(&ns, c)).collect();
+            let claims: Vec<Arc<PersistentVolumeClaim>> = claim_names(&pod)
+                .iter()
+                .filter_map(|c| world.claim(&ns, c))
+                .collect();
             let Some(pvc) = claims
                 .iter()
                 .find(|c| c.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(pv))
@@ -115,24 +138,56 @@ impl Scanner {
                 .as_ref()
                 .and_then(|s| s.storage_class_name.as_deref())
                 .and_then(|n| world.storage_class(n));
-            let ctx = VolumeCtx { vol, pod: &pod, claims: &claims, class: class.as_deref(), central: &central, creds: &creds, draining };
+            let ctx = VolumeCtx {
+                vol,
+                pod: &pod,
+                claims: &claims,
+                class: class.as_deref(),
+                central: &central,
+                creds: &creds,
+                draining,
+            };
             reports.push(self.volume(&ctx, (*pvc).clone(), now).await);
         }
-        let keys: BTreeSet<String> = reports.iter().map(|r| format!("{}/{}", r.namespace, r.pvc)).collect();
-        self.events.retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
+        let keys: BTreeSet<String> = reports
+            .iter()
+            .map(|r| format!("{}/{}", r.namespace, r.pvc))
+            .collect();
+        self.events
+            .retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
         reports
     }
 
-    async fn volume(&self, ctx: &VolumeCtx<'_>, mut pvc: PersistentVolumeClaim, now: Timestamp) -> VolumeReport {
+    async fn volume(
+        &self,
+        ctx: &VolumeCtx<'_>,
+        mut pvc: PersistentVolumeClaim,
+        now: Timestamp,
+    ) -> VolumeReport {
         let ns = pvc.metadata.namespace.clone().unwrap_or_default();
         let name = pvc.metadata.name.clone().unwrap_or_default();
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
-        let actor = Actor { api: api.clone(), events: &self.events, node: &self.cfg.node, dry_run: self.cfg.dry_run, timeout: self.cfg.api_timeout };
+        let actor = Actor {
+            api: api.clone(),
+            events: &self.events,
+            node: &self.cfg.node,
+            dry_run: self.cfg.dry_run,
+            timeout: self.cfg.api_timeout,
+        };
         let mut wal: Option<WalHealth> = None;
         let mut attempt = 0;
         loop {
-            let claim_refs: Vec<&PersistentVolumeClaim> =
-                ctx.claims.iter().map(|c| if c.metadata.name == pvc.metadata.name { &pvc } else { c.as_ref() }).collect();
+            let claim_refs: Vec<&PersistentVolumeClaim> = ctx
+                .claims
+                .iter()
+                .map(|c| {
+                    if c.metadata.name == pvc.metadata.name {
+                        &pvc
+                    } else {
+                        c.as_ref()
+                    }
+                })
+                .collect();
             let subject = Subject {
                 volume: ctx.vol,
                 pod: ctx.pod,
@@ -166,15 +221,23 @@ impl Scanner {
     }
 
     /// WAL health for a volume that holds its instance's WAL; `None` for any other volume.
-    async fn wal_health(&self, s: &Subject<'_>, eval: &Evaluation, creds: &Credentials, now: Timestamp) -> Option<WalHealth> {
-        let (role, wal_on_data, cluster) = postgres_facts(s);
+    async fn wal_health(
+        &self,
+        s: &Subject<'_>,
+        eval: &Evaluation,
+        creds: &Credentials,
+        now: Timestamp,
+    ) -> Option<WalHealth> {
+        let (role, wal_on_data, cluster) = postgres_facts(s).ok()?;
         if !(role == VolumeRole::Wal || (role == VolumeRole::Data && wal_on_data)) {
             return None;
         }
         let max_pending = eval
             .policy
             .as_ref()
-            .map_or(defaults::MAX_PENDING_WAL_FILES, |p| p.wal_safety.max_pending_wal_files);
+            .map_or(defaults::MAX_PENDING_WAL_FILES, |p| {
+                p.wal_safety.max_pending_wal_files
+            });
         let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone());
         let sql = match (creds.for_cluster(cluster.as_deref()), pod_ip) {
             (Some(cred), Some(ip)) => pgconn::target(cred, &ip)

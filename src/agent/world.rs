@@ -21,7 +21,12 @@ use tokio::task::JoinHandle;
 /// Called with the watcher's name each time a watch fails and restarts.
 pub type OnRestart = Arc<dyn Fn(&str) + Send + Sync>;
 
-fn spawn_reflector<K>(api: Api<K>, config: watcher::Config, name: String, on_restart: OnRestart) -> (Store<K>, JoinHandle<()>)
+fn spawn_reflector<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+    on_restart: OnRestart,
+) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
@@ -54,15 +59,27 @@ pub struct World {
 }
 
 impl World {
-    pub fn start(client: Client, node: &str, namespace: &str, configmap: &str, on_restart: OnRestart) -> Self {
-        let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+    pub fn start(
+        client: Client,
+        node: &str,
+        namespace: &str,
+        configmap: &str,
+        on_restart: OnRestart,
+    ) -> Self {
+        let by_name =
+            |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
         let (pods, t1) = spawn_reflector(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().fields(&format!("spec.nodeName={node}")),
             "pods".into(),
             on_restart.clone(),
         );
-        let (nodes, t2) = spawn_reflector(Api::<Node>::all(client.clone()), by_name(node), "node".into(), on_restart.clone());
+        let (nodes, t2) = spawn_reflector(
+            Api::<Node>::all(client.clone()),
+            by_name(node),
+            "node".into(),
+            on_restart.clone(),
+        );
         let (classes, t3) = spawn_reflector(
             Api::<StorageClass>::all(client.clone()),
             watcher::Config::default(),
@@ -122,7 +139,9 @@ impl World {
 
     /// The claim as last seen by its watch; `None` until that watch has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        let (store, _) = self.claims.get(&(namespace.to_string(), name.to_string()))?;
+        let (store, _) = self
+            .claims
+            .get(&(namespace.to_string(), name.to_string()))?;
         store.state().into_iter().next()
     }
 
