@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod cli;
 pub mod decide;
+pub mod k8s;
 pub mod placeholder;
 pub mod policy;
 pub mod postgres;
