@@ -226,3 +226,22 @@ pub fn render_table(rows: &[Row], now: Timestamp) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::SignedDuration;
+
+    #[test]
+    fn ages_like_kubectl() {
+        let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+        let ago = |s: i64| age(now - SignedDuration::from_secs(s), now);
+        assert_eq!(ago(0), "0s");
+        assert_eq!(ago(119), "119s");
+        assert_eq!(ago(120), "2m");
+        assert_eq!(ago(7199), "119m");
+        assert_eq!(ago(7200), "2h");
+        assert_eq!(ago(172_800), "2d");
+        assert_eq!(ago(-5), "future");
+    }
+}
