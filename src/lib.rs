@@ -7,7 +7,6 @@ pub mod agent;
 pub mod cli;
 pub mod decide;
 pub mod k8s;
-pub mod placeholder;
 pub mod policy;
 pub mod postgres;
 pub mod probe;
