@@ -6,6 +6,8 @@
 pub mod agent;
 pub mod cli;
 pub mod decide;
+pub mod http;
+pub mod metrics;
 pub mod placeholder;
 pub mod policy;
 pub mod postgres;
