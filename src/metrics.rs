@@ -456,8 +456,14 @@ impl Metrics {
         for s in states.chain([BLOCKED_STATE]) {
             set(&g.state, &[&l[..], &[s]].concat(), bool_f(s == current));
         }
-        set(&g.budget, &l, f64::from(r.decision.budget_left));
         let reason = r.decision.blocked_reason();
+        // A disabled or invalid policy has no budget; its 0 would read as "exhausted".
+        if !matches!(
+            reason,
+            Some(BlockReason::Disabled | BlockReason::InvalidPolicy)
+        ) {
+            set(&g.budget, &l, f64::from(r.decision.budget_left));
+        }
         for b in BlockReason::ALL {
             let labels = [&l[..], &[b.as_str()]].concat();
             set(&g.blocked, &labels, bool_f(reason == Some(b)));

@@ -125,6 +125,22 @@ fn unknown_values_are_absent_series_not_zero() {
 }
 
 #[test]
+fn a_disabled_volume_has_no_budget_series() {
+    let m = Metrics::new("node-a").unwrap();
+    let mut r = unmeasured("shop", "optout");
+    r.decision.verdict = headroom::decide::Verdict::Blocked {
+        reason: BlockReason::Disabled,
+    };
+    r.decision.budget_left = 0;
+    m.observe_scan(&[r], Duration::ZERO, at("2025-03-01T10:00:00Z"));
+    let s = scrape(&m);
+    let vol = &[("persistentvolumeclaim", "optout")];
+    assert!(find(&s, "headroom_volume_resize_budget_remaining", vol).is_empty());
+    let disabled = [vol[0], ("reason", "disabled")];
+    assert_eq!(value(&s, "headroom_volume_resize_blocked", &disabled), 1.0);
+}
+
+#[test]
 fn wal_volume_at_limit_and_growing() {
     let m = Metrics::new("node-a").unwrap();
     let mut r = wal_at_limit("shop", "pgwal-orders-1");
