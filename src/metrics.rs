@@ -209,12 +209,11 @@ impl Metrics {
     /// A fresh registry whose every series carries `node="<node>"`.
     pub fn new(node: &str) -> Result<Metrics, MetricsError> {
         let labels = HashMap::from([("node".to_string(), node.to_string())]);
-        let registry = Registry::new_custom(None, Some(labels)).map_err(|source| {
-            MetricsError::Register {
+        let registry =
+            Registry::new_custom(None, Some(labels)).map_err(|source| MetricsError::Register {
                 name: "node",
                 source,
-            }
-        })?;
+            })?;
         let b = Builder {
             registry: &registry,
         };
@@ -377,7 +376,12 @@ impl Metrics {
 
     /// Replaces every per-volume series with this scan's, drops the series of volumes no longer
     /// reported, and records the scan itself.
-    pub fn observe_scan(&self, reports: &[VolumeReport], duration: Duration, finished_at: Timestamp) {
+    pub fn observe_scan(
+        &self,
+        reports: &[VolumeReport],
+        duration: Duration,
+        finished_at: Timestamp,
+    ) {
         let _w = self
             .scan_lock
             .write()
@@ -395,7 +399,9 @@ impl Metrics {
         lock(&self.resize_series).retain(|l| {
             let keep = present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]);
             if !keep {
-                let _ = self.resizes.remove_label_values(&l.each_ref().map(String::as_str));
+                let _ = self
+                    .resizes
+                    .remove_label_values(&l.each_ref().map(String::as_str));
             }
             keep
         });
@@ -410,7 +416,8 @@ impl Metrics {
         });
         self.scan_duration.observe(duration.as_secs_f64());
         self.volumes_seen.set(reports.len() as f64);
-        self.last_scan.set(finished_at.as_millisecond() as f64 / 1000.0);
+        self.last_scan
+            .set(finished_at.as_millisecond() as f64 / 1000.0);
     }
 
     fn set_volume(&self, r: &VolumeReport) {
@@ -450,7 +457,11 @@ impl Metrics {
         if size > 0 {
             set(&g.effective_size, &l, size as f64);
         }
-        set_opt(&g.target_size, &l, r.decision.target_bytes.map(|b| b as f64));
+        set_opt(
+            &g.target_size,
+            &l,
+            r.decision.target_bytes.map(|b| b as f64),
+        );
         let current = state_label(&r.decision.verdict);
         let states = State::ALL.iter().map(|s| s.as_str());
         for s in states.chain([BLOCKED_STATE]) {
@@ -469,7 +480,11 @@ impl Metrics {
             set(&g.blocked, &labels, bool_f(reason == Some(b)));
         }
         if let Some(w) = &r.wal {
-            set_opt(&g.wal_archive_configured, &l, w.archive_configured.map(bool_f));
+            set_opt(
+                &g.wal_archive_configured,
+                &l,
+                w.archive_configured.map(bool_f),
+            );
             set_opt(&g.wal_archive_healthy, &l, w.archive_healthy.map(bool_f));
             set_opt(&g.wal_pending, &l, w.pending_files.map(|n| n as f64));
             let oldest = w.oldest_pending_seconds.map(|n| n as f64);
@@ -520,7 +535,10 @@ impl Metrics {
     /// The Prometheus text exposition format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> Result<String, MetricsError> {
         let families = {
-            let _r = self.scan_lock.read().unwrap_or_else(PoisonError::into_inner);
+            let _r = self
+                .scan_lock
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
             self.registry.gather()
         };
         let mut buf = Vec::new();

@@ -81,7 +81,10 @@ struct Reply {
 
 impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
-        let h = self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name));
+        let h = self
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name));
         h.map(|(_, v)| v.as_str())
     }
 }
@@ -102,7 +105,14 @@ fn parse_reply(raw: &[u8]) -> Reply {
     let text = String::from_utf8(raw.to_vec()).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers = lines
         .map(|l| {
             let (k, v) = l.split_once(':').unwrap();
@@ -120,7 +130,10 @@ fn parse_reply(raw: &[u8]) -> Reply {
 async fn endpoints_serve_metrics_volumes_liveness_and_404() {
     let srv = start(ServeOptions::default()).await;
     srv.state.scan_finished(
-        vec![pg_data("shop", "pgdata-orders-1"), unmeasured("shop", "scratch")],
+        vec![
+            pg_data("shop", "pgdata-orders-1"),
+            unmeasured("shop", "scratch"),
+        ],
         Duration::from_millis(80),
         srv.now(),
     );
@@ -130,10 +143,19 @@ async fn endpoints_serve_metrics_volumes_liveness_and_404() {
 
     let metrics = request(srv.addr, "GET", "/metrics").await;
     assert_eq!(metrics.status, 200);
-    assert_eq!(metrics.header("content-type"), Some("text/plain; version=0.0.4"));
+    assert_eq!(
+        metrics.header("content-type"),
+        Some("text/plain; version=0.0.4")
+    );
     let samples = parse(&metrics.body);
-    let pvc = &[("persistentvolumeclaim", "pgdata-orders-1"), ("node", "node-a")];
-    assert_eq!(value(&samples, "headroom_wal_pending_archive_files", pvc), 340.0);
+    let pvc = &[
+        ("persistentvolumeclaim", "pgdata-orders-1"),
+        ("node", "node-a"),
+    ];
+    assert_eq!(
+        value(&samples, "headroom_wal_pending_archive_files", pvc),
+        340.0
+    );
     assert_eq!(value(&samples, "headroom_volumes_seen", &[]), 2.0);
 
     let volumes = request(srv.addr, "GET", "/volumes").await;
@@ -144,9 +166,15 @@ async fn endpoints_serve_metrics_volumes_liveness_and_404() {
     let vols = json["volumes"].as_array().unwrap();
     assert_eq!(vols.len(), 2);
     assert_eq!(vols[0]["pvc"], "pgdata-orders-1");
-    assert_eq!(vols[0]["decision"]["verdict"]["reason"], "wal_archive_unhealthy");
+    assert_eq!(
+        vols[0]["decision"]["verdict"]["reason"],
+        "wal_archive_unhealthy"
+    );
     assert_eq!(vols[0]["wal"]["pending_files"], 340);
-    assert_eq!(vols[0]["provenance"]["limit"], serde_json::json!("config_map_default"));
+    assert_eq!(
+        vols[0]["provenance"]["limit"],
+        serde_json::json!("config_map_default")
+    );
     assert_eq!(vols[1]["measurement"], serde_json::Value::Null);
 
     assert_eq!(request(srv.addr, "GET", "/nope").await.status, 404);
@@ -163,10 +191,20 @@ async fn ready_only_after_sync_and_first_scan_and_until_scans_go_stale() {
     let ready = || request(srv.addr, "GET", "/ready");
 
     let r = ready().await;
-    assert_eq!((r.status, r.body.contains("synced")), (503, true), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body.contains("synced")),
+        (503, true),
+        "{}",
+        r.body
+    );
     srv.state.set_synced(true);
     let r = ready().await;
-    assert_eq!((r.status, r.body.contains("no scan")), (503, true), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body.contains("no scan")),
+        (503, true),
+        "{}",
+        r.body
+    );
 
     srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
     assert_eq!(ready().await.status, 200);
@@ -176,7 +214,12 @@ async fn ready_only_after_sync_and_first_scan_and_until_scans_go_stale() {
     // ...stale past them: the agent is wedged even though the process lives.
     srv.advance(SignedDuration::from_secs(1));
     let r = ready().await;
-    assert_eq!((r.status, r.body.contains("older than 3 intervals")), (503, true), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body.contains("older than 3 intervals")),
+        (503, true),
+        "{}",
+        r.body
+    );
     assert_eq!(request(srv.addr, "GET", "/live").await.status, 200);
     // A new scan makes it ready again; losing the watch sync makes it unready.
     srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
@@ -194,7 +237,9 @@ async fn a_client_sending_half_a_header_is_disconnected() {
     })
     .await;
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: te").await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: te")
+        .await
+        .unwrap();
     let mut got = Vec::new();
     // The server must close the connection on its own; the bound only keeps a broken server
     // from hanging the test.
@@ -202,7 +247,10 @@ async fn a_client_sending_half_a_header_is_disconnected() {
     // Ok (EOF) or a reset both mean the server dropped it.
     let _closed = read.expect("server closed the connection of a slow client");
     let text = String::from_utf8_lossy(&got);
-    assert!(!text.contains("200 OK"), "no response to a partial request: {text}");
+    assert!(
+        !text.contains("200 OK"),
+        "no response to a partial request: {text}"
+    );
     // The endpoint still serves everyone else.
     assert_eq!(request(srv.addr, "GET", "/live").await.status, 200);
     srv.shutdown().await;
@@ -226,7 +274,10 @@ async fn connections_beyond_the_bound_wait_for_a_free_slot() {
         .unwrap();
     let mut buf = [0u8; 64];
     let early = tokio::time::timeout(Duration::from_millis(300), b.read(&mut buf)).await;
-    assert!(early.is_err(), "B must not be served while A holds the only slot");
+    assert!(
+        early.is_err(),
+        "B must not be served while A holds the only slot"
+    );
     drop(idle);
     let mut raw = Vec::new();
     tokio::time::timeout(PATIENCE, b.read_to_end(&mut raw))
