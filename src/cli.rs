@@ -24,6 +24,8 @@ pub enum Format {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the node agent (what the DaemonSet runs): measure, decide and act for this node's volumes.
+    Agent(AgentArgs),
     /// Validate policy YAML files: warnings print and exit 0, errors print and exit 1.
     Validate(ValidateArgs),
     /// Replay a growth trace through the decision engine (a dry run of a policy).
@@ -119,4 +121,36 @@ pub enum SslModeArg {
     Disable,
     Prefer,
     Require,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// This node's name (the downward API's spec.nodeName); the agent refuses to start without it.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    /// Namespace of the agent and its ConfigMap.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "headroom")]
+    pub namespace: String,
+    /// Name of the central policy ConfigMap in that namespace.
+    #[arg(long, env = "HEADROOM_CONFIGMAP", default_value = "headroom")]
+    pub configmap: String,
+    /// The kubelet root, as mounted into the agent.
+    #[arg(
+        long,
+        env = "HEADROOM_KUBELET_ROOT",
+        default_value = "/var/lib/kubelet"
+    )]
+    pub kubelet_root: PathBuf,
+    /// Time between scans.
+    #[arg(long, env = "HEADROOM_INTERVAL", default_value = "10s")]
+    pub interval: String,
+    /// Decide and report, never patch a claim.
+    #[arg(long, env = "HEADROOM_DRY_RUN")]
+    pub dry_run: bool,
+    /// A resize in flight longer than this is reported as failed.
+    #[arg(long, env = "HEADROOM_RESIZE_TIMEOUT", default_value = "10m")]
+    pub resize_timeout: String,
+    /// Bound on each API request the scan makes (GET, PATCH); watches are not bounded by it.
+    #[arg(long, env = "HEADROOM_API_TIMEOUT", default_value = "10s")]
+    pub api_timeout: String,
 }

@@ -13,6 +13,7 @@ fn main() -> anyhow::Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
+        Command::Agent(args) => Ok(headroom::agent::main(args)?),
         Command::Validate(args) => Ok(headroom::policy::validate_cmd::run(&args)?),
         Command::Simulate(args) => Ok(headroom::simulate::run(&args)?),
         Command::Scan(args) => Ok(headroom::probe::scan_cmd::run(&args)?),

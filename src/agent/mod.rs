@@ -1,5 +1,155 @@
 //! The agent: scan -> resolve -> decide -> act, every interval, for the volumes on this node.
 
+mod act;
+pub mod evaluate;
+pub mod events;
+pub mod pgconn;
 pub mod report;
+mod scan;
+pub mod world;
 
 pub use report::{MeasuredBy, VolumeReport};
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::SignedDuration;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::cli::AgentArgs;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("--{flag}: {message}")]
+    Flag { flag: &'static str, message: String },
+    #[error("cannot reach the Kubernetes API: {0}")]
+    Client(#[from] kube::Error),
+    #[error("cannot build the Kubernetes client configuration: {0}")]
+    Config(String),
+    #[error("the async runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+    #[error("a watch store was dropped before it synced")]
+    StoreDropped,
+}
+
+/// The agent's settings, validated from the command line.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub node: String,
+    pub namespace: String,
+    pub configmap: String,
+    pub kubelet_root: std::path::PathBuf,
+    pub interval: Duration,
+    pub dry_run: bool,
+    pub resize_timeout: SignedDuration,
+    pub api_timeout: Duration,
+}
+
+fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
+    let d: SignedDuration = text.parse().map_err(|e| AgentError::Flag {
+        flag,
+        message: format!("'{text}' is not a duration (e.g. 10s, 5m): {e}"),
+    })?;
+    Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| AgentError::Flag {
+            flag,
+            message: format!("'{text}' must be more than zero"),
+        })
+}
+
+impl AgentConfig {
+    pub fn from_args(a: &AgentArgs) -> Result<Self, AgentError> {
+        if a.node_name.trim().is_empty() {
+            return Err(AgentError::Flag {
+                flag: "node-name",
+                message: "NODE_NAME is empty; set it from the downward API (spec.nodeName)".into(),
+            });
+        }
+        let resize_timeout = duration("resize-timeout", &a.resize_timeout)?;
+        Ok(AgentConfig {
+            node: a.node_name.clone(),
+            namespace: a.namespace.clone(),
+            configmap: a.configmap.clone(),
+            kubelet_root: a.kubelet_root.clone(),
+            interval: duration("interval", &a.interval)?,
+            dry_run: a.dry_run,
+            resize_timeout: SignedDuration::try_from(resize_timeout).map_err(|e| {
+                AgentError::Flag {
+                    flag: "resize-timeout",
+                    message: e.to_string(),
+                }
+            })?,
+            api_timeout: duration("api-timeout", &a.api_timeout)?,
+        })
+    }
+}
+
+/// `headroom agent`: builds the runtime and runs until SIGTERM/SIGINT.
+pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
+    let cfg = AgentConfig::from_args(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(cfg))
+}
+
+pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
+    let client = Client::try_default().await?;
+    let on_restart: world::OnRestart = Arc::new(|_name: &str| {});
+    let mut world = world::World::start(
+        client.clone(),
+        &cfg.node,
+        &cfg.namespace,
+        &cfg.configmap,
+        on_restart,
+    );
+    tracing::info!(node = %cfg.node, dry_run = cfg.dry_run, "waiting for watches to sync");
+    world
+        .wait_ready()
+        .await
+        .map_err(|_| AgentError::StoreDropped)?;
+    let reporter = Reporter {
+        controller: "headroom".into(),
+        instance: Some(format!("headroom-{}", cfg.node)),
+    };
+    let events = events::Events::new(Recorder::new(client.clone(), reporter));
+    let mut scanner = scan::Scanner::new(cfg.clone(), client, events);
+
+    let mut ticker = tokio::time::interval(cfg.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = std::pin::pin!(shutdown_signal());
+    tracing::info!(node = %cfg.node, interval = ?cfg.interval, "agent started");
+    loop {
+        tokio::select! {
+            // A scan in progress runs to completion (and with it any patch it started) before
+            // the shutdown branch is looked at again.
+            _ = ticker.tick() => {
+                let reports = scanner.scan(&mut world).await;
+                tracing::debug!(volumes = reports.len(), "scan finished");
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    tracing::info!("shutting down");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the default action (exit) still applies; wait forever here.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -23,13 +23,15 @@ pub enum BlockReason {
     SharedFilesystem,
     NotExpandable,
     BlockMode,
+    /// The volume could not be measured (statfs failed and no other source answered).
+    NotMeasured,
     NodeDraining,
     InvalidPolicy,
     Disabled,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 16] = [
+    pub const ALL: [BlockReason; 17] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -43,6 +45,7 @@ impl BlockReason {
         BlockReason::SharedFilesystem,
         BlockReason::NotExpandable,
         BlockReason::BlockMode,
+        BlockReason::NotMeasured,
         BlockReason::NodeDraining,
         BlockReason::InvalidPolicy,
         BlockReason::Disabled,
@@ -63,6 +66,7 @@ impl BlockReason {
             BlockReason::SharedFilesystem => "shared_filesystem",
             BlockReason::NotExpandable => "not_expandable",
             BlockReason::BlockMode => "block_mode",
+            BlockReason::NotMeasured => "not_measured",
             BlockReason::NodeDraining => "node_draining",
             BlockReason::InvalidPolicy => "invalid_policy",
             BlockReason::Disabled => "disabled",

@@ -104,6 +104,9 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if !facts.expandable {
         return blocked(BlockReason::NotExpandable);
     }
+    if facts.unmeasured {
+        return blocked(BlockReason::NotMeasured);
+    }
     if let ResizeState::Failed { .. } = inputs.claim.resize {
         return blocked(BlockReason::ResizeFailed);
     }

@@ -130,6 +130,8 @@ pub struct VolumeFacts {
     /// The StorageClass allows expansion.
     pub expandable: bool,
     pub block_mode: bool,
+    /// No measurement is available (the numbers passed in are zeros).
+    pub unmeasured: bool,
     /// This node is cordoned or being drained.
     pub node_draining: bool,
 }

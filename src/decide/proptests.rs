@@ -113,20 +113,24 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
         prop::bool::weighted(0.9),
         prop::bool::weighted(0.05),
         any::<bool>(),
+        prop::bool::weighted(0.05),
     )
         .prop_map(
-            |(role, wal_on_data, shared, expandable, block_mode, node_draining)| VolumeFacts {
-                role: [
-                    VolumeRole::Data,
-                    VolumeRole::Wal,
-                    VolumeRole::Tablespace,
-                    VolumeRole::Other,
-                ][role as usize],
-                wal_on_data,
-                shared,
-                expandable,
-                block_mode,
-                node_draining,
+            |(role, wal_on_data, shared, expandable, block_mode, node_draining, unmeasured)| {
+                VolumeFacts {
+                    role: [
+                        VolumeRole::Data,
+                        VolumeRole::Wal,
+                        VolumeRole::Tablespace,
+                        VolumeRole::Other,
+                    ][role as usize],
+                    wal_on_data,
+                    shared,
+                    expandable,
+                    block_mode,
+                    unmeasured,
+                    node_draining,
+                }
             },
         )
 }
@@ -196,7 +200,9 @@ fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> 
             "ScheduledGrow outside a window"
         );
     }
-    prop_assert!(!i.facts.shared && i.facts.expandable && !i.facts.block_mode);
+    prop_assert!(
+        !i.facts.shared && i.facts.expandable && !i.facts.block_mode && !i.facts.unmeasured
+    );
     prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
     prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");
     prop_assert!(count_since(i.history, i.now) + reserve(p, kind) < p.max_actions_per_day);

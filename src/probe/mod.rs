@@ -1,2 +1,248 @@
-//! PLACEHOLDER (probe helper replaces this)
+//! The node probe: finds the PVC volumes the kubelet mounted on this node, measures each with
+//! statfs, and says which numbers are the volume's own and which are a shared filesystem's.
+//!
+//! The sync functions here do blocking I/O and are meant for `spawn_blocking` (see
+//! [`probe_kubelet_root_async`]); `headroom scan` ([`scan_cmd`]) calls them directly.
+//!
+//! Safety: under the kubelet root nothing is opened through a symlink ([`safe_open`]), and the
+//! only file whose contents are read is CSI's `vol_data.json` (size-capped). Directory listings
+//! use `read_dir` with `DirEntry::file_type`, which never follows a symlink; a component swapped
+//! for a symlink after listing makes the later `O_NOFOLLOW` open fail, so it is never measured.
+
+pub mod kubelet;
+pub mod mounts;
+pub mod safe_open;
 pub mod scan_cmd;
+pub mod shared;
+pub mod statfs;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use mounts::{MountEntry, read_mountinfo};
+pub use shared::classify;
+
+use crate::decide::Measurement;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} line {line}: cannot parse mount entry: {message}")]
+    MountInfo {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("kubelet root {path} is not a directory")]
+    NotADirectory { path: PathBuf },
+    #[error("cannot write scan output: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("cannot encode scan output as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the probe's blocking task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeMode {
+    Filesystem,
+    Block,
+}
+
+/// How far a volume's statfs numbers are its own. See [`shared`] for the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VolumeClass {
+    /// A local filesystem on its own device: the numbers are the claim's.
+    OwnedBlock,
+    /// A network or FUSE filesystem: the numbers are the server's export.
+    SharedNetwork,
+    /// A directory on a larger filesystem (bind of a subdirectory, a device other PVs use, or
+    /// no mount at all): the numbers are the host's disk.
+    Directory,
+    /// Not enough known to say (block mode, unreadable, an unlisted filesystem type).
+    Unknown,
+}
+
+impl VolumeClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeClass::OwnedBlock => "owned_block",
+            VolumeClass::SharedNetwork => "shared_network",
+            VolumeClass::Directory => "directory",
+            VolumeClass::Unknown => "unknown",
+        }
+    }
+
+    /// The numbers are a shared filesystem's, not the claim's: never grow on them.
+    pub fn is_shared(self) -> bool {
+        matches!(self, VolumeClass::SharedNetwork | VolumeClass::Directory)
+    }
+}
+
+/// One volume (or, for `scan` without a kubelet root, one filesystem) as measured on this node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Volume {
+    pub pod_uid: Option<String>,
+    /// The PersistentVolume name (CSI `specVolID`, else the volume directory's name).
+    pub pv: Option<String>,
+    /// The kubelet plugin directory, e.g. `kubernetes.io~csi`.
+    pub plugin: Option<String>,
+    pub driver: Option<String>,
+    pub volume_handle: Option<String>,
+    pub lifecycle_mode: Option<String>,
+    /// The mount point (for block volumes, the device map path).
+    pub path: PathBuf,
+    pub mode: VolumeMode,
+    /// `path` is itself a mount point in this mount namespace.
+    pub mounted: bool,
+    pub fs_type: Option<String>,
+    pub source: Option<String>,
+    /// `major:minor` of the filesystem holding `path`.
+    pub device: Option<String>,
+    /// The mount's root within its filesystem (`/` unless it binds a subdirectory).
+    pub mount_root: Option<PathBuf>,
+    pub block_size: Option<u64>,
+    pub inodes_free: Option<u64>,
+    pub measurement: Option<Measurement>,
+    pub class: VolumeClass,
+    /// Volumes of other PVs (or other given paths) on the same device.
+    pub shared_with: Vec<PathBuf>,
+    pub findings: Vec<String>,
+}
+
+impl Volume {
+    pub(crate) fn new(path: PathBuf, mode: VolumeMode) -> Self {
+        Volume {
+            pod_uid: None,
+            pv: None,
+            plugin: None,
+            driver: None,
+            volume_handle: None,
+            lifecycle_mode: None,
+            path,
+            mode,
+            mounted: false,
+            fs_type: None,
+            source: None,
+            device: None,
+            mount_root: None,
+            block_size: None,
+            inodes_free: None,
+            measurement: None,
+            class: VolumeClass::Unknown,
+            shared_with: Vec::new(),
+            findings: Vec::new(),
+        }
+    }
+
+    /// Fills mount facts from the entry mounted exactly at `path`, or, when there is none, from
+    /// the mount that holds it (the volume is then a plain directory on that filesystem).
+    pub(crate) fn locate(&mut self, mounts: &mounts::MountIndex) {
+        let (entry, exact) = match mounts.at(&self.path) {
+            Some(m) => (Some(m), true),
+            None => (mounts.containing(&self.path), false),
+        };
+        self.mounted = exact;
+        if let Some(m) = entry {
+            self.fs_type = Some(m.fs_type.clone());
+            self.source = m.source.clone();
+            self.device = Some(m.device.clone());
+            if exact {
+                self.mount_root = Some(m.root.clone());
+                if m.is_subdir_bind() {
+                    self.findings.push(format!(
+                        "bind mount of directory {} of its filesystem",
+                        m.root.display()
+                    ));
+                }
+            } else {
+                self.findings.push(format!(
+                    "not a mount point: a directory on {} ({} {})",
+                    m.mount_point.display(),
+                    m.fs_type,
+                    m.device
+                ));
+            }
+        } else {
+            self.findings
+                .push("not a mount point and no mount holds it".to_owned());
+        }
+    }
+
+    pub(crate) fn set_stats(&mut self, s: statfs::FsStats) {
+        self.measurement = Some(s.measurement);
+        self.block_size = Some(s.block_size);
+        self.inodes_free = Some(s.inodes_free);
+    }
+}
+
+/// Every PVC volume under a kubelet root, measured and classified.
+pub fn probe_kubelet_root(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
+    let mut vols = kubelet::discover(root, mounts)?;
+    classify(&mut vols);
+    Ok(vols)
+}
+
+/// [`probe_kubelet_root`] with this process's mount table, off the async runtime.
+pub async fn probe_kubelet_root_async(root: PathBuf) -> Result<Vec<Volume>, ProbeError> {
+    tokio::task::spawn_blocking(move || {
+        let mounts = read_mountinfo()?;
+        probe_kubelet_root(&root, &mounts)
+    })
+    .await?
+}
+
+/// Measures given paths (following symlinks, as `df PATH` does: the operator chose them).
+pub fn probe_paths(paths: &[PathBuf], mounts: &[MountEntry]) -> Vec<Volume> {
+    let index = mounts::MountIndex::new(mounts);
+    let mut vols: Vec<Volume> = paths
+        .iter()
+        .map(|p| {
+            let path = match std::fs::canonicalize(p) {
+                Ok(c) => c,
+                Err(e) => {
+                    let mut v = Volume::new(p.clone(), VolumeMode::Filesystem);
+                    v.findings.push(format!("cannot resolve path: {e}"));
+                    return v;
+                }
+            };
+            let mut v = Volume::new(path, VolumeMode::Filesystem);
+            v.locate(&index);
+            match statfs::statfs_path(&v.path) {
+                Ok(s) => v.set_stats(s),
+                Err(e) => v.findings.push(format!("statfs failed: {e}")),
+            }
+            v
+        })
+        .collect();
+    classify(&mut vols);
+    vols
+}
+
+/// This host's real filesystems, chosen like `df` with no arguments.
+pub fn probe_host(mounts: &[MountEntry]) -> Vec<Volume> {
+    let index = mounts::MountIndex::new(mounts);
+    let mut vols = Vec::new();
+    for m in mounts::host_filesystems(mounts) {
+        let stats = match statfs::statfs_path(&m.mount_point) {
+            Ok(s) if !s.is_empty() => s,
+            // Zero-block filesystems and ones we may not stat are not shown, as with `df`.
+            _ => continue,
+        };
+        let mut v = Volume::new(m.mount_point.clone(), VolumeMode::Filesystem);
+        v.locate(&index);
+        v.set_stats(stats);
+        vols.push(v);
+    }
+    classify(&mut vols);
+    vols
+}

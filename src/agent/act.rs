@@ -1,0 +1,156 @@
+//! Carrying out one decision on one claim: a single conditional patch, or a status update.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::Value;
+
+use super::evaluate::Evaluation;
+use super::events::{Events, Notice, notice_for};
+use crate::decide::{Action, BlockReason, Verdict};
+use crate::k8s::state::{self, StatusAnnotation};
+use crate::quantity;
+
+pub enum Applied {
+    /// Done for this scan (acted, reported, or failed and logged: the next scan tries again).
+    Done,
+    /// The claim changed under us (409): re-read it and decide again.
+    Conflict,
+}
+
+pub struct Actor<'a> {
+    pub api: Api<PersistentVolumeClaim>,
+    pub events: &'a Events,
+    pub node: &'a str,
+    pub dry_run: bool,
+    pub timeout: Duration,
+}
+
+enum PatchError {
+    Conflict,
+    Other(String),
+}
+
+impl Actor<'_> {
+    async fn patch(&self, name: &str, body: &Value) -> Result<PersistentVolumeClaim, PatchError> {
+        let params = PatchParams::default();
+        let patch = Patch::Merge(body);
+        match tokio::time::timeout(self.timeout, self.api.patch(name, &params, &patch)).await {
+            Ok(Ok(pvc)) => Ok(pvc),
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => Err(PatchError::Conflict),
+            Ok(Err(e)) => Err(PatchError::Other(e.to_string())),
+            Err(_) => Err(PatchError::Other(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    pub async fn apply(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        now: Timestamp,
+    ) -> Applied {
+        let report = &eval.report;
+        let key = format!("{}/{}", report.namespace, report.pvc);
+        let name = report.pvc.as_str();
+        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
+        let opted_in = report.decision.verdict
+            != (Verdict::Blocked {
+                reason: BlockReason::Disabled,
+            });
+        let status = StatusAnnotation::from_report(report, now);
+
+        self.wal_notice(&key, pvc, eval).await;
+        let Some((to, kind)) = report.decision.grow_to() else {
+            self.events.update(&key, pvc, notice_for(report)).await;
+            let unchanged = state::read_status(pvc)
+                .ok()
+                .flatten()
+                .is_some_and(|old| !status.differs(&old));
+            if opted_in && !self.dry_run && !unchanged {
+                match state::status_patch(Some(&rv), &status) {
+                    // A 409 here only means the next scan writes the status.
+                    Ok(body) => {
+                        if let Err(PatchError::Other(e)) = self.patch(name, &body).await {
+                            tracing::warn!(pvc = %key, error = %e, "could not write status");
+                        }
+                    }
+                    Err(e) => tracing::warn!(pvc = %key, error = %e, "could not encode status"),
+                }
+            }
+            return Applied::Done;
+        };
+
+        let from = report.claim.current_bytes();
+        if self.dry_run {
+            tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
+            return Applied::Done;
+        }
+        let action = Action {
+            at: now,
+            kind,
+            from,
+            to,
+            node: self.node.to_string(),
+        };
+        let history = state::append(&eval.history, action, now);
+        let body = match state::grow_patch(&rv, to, &history, &status) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(pvc = %key, error = %e, "could not encode the resize patch");
+                return Applied::Done;
+            }
+        };
+        match self.patch(name, &body).await {
+            Ok(_) => {
+                let used = report
+                    .measurement
+                    .map(|m| format!(" at {:.1}% used", m.used_percent()))
+                    .unwrap_or_default();
+                let note = format!(
+                    "{} {} -> {}{used}",
+                    kind.as_str(),
+                    quantity::format(from),
+                    quantity::format(to)
+                );
+                tracing::info!(pvc = %key, %note, "resized");
+                self.events
+                    .publish(
+                        pvc,
+                        Notice {
+                            warning: false,
+                            reason: "Resized",
+                            note,
+                        },
+                    )
+                    .await;
+                self.events.update(&key, pvc, None).await;
+                Applied::Done
+            }
+            Err(PatchError::Conflict) => Applied::Conflict,
+            Err(PatchError::Other(e)) => {
+                tracing::warn!(pvc = %key, error = %e, "resize patch failed; the next scan decides again");
+                Applied::Done
+            }
+        }
+    }
+
+    async fn wal_notice(&self, key: &str, pvc: &PersistentVolumeClaim, eval: &Evaluation) {
+        let report = &eval.report;
+        let unknown = report.decision.notes.iter().find(|n| n.contains("unknown"));
+        let notice = match (report.role.as_str(), unknown) {
+            ("data" | "wal", Some(note)) => Some(Notice {
+                warning: true,
+                reason: "WALHealthUnavailable",
+                note: note.clone(),
+            }),
+            _ => None,
+        };
+        self.events.update(&format!("{key}#wal"), pvc, notice).await;
+    }
+}

@@ -1,0 +1,178 @@
+//! One volume, one decision: gathers the engine's inputs from the objects and the measurement.
+//! No I/O: the loop fetches, this resolves and decides.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::{MeasuredBy, VolumeReport};
+use crate::decide::{
+    Action, ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts, VolumeRole, WalHealth,
+    decide,
+};
+use crate::k8s::{claim, roles, state};
+use crate::policy::Policy;
+use crate::policy::merge::{CentralPolicy, effective};
+use crate::policy::validate::{Context, Finding, validate};
+use crate::probe::{Volume, VolumeMode};
+
+/// Everything known about one mounted claim at one scan.
+pub struct Subject<'a> {
+    pub volume: &'a Volume,
+    pub pod: &'a Pod,
+    pub pvc: &'a PersistentVolumeClaim,
+    /// Every claim the pod mounts (to tell whether WAL has its own volume).
+    pub pod_claims: &'a [&'a PersistentVolumeClaim],
+    pub storage_class: Option<&'a StorageClass>,
+    pub central: &'a CentralPolicy,
+    pub node: &'a str,
+    pub node_draining: bool,
+    pub resize_timeout: SignedDuration,
+}
+
+pub struct Evaluation {
+    pub report: VolumeReport,
+    pub policy: Option<Policy>,
+    pub history: Vec<Action>,
+}
+
+fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    pvc_or_class.cloned().unwrap_or_default()
+}
+
+/// The volume's Postgres role, whether its instance keeps WAL on it, and its cluster. An invalid
+/// role annotation is an error for the caller to report.
+pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>), String> {
+    match roles::postgres_volume(s.pvc, Some(s.pod)).map_err(|e| e.to_string())? {
+        Some(pg) => {
+            let wal_on_data =
+                pg.role == VolumeRole::Data && roles::wal_on_data(s.pod, s.pod_claims);
+            Ok((pg.role, wal_on_data, pg.cluster.or(pg.instance)))
+        }
+        None => Ok((VolumeRole::Other, false, None)),
+    }
+}
+
+pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
+    let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
+    let pvc_name = format!("{ns}/{}", s.pvc.metadata.name.as_deref().unwrap_or(""));
+    let mut errors: Vec<Finding> = Vec::new();
+    let claim = claim::claim_state(s.pvc, now, s.resize_timeout).unwrap_or_else(|e| {
+        errors.push(Finding {
+            field: "spec.resources.requests.storage".into(),
+            message: e.to_string(),
+        });
+        ClaimState {
+            request_bytes: 0,
+            capacity_bytes: 0,
+            resize: ResizeState::Idle,
+        }
+    });
+    let history = state::read_history(s.pvc).unwrap_or_else(|e| {
+        errors.push(Finding {
+            field: state::HISTORY.into(),
+            message: e.to_string(),
+        });
+        Vec::new()
+    });
+    let (role, wal_on_data, cluster) = postgres_facts(s).unwrap_or_else(|message| {
+        errors.push(Finding {
+            field: "headroom.dev/postgres-role".into(),
+            message,
+        });
+        (VolumeRole::Other, false, None)
+    });
+
+    let class_name = s
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.storage_class_name.clone());
+    let class_annotations = annotations(
+        s.storage_class
+            .and_then(|c| c.metadata.annotations.as_ref()),
+    );
+    let merged = effective(
+        &pvc_name,
+        &annotations(s.pvc.metadata.annotations.as_ref()),
+        class_name.as_deref().map(|n| (n, &class_annotations)),
+        s.central,
+    );
+    let ctx = Context {
+        current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
+        wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
+    };
+    let validation = validate(&merged.spec, &ctx);
+    errors.extend(validation.errors.iter().cloned());
+    // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are not
+    // worth an Event on every claim of the cluster.
+    let wants_enabled = merged
+        .spec
+        .get("enabled")
+        .is_some_and(|r| r.text.trim() != "false");
+    let policy = validation.policy.filter(|_| errors.is_empty());
+    let disabled = Policy::with_limit(0);
+    let input = match (&policy, wants_enabled) {
+        (Some(p), _) => PolicyInput::Valid(p),
+        (None, true) => PolicyInput::Invalid,
+        (None, false) => PolicyInput::Valid(&disabled),
+    };
+
+    let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
+    let measurement = s.volume.measurement;
+    let facts = VolumeFacts {
+        role,
+        wal_on_data,
+        shared: s.volume.class.is_shared(),
+        expandable: s
+            .storage_class
+            .and_then(|c| c.allow_volume_expansion)
+            .unwrap_or(false),
+        block_mode,
+        unmeasured: measurement.is_none() && !block_mode,
+        node_draining: s.node_draining,
+    };
+    let decision = decide(&Inputs {
+        policy: input,
+        measurement: measurement.unwrap_or_default(),
+        claim: &claim,
+        history: &history,
+        wal: wal.as_ref(),
+        facts,
+        now,
+    });
+    let report = VolumeReport {
+        namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
+        pvc: s.pvc.metadata.name.clone().unwrap_or_default(),
+        pv: s.volume.pv.clone().unwrap_or_default(),
+        node: s.node.to_string(),
+        storage_class: class_name,
+        role,
+        postgres_cluster: cluster,
+        mount_path: s.volume.path.clone(),
+        fs_class: s.volume.class.as_str().to_string(),
+        shared_with: s.volume.shared_with.clone(),
+        measurement,
+        measured_by: if measurement.is_some() {
+            MeasuredBy::Statfs
+        } else {
+            MeasuredBy::None
+        },
+        limit_bytes: policy.as_ref().map(|p| p.limit),
+        provenance: merged.provenance,
+        policy_errors: if wants_enabled { errors } else { Vec::new() },
+        policy_warnings: validation.warnings,
+        claim,
+        decision,
+        wal,
+        last_action: history.iter().max_by_key(|a| a.at).cloned(),
+        evaluated_at: now,
+    };
+    Evaluation {
+        report,
+        policy,
+        history,
+    }
+}

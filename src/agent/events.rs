@@ -1,0 +1,148 @@
+//! Kubernetes Events on claims, emitted when what there is to say changes, not every scan.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder};
+
+use super::VolumeReport;
+use crate::decide::{BlockReason, Verdict};
+use crate::quantity;
+
+/// One thing to tell about a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
+impl Notice {
+    fn warning(reason: &'static str, note: String) -> Self {
+        Notice {
+            warning: true,
+            reason,
+            note,
+        }
+    }
+}
+
+/// What a decision has to say, if anything. Notes are stable across scans (no live usage
+/// numbers), so the same situation is announced once.
+pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
+    let Verdict::Blocked { reason } = report.decision.verdict else {
+        return None;
+    };
+    let limit = report
+        .limit_bytes
+        .map(quantity::format)
+        .unwrap_or_else(|| "?".into());
+    Some(match reason {
+        BlockReason::Disabled | BlockReason::ResizeInProgress => return None,
+        BlockReason::InvalidPolicy => {
+            let detail: Vec<String> = report
+                .policy_errors
+                .iter()
+                .map(|f| format!("{}: {}", f.field, f.message))
+                .collect();
+            Notice::warning(
+                "InvalidPolicy",
+                format!("policy refused, no action: {}", detail.join("; ")),
+            )
+        }
+        BlockReason::AtLimit => Notice::warning(
+            "AtLimit",
+            format!("growth needed but the claim is at its limit of {limit}"),
+        ),
+        BlockReason::BudgetExhausted => Notice::warning(
+            "BudgetExhausted",
+            match report.decision.next_slot {
+                Some(t) => {
+                    format!("growth needed but the daily action budget is spent; next slot at {t}")
+                }
+                None => "growth needed but the daily action budget is spent".to_string(),
+            },
+        ),
+        BlockReason::SharedFilesystem => {
+            let others: Vec<String> = report
+                .shared_with
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            Notice::warning(
+                "SharedFilesystem",
+                format!(
+                    "the volume's filesystem is shared ({}{}): its numbers are not this claim's, headroom will not resize it",
+                    report.fs_class,
+                    if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with {}", others.join(", "))
+                    }
+                ),
+            )
+        }
+        BlockReason::OutsideWindow | BlockReason::Cooldown => Notice {
+            warning: false,
+            reason: "ResizeBlocked",
+            note: format!("growth planned, waiting: {reason}"),
+        },
+        other => Notice::warning(
+            "ResizeBlocked",
+            format!("growth needed but blocked: {other}"),
+        ),
+    })
+}
+
+/// Publishes notices through the kube-runtime recorder, remembering the last one per claim.
+pub struct Events {
+    recorder: Recorder,
+    last: Mutex<HashMap<String, Option<Notice>>>,
+}
+
+impl Events {
+    pub fn new(recorder: Recorder) -> Self {
+        Events {
+            recorder,
+            last: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records `notice` (or that there is nothing to say) for `key`; publishes only on change.
+    pub async fn update(&self, key: &str, pvc: &PersistentVolumeClaim, notice: Option<Notice>) {
+        let changed = match self.last.lock() {
+            Ok(mut last) => last.insert(key.to_string(), notice.clone()) != Some(notice.clone()),
+            Err(_) => true,
+        };
+        if let (true, Some(n)) = (changed, notice) {
+            self.publish(pvc, n).await;
+        }
+    }
+
+    /// Publishes unconditionally (actions are each worth an Event).
+    pub async fn publish(&self, pvc: &PersistentVolumeClaim, n: Notice) {
+        let event = Event {
+            type_: if n.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: n.reason.to_string(),
+            note: Some(n.note),
+            action: "Resize".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &pvc.object_ref(&())).await {
+            tracing::warn!(error = %e, reason = n.reason, "could not publish event");
+        }
+    }
+
+    /// Forgets claims no longer on this node.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        if let Ok(mut last) = self.last.lock() {
+            last.retain(|k, _| keep(k));
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! One scan of this node: probe the kubelet's volumes, map them to claims, decide, act.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use kube::{Api, Client};
+
+use super::act::{Actor, Applied};
+use super::evaluate::{Evaluation, Subject, evaluate, postgres_facts};
+use super::events::Events;
+use super::pgconn::{self, Credentials};
+use super::world::World;
+use super::{AgentConfig, VolumeReport};
+use crate::decide::{VolumeRole, WalHealth};
+use crate::policy::defaults;
+use crate::policy::merge::{CentralPolicy, parse_configmap};
+use crate::probe::{self, Volume};
+
+/// A conflicting writer (another agent on an RWX claim, an old pod during a move) gets at most
+/// this many fresh reads and decisions per scan.
+const CONFLICT_RETRIES: usize = 3;
+
+pub struct Scanner {
+    cfg: AgentConfig,
+    client: Client,
+    events: Events,
+}
+
+fn claim_names(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.clone())
+        })
+        .collect()
+}
+
+/// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
+pub fn node_draining(node: Option<&Node>) -> bool {
+    let Some(spec) = node.and_then(|n| n.spec.as_ref()) else {
+        return false;
+    };
+    spec.unschedulable == Some(true)
+        || spec
+            .taints
+            .iter()
+            .flatten()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable")
+}
+
+impl Scanner {
+    pub fn new(cfg: AgentConfig, client: Client, events: Events) -> Self {
+        Scanner {
+            cfg,
+            client,
+            events,
+        }
+    }
+
+    pub async fn scan(&mut self, world: &mut World) -> Vec<VolumeReport> {
+        let now = Timestamp::now();
+        let volumes = match probe::probe_kubelet_root_async(self.cfg.kubelet_root.clone()).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, root = %self.cfg.kubelet_root.display(), "cannot probe the kubelet root");
+                return Vec::new();
+            }
+        };
+        // Volumes of pods being deleted are left alone: the workload is leaving this node.
+        let pods: HashMap<String, Arc<Pod>> = world
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| Some((p.metadata.uid.clone()?, p)))
+            .collect();
+        let wanted: BTreeSet<(String, String)> = pods
+            .values()
+            .flat_map(|p| {
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                claim_names(p).into_iter().map(move |c| (ns.clone(), c))
+            })
+            .collect();
+        world.sync_claims(&wanted);
+
+        let cm_name = format!("{}/{}", self.cfg.namespace, self.cfg.configmap);
+        let data = world
+            .configmap()
+            .and_then(|c| c.data.clone())
+            .unwrap_or_default();
+        let central = if data.is_empty() {
+            CentralPolicy::default()
+        } else {
+            parse_configmap(&data, &cm_name)
+        };
+        let creds = match data.get(pgconn::KEY) {
+            Some(text) => Credentials::parse(&cm_name, text).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "Postgres credentials ignored");
+                Credentials::default()
+            }),
+            None => Credentials::default(),
+        };
+        let draining = node_draining(world.node().as_deref());
+
+        let mut by_pv: BTreeMap<&str, Vec<&Volume>> = BTreeMap::new();
+        for v in &volumes {
+            if let Some(pv) = v.pv.as_deref() {
+                by_pv.entry(pv).or_default().push(v);
+            }
+        }
+        let mut reports = Vec::new();
+        for (pv, vols) in by_pv {
+            let Some((vol, pod)) = vols
+                .iter()
+                .find_map(|v| Some((*v, pods.get(v.pod_uid.as_deref()?)?.clone())))
+            else {
+                continue;
+            };
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let claims: Vec<Arc<PersistentVolumeClaim>> = claim_names(&pod)
+                .iter()
+                .filter_map(|c| world.claim(&ns, c))
+                .collect();
+            let Some(pvc) = claims
+                .iter()
+                .find(|c| c.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(pv))
+                .cloned()
+            else {
+                continue; // not a claim, or its watch has not listed yet
+            };
+            let class = pvc
+                .spec
+                .as_ref()
+                .and_then(|s| s.storage_class_name.as_deref())
+                .and_then(|n| world.storage_class(n));
+            let ctx = VolumeCtx {
+                vol,
+                pod: &pod,
+                claims: &claims,
+                class: class.as_deref(),
+                central: &central,
+                creds: &creds,
+                draining,
+            };
+            reports.push(self.volume(&ctx, (*pvc).clone(), now).await);
+        }
+        let keys: BTreeSet<String> = reports
+            .iter()
+            .map(|r| format!("{}/{}", r.namespace, r.pvc))
+            .collect();
+        self.events
+            .retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
+        reports
+    }
+
+    async fn volume(
+        &self,
+        ctx: &VolumeCtx<'_>,
+        mut pvc: PersistentVolumeClaim,
+        now: Timestamp,
+    ) -> VolumeReport {
+        let ns = pvc.metadata.namespace.clone().unwrap_or_default();
+        let name = pvc.metadata.name.clone().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        let actor = Actor {
+            api: api.clone(),
+            events: &self.events,
+            node: &self.cfg.node,
+            dry_run: self.cfg.dry_run,
+            timeout: self.cfg.api_timeout,
+        };
+        let mut wal: Option<WalHealth> = None;
+        let mut attempt = 0;
+        loop {
+            let claim_refs: Vec<&PersistentVolumeClaim> = ctx
+                .claims
+                .iter()
+                .map(|c| {
+                    if c.metadata.name == pvc.metadata.name {
+                        &pvc
+                    } else {
+                        c.as_ref()
+                    }
+                })
+                .collect();
+            let subject = Subject {
+                volume: ctx.vol,
+                pod: ctx.pod,
+                pvc: &pvc,
+                pod_claims: &claim_refs,
+                storage_class: ctx.class,
+                central: ctx.central,
+                node: &self.cfg.node,
+                node_draining: ctx.draining,
+                resize_timeout: self.cfg.resize_timeout,
+            };
+            let mut eval = evaluate(&subject, wal.clone(), now);
+            if wal.is_none()
+                && let Some(health) = self.wal_health(&subject, &eval, ctx.creds, now).await
+            {
+                wal = Some(health);
+                eval = evaluate(&subject, wal.clone(), now);
+            }
+            attempt += 1;
+            match actor.apply(&pvc, &eval, now).await {
+                Applied::Done => return eval.report,
+                Applied::Conflict if attempt < CONFLICT_RETRIES => {
+                    match tokio::time::timeout(self.cfg.api_timeout, api.get(&name)).await {
+                        Ok(Ok(fresh)) => pvc = fresh,
+                        _ => return eval.report,
+                    }
+                }
+                Applied::Conflict => return eval.report,
+            }
+        }
+    }
+
+    /// WAL health for a volume that holds its instance's WAL; `None` for any other volume.
+    async fn wal_health(
+        &self,
+        s: &Subject<'_>,
+        eval: &Evaluation,
+        creds: &Credentials,
+        now: Timestamp,
+    ) -> Option<WalHealth> {
+        let (role, wal_on_data, cluster) = postgres_facts(s).ok()?;
+        if !(role == VolumeRole::Wal || (role == VolumeRole::Data && wal_on_data)) {
+            return None;
+        }
+        let max_pending = eval
+            .policy
+            .as_ref()
+            .map_or(defaults::MAX_PENDING_WAL_FILES, |p| {
+                p.wal_safety.max_pending_wal_files
+            });
+        let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone());
+        let sql = match (creds.for_cluster(cluster.as_deref()), pod_ip) {
+            (Some(cred), Some(ip)) => pgconn::target(cred, &ip)
+                .map_err(|e| tracing::warn!(error = %e, "Postgres credential unusable"))
+                .ok(),
+            _ => None,
+        };
+        Some(crate::postgres::gather(Some(&s.volume.path), sql.as_ref(), max_pending, now).await)
+    }
+}
+
+struct VolumeCtx<'a> {
+    vol: &'a Volume,
+    pod: &'a Pod,
+    claims: &'a [Arc<PersistentVolumeClaim>],
+    class: Option<&'a k8s_openapi::api::storage::v1::StorageClass>,
+    central: &'a CentralPolicy,
+    creds: &'a Credentials,
+    draining: bool,
+}

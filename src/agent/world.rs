@@ -1,0 +1,170 @@
+//! What the agent knows about the cluster: reflector stores fed by watches, never polling.
+//!
+//! Pods are watched with a `spec.nodeName` field selector, this Node and the ConfigMap by name,
+//! StorageClasses whole (few and small). Claims get one watch each, by name, for exactly the claims
+//! the pods on this node mount: fresh numbers for every claim here, and nothing cluster-wide.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+/// Called with the watcher's name each time a watch fails and restarts.
+pub type OnRestart = Arc<dyn Fn(&str) + Send + Sync>;
+
+fn spawn_reflector<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+    on_restart: OnRestart,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
+                on_restart(&name);
+            }
+        }
+    });
+    (reader, task)
+}
+
+type ClaimKey = (String, String);
+
+pub struct World {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub classes: Store<StorageClass>,
+    pub configmaps: Store<ConfigMap>,
+    client: Client,
+    claims: HashMap<ClaimKey, (Store<PersistentVolumeClaim>, JoinHandle<()>)>,
+    tasks: Vec<JoinHandle<()>>,
+    on_restart: OnRestart,
+}
+
+impl World {
+    pub fn start(
+        client: Client,
+        node: &str,
+        namespace: &str,
+        configmap: &str,
+        on_restart: OnRestart,
+    ) -> Self {
+        let by_name =
+            |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let (pods, t1) = spawn_reflector(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().fields(&format!("spec.nodeName={node}")),
+            "pods".into(),
+            on_restart.clone(),
+        );
+        let (nodes, t2) = spawn_reflector(
+            Api::<Node>::all(client.clone()),
+            by_name(node),
+            "node".into(),
+            on_restart.clone(),
+        );
+        let (classes, t3) = spawn_reflector(
+            Api::<StorageClass>::all(client.clone()),
+            watcher::Config::default(),
+            "storageclasses".into(),
+            on_restart.clone(),
+        );
+        let (configmaps, t4) = spawn_reflector(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            by_name(configmap),
+            "configmap".into(),
+            on_restart.clone(),
+        );
+        World {
+            pods,
+            nodes,
+            classes,
+            configmaps,
+            client,
+            claims: HashMap::new(),
+            tasks: vec![t1, t2, t3, t4],
+            on_restart,
+        }
+    }
+
+    /// Waits until every cluster-level watch has listed once.
+    pub async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.pods.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await?;
+        self.classes.wait_until_ready().await?;
+        self.configmaps.wait_until_ready().await
+    }
+
+    /// Keeps exactly one watch per claim in `wanted`: starts new ones, stops those no pod here
+    /// mounts any more.
+    pub fn sync_claims(&mut self, wanted: &BTreeSet<ClaimKey>) {
+        self.claims.retain(|key, (_, task)| {
+            let keep = wanted.contains(key);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for key in wanted {
+            if self.claims.contains_key(key) {
+                continue;
+            }
+            let (ns, name) = key;
+            let (store, task) = spawn_reflector(
+                Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns),
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+                format!("pvc {ns}/{name}"),
+                self.on_restart.clone(),
+            );
+            self.claims.insert(key.clone(), (store, task));
+        }
+    }
+
+    /// The claim as last seen by its watch; `None` until that watch has listed.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        let (store, _) = self
+            .claims
+            .get(&(namespace.to_string(), name.to_string()))?;
+        store.state().into_iter().next()
+    }
+
+    pub fn node(&self) -> Option<Arc<Node>> {
+        self.nodes.state().into_iter().next()
+    }
+
+    pub fn configmap(&self) -> Option<Arc<ConfigMap>> {
+        self.configmaps.state().into_iter().next()
+    }
+
+    pub fn storage_class(&self, name: &str) -> Option<Arc<StorageClass>> {
+        self.classes.get(&reflector::ObjectRef::new(name))
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        for (_, task) in self.claims.values() {
+            task.abort();
+        }
+    }
+}

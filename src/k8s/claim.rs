@@ -1,0 +1,384 @@
+//! A claim's sizes and resize progress, read from its spec and status.
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimCondition};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::{KubeError, pvc_name};
+use crate::decide::{ClaimState, ResizeState};
+
+const REQUEST_FIELD: &str = "spec.resources.requests.storage";
+const CAPACITY_FIELD: &str = "status.capacity.storage";
+
+/// Conditions that mean the resize failed and needs an operator.
+const FAILED_CONDITIONS: [&str; 2] = ["ControllerResizeError", "NodeResizeError"];
+/// Conditions that mean a resize is under way.
+const PROGRESS_CONDITIONS: [&str; 2] = ["Resizing", "FileSystemResizePending"];
+
+fn parse_storage(
+    pvc: &PersistentVolumeClaim,
+    q: Option<&Quantity>,
+    field: &'static str,
+) -> Result<Option<u64>, KubeError> {
+    q.map(|q| {
+        crate::quantity::parse(&q.0).map_err(|source| KubeError::Quantity {
+            object: pvc_name(pvc),
+            field,
+            value: q.0.clone(),
+            source,
+        })
+    })
+    .transpose()
+}
+
+/// `spec.resources.requests.storage` in bytes; `None` when absent.
+pub fn storage_request(pvc: &PersistentVolumeClaim) -> Result<Option<u64>, KubeError> {
+    let q = pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"));
+    parse_storage(pvc, q, REQUEST_FIELD)
+}
+
+/// `status.capacity.storage` in bytes; `None` until the claim is bound.
+pub fn storage_capacity(pvc: &PersistentVolumeClaim) -> Result<Option<u64>, KubeError> {
+    let q = pvc
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("storage"));
+    parse_storage(pvc, q, CAPACITY_FIELD)
+}
+
+pub fn is_block_mode(pvc: &PersistentVolumeClaim) -> bool {
+    pvc.spec
+        .as_ref()
+        .and_then(|s| s.volume_mode.as_deref())
+        .is_some_and(|m| m == "Block")
+}
+
+pub fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
+    pvc.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Bound")
+}
+
+fn true_conditions(
+    pvc: &PersistentVolumeClaim,
+) -> impl Iterator<Item = &PersistentVolumeClaimCondition> {
+    pvc.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| c.status == "True")
+}
+
+/// Sizes and resize state. A claim without a storage request is an error: the API server never
+/// admits one, so it means a broken object, not a size of zero.
+pub fn claim_state(
+    pvc: &PersistentVolumeClaim,
+    now: Timestamp,
+    resize_timeout: SignedDuration,
+) -> Result<ClaimState, KubeError> {
+    let request_bytes = storage_request(pvc)?.ok_or_else(|| KubeError::Missing {
+        object: pvc_name(pvc),
+        field: REQUEST_FIELD,
+    })?;
+    let capacity = storage_capacity(pvc)?;
+    let resize = resize_state(pvc, request_bytes, capacity, now, resize_timeout);
+    Ok(ClaimState {
+        request_bytes,
+        capacity_bytes: capacity.unwrap_or(0),
+        resize,
+    })
+}
+
+fn resize_state(
+    pvc: &PersistentVolumeClaim,
+    request: u64,
+    capacity: Option<u64>,
+    now: Timestamp,
+    resize_timeout: SignedDuration,
+) -> ResizeState {
+    let mut failures = Vec::new();
+    let mut in_progress = false;
+    let mut since: Option<Timestamp> = None;
+    for c in true_conditions(pvc) {
+        if FAILED_CONDITIONS.contains(&c.type_.as_str()) {
+            failures.push(match c.message.as_deref().filter(|m| !m.is_empty()) {
+                Some(m) => format!("condition {}: {m}", c.type_),
+                None => format!("condition {}", c.type_),
+            });
+        } else if PROGRESS_CONDITIONS.contains(&c.type_.as_str()) {
+            in_progress = true;
+            // The earliest transition is when the resize started.
+            if let Some(t) = &c.last_transition_time {
+                since = Some(since.map_or(t.0, |s| s.min(t.0)));
+            }
+        }
+    }
+    let allocated = pvc
+        .status
+        .as_ref()
+        .and_then(|s| s.allocated_resource_statuses.as_ref())
+        .and_then(|m| m.get("storage"));
+    if let Some(a) = allocated {
+        if a.ends_with("Infeasible") {
+            failures.push(format!("allocatedResourceStatuses storage={a}"));
+        } else if a.ends_with("InProgress") || a.ends_with("Pending") {
+            in_progress = true;
+        }
+    }
+    if !failures.is_empty() {
+        return ResizeState::Failed {
+            detail: failures.join("; "),
+        };
+    }
+    // Unknown capacity (not yet bound) says nothing about a resize.
+    if capacity.is_some_and(|c| request > c) {
+        in_progress = true;
+    }
+    if !in_progress {
+        return ResizeState::Idle;
+    }
+    match since {
+        Some(t) if now.duration_since(t) > resize_timeout => ResizeState::Failed {
+            detail: format!(
+                "resize in flight for more than {:#} (since {t})",
+                resize_timeout
+            ),
+        },
+        _ => ResizeState::InProgress { since },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quantity::GI;
+    use serde_json::{Value, json};
+
+    fn pvc(spec_extra: Value, status: Value) -> PersistentVolumeClaim {
+        let mut spec = json!({
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "fast-ssd",
+            "volumeName": "pvc-8f1c2a3b-5d6e-4f70-8a9b-0c1d2e3f4a5b",
+            "volumeMode": "Filesystem",
+            "resources": { "requests": { "storage": "20Gi" } },
+        });
+        if let (Some(s), Some(extra)) = (spec.as_object_mut(), spec_extra.as_object()) {
+            s.extend(extra.clone());
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "pgdata-pg-main-1",
+                "namespace": "db",
+                "resourceVersion": "48213",
+                "uid": "0b5d1a8e-2f7c-4a19-9a53-3e4f5a6b7c8d",
+            },
+            "spec": spec,
+            "status": status,
+        }))
+        .expect("test PVC")
+    }
+
+    fn bound(capacity: &str) -> Value {
+        json!({ "phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": { "storage": capacity } })
+    }
+
+    fn now() -> Timestamp {
+        "2026-03-01T12:00:00Z".parse().expect("timestamp")
+    }
+
+    const TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
+
+    fn state(p: &PersistentVolumeClaim) -> ClaimState {
+        claim_state(p, now(), TIMEOUT).expect("claim state")
+    }
+
+    #[test]
+    fn idle_bound_claim() {
+        let p = pvc(json!({}), bound("20Gi"));
+        assert_eq!(storage_request(&p).expect("ok"), Some(20 * GI));
+        assert_eq!(storage_capacity(&p).expect("ok"), Some(20 * GI));
+        assert_eq!(
+            state(&p),
+            ClaimState {
+                request_bytes: 20 * GI,
+                capacity_bytes: 20 * GI,
+                resize: ResizeState::Idle
+            }
+        );
+        assert!(is_bound(&p));
+        assert!(!is_block_mode(&p));
+    }
+
+    #[test]
+    fn pending_claim_has_no_capacity_and_is_not_resizing() {
+        let p = pvc(json!({ "volumeName": null }), json!({ "phase": "Pending" }));
+        let s = state(&p);
+        assert_eq!(s.capacity_bytes, 0);
+        assert_eq!(s.resize, ResizeState::Idle);
+        assert!(!is_bound(&p));
+    }
+
+    #[test]
+    fn block_mode() {
+        let p = pvc(json!({ "volumeMode": "Block" }), bound("20Gi"));
+        assert!(is_block_mode(&p));
+    }
+
+    #[test]
+    fn request_above_capacity_is_in_progress_without_since() {
+        let p = pvc(
+            json!({ "resources": { "requests": { "storage": "25Gi" } } }),
+            bound("20Gi"),
+        );
+        let s = state(&p);
+        assert_eq!(s.request_bytes, 25 * GI);
+        assert_eq!(s.resize, ResizeState::InProgress { since: None });
+    }
+
+    #[test]
+    fn resizing_condition_gives_since() {
+        let mut status = bound("20Gi");
+        status["conditions"] = json!([{
+            "type": "FileSystemResizePending",
+            "status": "True",
+            "lastProbeTime": null,
+            "lastTransitionTime": "2026-03-01T11:50:00Z",
+            "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node.",
+        }]);
+        let p = pvc(
+            json!({ "resources": { "requests": { "storage": "25Gi" } } }),
+            status,
+        );
+        assert_eq!(
+            state(&p).resize,
+            ResizeState::InProgress {
+                since: Some("2026-03-01T11:50:00Z".parse().expect("ts"))
+            }
+        );
+    }
+
+    #[test]
+    fn false_condition_is_ignored() {
+        let mut status = bound("20Gi");
+        status["conditions"] = json!([{ "type": "Resizing", "status": "False" }]);
+        assert_eq!(state(&pvc(json!({}), status)).resize, ResizeState::Idle);
+    }
+
+    #[test]
+    fn allocated_statuses() {
+        for (value, want_progress) in [
+            ("ControllerResizeInProgress", true),
+            ("NodeResizePending", true),
+            ("NodeResizeInProgress", true),
+        ] {
+            let mut status = bound("20Gi");
+            status["allocatedResourceStatuses"] = json!({ "storage": value });
+            let s = state(&pvc(json!({}), status));
+            assert_eq!(
+                matches!(s.resize, ResizeState::InProgress { since: None }),
+                want_progress,
+                "{value}"
+            );
+        }
+        for value in ["ControllerResizeInfeasible", "NodeResizeInfeasible"] {
+            let mut status = bound("20Gi");
+            status["allocatedResourceStatuses"] = json!({ "storage": value });
+            match state(&pvc(json!({}), status)).resize {
+                ResizeState::Failed { detail } => assert!(detail.contains(value), "{detail}"),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn error_conditions_fail_and_win_over_progress() {
+        let mut status = bound("20Gi");
+        status["conditions"] = json!([
+            { "type": "Resizing", "status": "True", "lastTransitionTime": "2026-03-01T11:59:00Z" },
+            {
+                "type": "ControllerResizeError",
+                "status": "True",
+                "lastTransitionTime": "2026-03-01T11:59:30Z",
+                "message": "resize volume \"pvc-8f1c\" by resizer \"ebs.csi.aws.com\" failed: rpc error: code = Internal",
+            },
+        ]);
+        let p = pvc(
+            json!({ "resources": { "requests": { "storage": "25Gi" } } }),
+            status,
+        );
+        match state(&p).resize {
+            ResizeState::Failed { detail } => {
+                assert!(detail.starts_with("condition ControllerResizeError: resize volume"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut status = bound("20Gi");
+        status["conditions"] = json!([{ "type": "NodeResizeError", "status": "True" }]);
+        assert_eq!(
+            state(&pvc(json!({}), status)).resize,
+            ResizeState::Failed {
+                detail: "condition NodeResizeError".into()
+            }
+        );
+    }
+
+    #[test]
+    fn stuck_resize_becomes_failed() {
+        let mut status = bound("20Gi");
+        status["conditions"] = json!([{
+            "type": "Resizing", "status": "True", "lastTransitionTime": "2026-03-01T11:00:00Z",
+        }]);
+        let p = pvc(
+            json!({ "resources": { "requests": { "storage": "25Gi" } } }),
+            status,
+        );
+        match state(&p).resize {
+            ResizeState::Failed { detail } => {
+                assert!(
+                    detail.starts_with("resize in flight for more than 30m"),
+                    "{detail}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Exactly at the timeout it is still in flight.
+        let at = claim_state(&p, now(), SignedDuration::from_hours(1)).expect("ok");
+        assert!(matches!(at.resize, ResizeState::InProgress { .. }));
+    }
+
+    #[test]
+    fn bad_quantities_name_the_claim_and_field() {
+        let p = pvc(
+            json!({ "resources": { "requests": { "storage": "20GB" } } }),
+            bound("20Gi"),
+        );
+        let e = claim_state(&p, now(), TIMEOUT).expect_err("bad request");
+        let msg = e.to_string();
+        assert!(msg.contains("PVC db/pgdata-pg-main-1"), "{msg}");
+        assert!(
+            msg.contains("spec.resources.requests.storage '20GB'"),
+            "{msg}"
+        );
+
+        let p = pvc(json!({}), bound("lots"));
+        let msg = storage_capacity(&p).expect_err("bad capacity").to_string();
+        assert!(msg.contains("status.capacity.storage 'lots'"), "{msg}");
+
+        let p = pvc(json!({ "resources": {} }), bound("20Gi"));
+        let msg = claim_state(&p, now(), TIMEOUT)
+            .expect_err("missing")
+            .to_string();
+        assert_eq!(
+            msg,
+            "PVC db/pgdata-pg-main-1: spec.resources.requests.storage is missing"
+        );
+    }
+}

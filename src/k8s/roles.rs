@@ -1,0 +1,261 @@
+//! Postgres roles of claims, from the labels each operator sets (or an explicit annotation), and
+//! the group a claim sizes with.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+
+use super::{KubeError, pvc_name};
+use crate::decide::VolumeRole;
+
+pub const POSTGRES_ROLE: &str = "headroom.dev/postgres-role";
+pub const GROUP: &str = "headroom.dev/group";
+
+const CNPG_ROLE: &str = "cnpg.io/pvcRole";
+const CNPG_CLUSTER: &str = "cnpg.io/cluster";
+const CNPG_INSTANCE: &str = "cnpg.io/instanceName";
+const CNPG_TABLESPACE: &str = "cnpg.io/tablespaceName";
+const CRUNCHY_CLUSTER: &str = "postgres-operator.crunchydata.com/cluster";
+const CRUNCHY_INSTANCE: &str = "postgres-operator.crunchydata.com/instance";
+const CRUNCHY_ROLE: &str = "postgres-operator.crunchydata.com/role";
+const CRUNCHY_BACKREST_VOLUME: &str = "postgres-operator.crunchydata.com/pgbackrest-volume";
+const K8S_NAME: &str = "app.kubernetes.io/name";
+const K8S_INSTANCE: &str = "app.kubernetes.io/instance";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Operator {
+    CloudNativePG,
+    Zalando,
+    Crunchy,
+    Bitnami,
+    /// Only the `headroom.dev/postgres-role` annotation says it is Postgres.
+    Annotation,
+}
+
+/// A claim that holds part of a Postgres instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PgVolume {
+    pub role: VolumeRole,
+    pub operator: Operator,
+    pub cluster: Option<String>,
+    /// The instance (pod) the volume belongs to; pairs an instance's data and WAL volumes.
+    pub instance: Option<String>,
+}
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+    meta.labels.as_ref().unwrap_or(&EMPTY)
+}
+
+fn annotations(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+    meta.annotations.as_ref().unwrap_or(&EMPTY)
+}
+
+fn label(meta: &ObjectMeta, key: &str) -> Option<String> {
+    labels(meta).get(key).filter(|v| !v.is_empty()).cloned()
+}
+
+/// The Postgres role of `pvc`, mounted by `pod` when known; `None` when it is not a Postgres
+/// volume. An explicit `headroom.dev/postgres-role` wins over operator labels; a value other than
+/// data, wal or tablespace is an error naming the claim.
+pub fn postgres_volume(
+    pvc: &PersistentVolumeClaim,
+    pod: Option<&Pod>,
+) -> Result<Option<PgVolume>, KubeError> {
+    let explicit = match annotations(&pvc.metadata).get(POSTGRES_ROLE) {
+        None => None,
+        Some(v) => Some(match v.trim() {
+            "data" => VolumeRole::Data,
+            "wal" => VolumeRole::Wal,
+            "tablespace" => VolumeRole::Tablespace,
+            other => {
+                return Err(KubeError::InvalidAnnotation {
+                    object: pvc_name(pvc),
+                    annotation: POSTGRES_ROLE,
+                    message: format!(
+                        "'{other}' is not a Postgres role (write data, wal or tablespace)"
+                    ),
+                });
+            }
+        }),
+    };
+    let detected = by_operator(pvc, pod);
+    Ok(match (explicit, detected) {
+        (Some(role), Some(v)) => Some(PgVolume { role, ..v }),
+        (Some(role), None) => Some(PgVolume {
+            role,
+            operator: Operator::Annotation,
+            cluster: None,
+            instance: pod.and_then(|p| p.metadata.name.clone()),
+        }),
+        (None, v) => v,
+    })
+}
+
+fn by_operator(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<PgVolume> {
+    let m = &pvc.metadata;
+    let pod_meta = pod.map(|p| &p.metadata);
+    let pod_label = |key: &str| pod_meta.and_then(|pm| label(pm, key));
+    let pod_name = || pod_meta.and_then(|pm| pm.name.clone());
+
+    if let Some(role) = label(m, CNPG_ROLE) {
+        return Some(PgVolume {
+            role: match role.as_str() {
+                "PG_DATA" => VolumeRole::Data,
+                "PG_WAL" => VolumeRole::Wal,
+                "PG_TABLESPACE" => VolumeRole::Tablespace,
+                // A role a newer CloudNativePG invents is Postgres, but not one we size for.
+                _ => VolumeRole::Other,
+            },
+            operator: Operator::CloudNativePG,
+            cluster: label(m, CNPG_CLUSTER),
+            instance: label(m, CNPG_INSTANCE).or_else(pod_name),
+        });
+    }
+    if let Some(cluster) = label(m, CNPG_CLUSTER) {
+        // CloudNativePG before 1.18 did not label the role; its names did: <instance>-wal,
+        // <instance>-tbs-<name>.
+        let name = m.name.as_deref().unwrap_or("");
+        let role = if name.ends_with("-wal") {
+            VolumeRole::Wal
+        } else if name.contains("-tbs-") {
+            VolumeRole::Tablespace
+        } else {
+            VolumeRole::Data
+        };
+        return Some(PgVolume {
+            role,
+            operator: Operator::CloudNativePG,
+            cluster: Some(cluster),
+            instance: label(m, CNPG_INSTANCE).or_else(pod_name),
+        });
+    }
+
+    // Crunchy PGO v5 labels both the instance pods and their claims; the pgBackRest repository
+    // host has the cluster label but no instance, and its repo volume is not Postgres data.
+    if labels(m).contains_key(CRUNCHY_BACKREST_VOLUME) {
+        return None;
+    }
+    let crunchy_role = label(m, CRUNCHY_ROLE);
+    let crunchy_instance = label(m, CRUNCHY_INSTANCE).or_else(|| pod_label(CRUNCHY_INSTANCE));
+    if crunchy_instance.is_some() || matches!(crunchy_role.as_deref(), Some("pgdata" | "pgwal")) {
+        return Some(PgVolume {
+            role: match crunchy_role.as_deref() {
+                Some("pgwal") => VolumeRole::Wal,
+                Some("tablespace") => VolumeRole::Tablespace,
+                _ => VolumeRole::Data,
+            },
+            operator: Operator::Crunchy,
+            cluster: label(m, CRUNCHY_CLUSTER).or_else(|| pod_label(CRUNCHY_CLUSTER)),
+            instance: crunchy_instance,
+        });
+    }
+
+    // Zalando (Spilo) and Bitnami label their claim templates like their pods, so either works.
+    let either = |key: &str| pod_label(key).or_else(|| label(m, key));
+    if either("application").as_deref() == Some("spilo") {
+        return Some(PgVolume {
+            role: VolumeRole::Data,
+            operator: Operator::Zalando,
+            cluster: either("cluster-name"),
+            instance: pod_name(),
+        });
+    }
+    if either(K8S_NAME).as_deref() == Some("postgresql") {
+        return Some(PgVolume {
+            role: VolumeRole::Data,
+            operator: Operator::Bitnami,
+            cluster: either(K8S_INSTANCE),
+            instance: pod_name(),
+        });
+    }
+    None
+}
+
+/// Names of the claims `pod` mounts: persistentVolumeClaim volumes and generic ephemeral volumes
+/// (whose claim is named `<pod>-<volume>`).
+pub fn pod_claim_names(pod: &Pod) -> Vec<String> {
+    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            if let Some(c) = &v.persistent_volume_claim {
+                Some(c.claim_name.clone())
+            } else {
+                v.ephemeral
+                    .as_ref()
+                    .map(|_| format!("{pod_name}-{}", v.name))
+            }
+        })
+        .collect()
+}
+
+/// Does the instance's data volume also hold WAL? Yes unless one of the pod's claims is a WAL
+/// volume. Claims in `pvcs` that the pod does not mount are ignored; a claim whose role cannot be
+/// read counts as not WAL, which errs towards gating the data volume on WAL health.
+pub fn wal_on_data(pod: &Pod, pvcs: &[&PersistentVolumeClaim]) -> bool {
+    let mounted = pod_claim_names(pod);
+    !pvcs.iter().any(|pvc| {
+        pvc.metadata
+            .name
+            .as_ref()
+            .is_some_and(|n| mounted.contains(n))
+            && pvc.metadata.namespace == pod.metadata.namespace
+            && matches!(
+                postgres_volume(pvc, Some(pod)),
+                Ok(Some(PgVolume {
+                    role: VolumeRole::Wal,
+                    ..
+                }))
+            )
+    })
+}
+
+/// The group `pvc` sizes with (issue 6), namespaced and prefixed by how it was found:
+/// `<ns>/group/<annotation>`, `<ns>/cnpg/<cluster>/<pvcRole>[/<tablespace>]`, or
+/// `<ns>/sts/<statefulset>/<claim template>`.
+pub fn group_key(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<String> {
+    let m = &pvc.metadata;
+    let ns = m.namespace.as_deref().unwrap_or("");
+    if let Some(g) = annotations(m).get(GROUP).filter(|g| !g.trim().is_empty()) {
+        return Some(format!("{ns}/group/{}", g.trim()));
+    }
+    if let (Some(cluster), Some(role)) = (label(m, CNPG_CLUSTER), label(m, CNPG_ROLE)) {
+        let mut key = format!("{ns}/cnpg/{cluster}/{role}");
+        if let Some(tbs) = label(m, CNPG_TABLESPACE) {
+            key = format!("{key}/{tbs}");
+        }
+        return Some(key);
+    }
+    let sts_of = |meta: &ObjectMeta| {
+        meta.owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "StatefulSet" && o.controller == Some(true))
+            .map(|o| o.name.clone())
+    };
+    // The pod's owner, or the claim's own (persistentVolumeClaimRetentionPolicy whenDeleted: Delete).
+    let sts = pod
+        .and_then(|p| sts_of(&p.metadata))
+        .or_else(|| sts_of(m))?;
+    let template = claim_template(m.name.as_deref()?, &sts)?;
+    Some(format!("{ns}/sts/{sts}/{template}"))
+}
+
+/// `<template>-<sts>-<ordinal>` -> template.
+fn claim_template<'a>(pvc_name: &'a str, sts: &str) -> Option<&'a str> {
+    let (rest, ordinal) = pvc_name.rsplit_once('-')?;
+    if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let template = rest.strip_suffix(sts)?.strip_suffix('-')?;
+    (!template.is_empty()).then_some(template)
+}
+
+#[cfg(test)]
+#[path = "roles_tests.rs"]
+mod tests;

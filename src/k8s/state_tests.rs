@@ -1,0 +1,354 @@
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::agent::{MeasuredBy, VolumeReport};
+use crate::decide::{
+    BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, State, VolumeRole,
+};
+use crate::quantity::GI;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn now() -> Timestamp {
+    ts("2026-03-01T12:00:00Z")
+}
+
+fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
+    Action {
+        at,
+        kind: GrowKind::Grow,
+        from: from_gi * GI,
+        to: to_gi * GI,
+        node: "worker-2".into(),
+    }
+}
+
+fn pvc_json(annotations: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "pgdata-pg-main-1",
+            "namespace": "db",
+            "resourceVersion": "48213",
+            "labels": { "cnpg.io/cluster": "pg-main", "cnpg.io/pvcRole": "PG_DATA" },
+            "annotations": annotations,
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "fast-ssd",
+            "volumeName": "pvc-8f1c2a3b",
+            "resources": { "requests": { "storage": "20Gi" } },
+        },
+        "status": { "phase": "Bound", "capacity": { "storage": "20Gi" } },
+    })
+}
+
+fn pvc(annotations: Value) -> PersistentVolumeClaim {
+    serde_json::from_value(pvc_json(annotations)).expect("test PVC")
+}
+
+#[test]
+fn history_missing_or_blank_is_empty() {
+    assert_eq!(read_history(&pvc(json!({}))).expect("ok"), vec![]);
+    assert_eq!(
+        read_history(&pvc(json!({ "headroom.dev/history": "" }))).expect("ok"),
+        vec![]
+    );
+}
+
+#[test]
+fn history_reads_and_sorts() {
+    let text = r#"[{"at":"2026-03-01T10:00:00Z","kind":"EmergencyGrow","from":21474836480,"to":26843545600,"node":"worker-2"},{"at":"2026-02-28T09:00:00Z","kind":"Grow","from":10737418240,"to":21474836480}]"#;
+    let h = read_history(&pvc(json!({ HISTORY: text }))).expect("ok");
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].at, ts("2026-02-28T09:00:00Z"));
+    assert_eq!(h[0].node, "");
+    assert_eq!(h[1].kind, GrowKind::EmergencyGrow);
+    assert_eq!(h[1].to, 25 * GI);
+}
+
+#[test]
+fn corrupt_history_is_an_error_naming_claim_and_annotation() {
+    for bad in [
+        "[{\"at\":\"2026-03-01T10:00:00Z\",\"kind\":\"Grow\"", // truncated
+        "[{\"at\":\"yesterday\",\"kind\":\"Grow\",\"from\":1,\"to\":2}]",
+        "[{\"at\":\"2026-03-01T10:00:00Z\",\"kind\":\"Grow\",\"from\":\"10Gi\",\"to\":2}]",
+        "{}",
+    ] {
+        let msg = read_history(&pvc(json!({ HISTORY: bad })))
+            .expect_err(bad)
+            .to_string();
+        assert!(
+            msg.starts_with(
+                "PVC db/pgdata-pg-main-1: annotation headroom.dev/history is not valid"
+            ),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn history_encoding_is_compact_with_byte_numbers() {
+    let h = vec![action(ts("2026-03-01T10:00:00Z"), 20, 25)];
+    let text = serde_json::to_string(&h).expect("encode");
+    assert_eq!(
+        text,
+        r#"[{"at":"2026-03-01T10:00:00Z","kind":"Grow","from":21474836480,"to":26843545600,"node":"worker-2"}]"#
+    );
+}
+
+#[test]
+fn append_keeps_window_and_five_older() {
+    // 8 actions a day apart (all but the newest are older than 24 h) plus 3 within the window.
+    let mut h: Vec<Action> = (1..=8)
+        .map(|d: u64| {
+            action(
+                now() - SignedDuration::from_hours(24 * d as i64 + 1),
+                d,
+                d + 1,
+            )
+        })
+        .collect();
+    h.push(action(now() - SignedDuration::from_hours(23), 9, 10));
+    h.push(action(now() - SignedDuration::from_hours(1), 10, 11));
+    let out = append(&h, action(now(), 11, 12), now());
+    assert_eq!(out.len(), 5 + 3);
+    assert!(out.windows(2).all(|w| w[0].at <= w[1].at));
+    // The five kept older ones are the five most recent (1..=5 days old).
+    assert_eq!(out[0].at, now() - SignedDuration::from_hours(24 * 5 + 1));
+    assert_eq!(out[7], action(now(), 11, 12));
+    // Exactly 24 h old is outside the window, as in the budget.
+    let edge = append(&[action(now() - WINDOW, 1, 2)], action(now(), 2, 3), now());
+    assert_eq!(edge.len(), 2);
+}
+
+proptest! {
+    #[test]
+    fn append_bounds_and_keeps_the_window(
+        older in proptest::collection::vec(24 * 3600 + 1..90 * 24 * 3600i64, 0..40),
+        recent in proptest::collection::vec(-300..24 * 3600i64, 0..40),
+        new_ago in 0..60i64,
+    ) {
+        let at = |ago: i64| now() - SignedDuration::from_secs(ago);
+        let history: Vec<Action> = older
+            .iter()
+            .chain(&recent)
+            .enumerate()
+            .map(|(i, ago)| action(at(*ago), i as u64, i as u64 + 1))
+            .collect();
+        let new = action(at(new_ago), 1000, 1001);
+        let out = append(&history, new.clone(), now());
+        prop_assert!(out.len() <= MAX_ENTRIES);
+        prop_assert!(out.windows(2).all(|w| w[0].at <= w[1].at));
+        prop_assert!(out.contains(&new));
+        let in_window: Vec<&Action> = history
+            .iter()
+            .chain([&new])
+            .filter(|a| a.at > now() - WINDOW)
+            .collect();
+        let expected = (in_window.len() + older.len().min(OLDER_KEPT)).min(MAX_ENTRIES);
+        prop_assert_eq!(out.len(), expected);
+        // maxActionsPerDay is at most 10: a window of up to 32 entries always survives whole.
+        if in_window.len() <= MAX_ENTRIES {
+            for a in &in_window {
+                prop_assert!(out.contains(a), "lost {:?}", a);
+            }
+        }
+    }
+}
+
+fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
+    VolumeReport {
+        namespace: "db".into(),
+        pvc: "pgdata-pg-main-1".into(),
+        pv: "pvc-8f1c2a3b".into(),
+        node: "worker-2".into(),
+        storage_class: Some("fast-ssd".into()),
+        role: VolumeRole::Data,
+        postgres_cluster: Some("pg-main".into()),
+        mount_path: "/var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/pvc-8f1c2a3b/mount".into(),
+        fs_class: "owned_block".into(),
+        shared_with: vec![],
+        measurement,
+        measured_by: MeasuredBy::Statfs,
+        limit_bytes: Some(100 * GI),
+        provenance: BTreeMap::new(),
+        policy_errors: vec![],
+        policy_warnings: vec![],
+        claim: ClaimState {
+            request_bytes: 20 * GI,
+            capacity_bytes: 20 * GI,
+            resize: ResizeState::Idle,
+        },
+        decision: Decision {
+            verdict,
+            target_bytes: Some(25 * GI),
+            budget_left: 2,
+            next_slot: Some(ts("2026-03-02T10:00:00Z")),
+            next_window: None,
+            notes: vec![],
+        },
+        wal: None,
+        last_action: None,
+        evaluated_at: now(),
+    }
+}
+
+fn measured(used_gi: u64) -> Option<Measurement> {
+    Some(Measurement {
+        capacity_bytes: 20 * GI,
+        used_bytes: used_gi * GI,
+        available_bytes: (20 - used_gi) * GI,
+        inodes_total: 1_310_720,
+        inodes_used: 2_000,
+    })
+}
+
+#[test]
+fn status_from_reports() {
+    let grow = StatusAnnotation::from_report(
+        &report(
+            Verdict::Grow {
+                to: 25 * GI,
+                kind: GrowKind::Grow,
+            },
+            measured(17),
+        ),
+        now(),
+    );
+    assert_eq!(grow.state, "Growing");
+    assert_eq!(grow.last_decision, "Grow 20Gi -> 25Gi");
+    assert_eq!(grow.effective_size_bytes, 20 * GI);
+    assert_eq!(grow.used_percent, Some(85.0));
+    assert_eq!(grow.blocked_reason, None);
+
+    let blocked = StatusAnnotation::from_report(
+        &report(
+            Verdict::Blocked {
+                reason: BlockReason::WalArchiveUnhealthy,
+            },
+            measured(19),
+        ),
+        now(),
+    );
+    assert_eq!(blocked.state, "Blocked");
+    assert_eq!(
+        blocked.blocked_reason.as_deref(),
+        Some("wal_archive_unhealthy")
+    );
+    assert_eq!(blocked.last_decision, "blocked: wal_archive_unhealthy");
+
+    let idle = StatusAnnotation::from_report(
+        &report(
+            Verdict::NoAction {
+                state: State::Balanced,
+            },
+            None,
+        ),
+        now(),
+    );
+    assert_eq!(idle.state, "Balanced");
+    assert_eq!(idle.used_percent, None);
+    let text = serde_json::to_string(&idle).expect("encode");
+    assert_eq!(
+        text,
+        r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","effectiveSizeBytes":21474836480,"targetSizeBytes":26843545600,"limitBytes":107374182400,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2,"nextSlot":"2026-03-02T10:00:00Z"}"#
+    );
+}
+
+#[test]
+fn differs_ignores_time_and_small_used_moves() {
+    let base = StatusAnnotation::from_report(
+        &report(
+            Verdict::NoAction {
+                state: State::Balanced,
+            },
+            measured(10),
+        ),
+        now(),
+    );
+    let mut later = base.clone();
+    later.updated_at = now() + SignedDuration::from_mins(5);
+    later.used_percent = Some(50.9);
+    assert!(!later.differs(&base));
+    later.used_percent = Some(51.0);
+    assert!(later.differs(&base));
+    later.used_percent = None;
+    assert!(later.differs(&base));
+    let mut other = base.clone();
+    other.state = "NeedsGrow".into();
+    assert!(other.differs(&base));
+    let mut other = base.clone();
+    other.budget_left = 1;
+    assert!(other.differs(&base));
+}
+
+#[test]
+fn status_round_trips_and_corrupt_is_an_error() {
+    assert_eq!(read_status(&pvc(json!({}))).expect("ok"), None);
+    let s = StatusAnnotation::from_report(
+        &report(
+            Verdict::Blocked {
+                reason: BlockReason::BudgetExhausted,
+            },
+            measured(18),
+        ),
+        now(),
+    );
+    let text = serde_json::to_string(&s).expect("encode");
+    assert_eq!(
+        read_status(&pvc(json!({ STATUS: text }))).expect("ok"),
+        Some(s)
+    );
+    let msg = read_status(&pvc(json!({ STATUS: "{\"node\":" })))
+        .expect_err("corrupt")
+        .to_string();
+    assert!(
+        msg.starts_with("PVC db/pgdata-pg-main-1: annotation headroom.dev/status is not valid"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn grow_patch_is_one_conditional_merge_patch() {
+    let history = append(&[], action(now(), 20, 25), now());
+    let status = StatusAnnotation::from_report(
+        &report(
+            Verdict::Grow {
+                to: 25 * GI,
+                kind: GrowKind::Grow,
+            },
+            measured(17),
+        ),
+        now(),
+    );
+    let patch = grow_patch("48213", 25 * GI, &history, &status).expect("patch");
+    assert_eq!(patch["metadata"]["resourceVersion"], "48213");
+    assert_eq!(patch["spec"]["resources"]["requests"]["storage"], "25Gi");
+
+    let mut doc = pvc_json(json!({ "kept.example.com/note": "x" }));
+    json_patch::merge(&mut doc, &patch);
+    let patched: PersistentVolumeClaim = serde_json::from_value(doc).expect("still a PVC");
+    assert_eq!(
+        crate::k8s::storage_request(&patched).expect("ok"),
+        Some(25 * GI)
+    );
+    assert_eq!(read_history(&patched).expect("ok"), history);
+    assert_eq!(read_status(&patched).expect("ok"), Some(status.clone()));
+    let ann = patched.metadata.annotations.as_ref().expect("annotations");
+    assert_eq!(ann["kept.example.com/note"], "x");
+
+    let sp = status_patch(None, &status).expect("patch");
+    assert!(sp["metadata"].get("resourceVersion").is_none());
+    assert!(sp.get("spec").is_none());
+    let sp = status_patch(Some("7"), &status).expect("patch");
+    assert_eq!(sp["metadata"]["resourceVersion"], "7");
+}

@@ -1,0 +1,1 @@
+//! Snapshot placeholder; the kube branch brings the real command.

@@ -1,0 +1,306 @@
+//! Walking the kubelet root for PVC volumes.
+//!
+//! Layout (kubelet's own): `pods/<uid>/volumes/<plugin>/<name>/` for filesystem volumes and
+//! `pods/<uid>/volumeDevices/<plugin>/<name>` for block volumes. For CSI the mount point is
+//! `<name>/mount` with `vol_data.json` beside it; for other plugins (local-volume, nfs, ...) the
+//! `<name>` directory is the mount point. Block volumes' CSI metadata lives at
+//! `plugins/kubernetes.io/csi/volumeDevices/<name>/data/vol_data.json`. Pod-local plugins
+//! (secret, configmap, projected, empty-dir, downward-api, git-repo) never hold a PVC and are
+//! skipped.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::DirEntry;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::mounts::MountIndex;
+use super::safe_open::{open_dir_beneath, open_root, read_capped};
+use super::statfs::statfs_fd;
+use super::{MountEntry, ProbeError, Volume, VolumeMode};
+
+pub const CSI_PLUGIN: &str = "kubernetes.io~csi";
+const POD_LOCAL_PLUGINS: &[&str] = &[
+    "kubernetes.io~secret",
+    "kubernetes.io~configmap",
+    "kubernetes.io~projected",
+    "kubernetes.io~empty-dir",
+    "kubernetes.io~downward-api",
+    "kubernetes.io~git-repo",
+];
+/// Far above any real vol_data.json (a few hundred bytes); a bigger file is not kubelet's.
+const VOL_DATA_CAP: u64 = 64 * 1024;
+
+/// CSI's `vol_data.json`, written by the kubelet beside each CSI mount.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolData {
+    pub driver_name: Option<String>,
+    #[serde(rename = "specVolID")]
+    pub spec_vol_id: Option<String>,
+    pub volume_handle: Option<String>,
+    pub node_name: Option<String>,
+    pub volume_lifecycle_mode: Option<String>,
+}
+
+/// Finds, locates and measures every PVC volume under `root` (classes are set by the caller).
+pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
+    let io = |action| {
+        move |source| ProbeError::Io {
+            path: root.to_path_buf(),
+            action,
+            source,
+        }
+    };
+    let root = std::fs::canonicalize(root).map_err(io("resolve the kubelet root"))?;
+    if !root.is_dir() {
+        return Err(ProbeError::NotADirectory { path: root });
+    }
+    let root_fd = open_root(&root).map_err(|e| ProbeError::Io {
+        path: root.clone(),
+        action: "open the kubelet root",
+        source: e.into(),
+    })?;
+    let index = MountIndex::new(mounts);
+    let mut out = Vec::new();
+    for pod in list_dirs(&root.join("pods")) {
+        let uid = pod.file_name();
+        for (kind, mode) in [
+            ("volumes", VolumeMode::Filesystem),
+            ("volumeDevices", VolumeMode::Block),
+        ] {
+            for plugin in list_dirs(&pod.path().join(kind)) {
+                let plugin_name = plugin.file_name();
+                if POD_LOCAL_PLUGINS
+                    .iter()
+                    .any(|p| OsStr::new(p) == plugin_name)
+                {
+                    continue;
+                }
+                for entry in list_entries(&plugin.path()) {
+                    let rel = [
+                        OsStr::new("pods"),
+                        &uid,
+                        OsStr::new(kind),
+                        &plugin_name,
+                        &entry.file_name(),
+                    ]
+                    .map(OsString::from);
+                    let mut v = match mode {
+                        VolumeMode::Filesystem => {
+                            filesystem_volume(&root, &root_fd, &rel, &entry, &index)
+                        }
+                        VolumeMode::Block => block_volume(&root, &root_fd, &rel, &entry),
+                    };
+                    v.pod_uid = Some(uid.to_string_lossy().into_owned());
+                    v.plugin = Some(plugin_name.to_string_lossy().into_owned());
+                    if v.driver.is_none() && plugin_name != CSI_PLUGIN {
+                        v.driver = Some(plugin_name.to_string_lossy().replace('~', "/"));
+                    }
+                    if v.pv.is_none() {
+                        v.pv = Some(entry.file_name().to_string_lossy().into_owned());
+                    }
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn filesystem_volume(
+    root: &Path,
+    root_fd: &OwnedFd,
+    rel: &[OsString],
+    entry: &DirEntry,
+    mounts: &MountIndex,
+) -> Volume {
+    let is_csi = rel[3] == CSI_PLUGIN;
+    let mut comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
+    if is_csi {
+        comps.push(OsStr::new("mount"));
+    }
+    let path = comps.iter().fold(root.to_path_buf(), |p, c| p.join(c));
+    let mut v = Volume::new(path, VolumeMode::Filesystem);
+    if !is_real_dir(entry) {
+        v.findings
+            .push("volume entry is not a directory (a symlink is never followed)".to_owned());
+        return v;
+    }
+    if is_csi {
+        if let Ok(dir) = open_dir_beneath(root_fd, &comps[..comps.len() - 1]) {
+            apply_vol_data(&mut v, &dir);
+        }
+        match std::fs::symlink_metadata(&v.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                v.findings
+                    .push("no mount directory: the volume is not mounted yet".to_owned());
+                return v;
+            }
+            Ok(md) if md.file_type().is_symlink() => {
+                let target = std::fs::read_link(&v.path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default();
+                v.findings
+                    .push(format!("mount is a symlink to {target}: not followed"));
+                return v;
+            }
+            _ => {}
+        }
+    }
+    let fd = match open_dir_beneath(root_fd, &comps) {
+        Ok(fd) => fd,
+        Err(e) => {
+            v.findings.push(format!(
+                "cannot open the mount directory (symlinks are never followed): {e}"
+            ));
+            return v;
+        }
+    };
+    v.locate(mounts);
+    match statfs_fd(&fd) {
+        Ok(s) => v.set_stats(s),
+        Err(e) => v.findings.push(format!("statfs failed: {e}")),
+    }
+    v
+}
+
+fn block_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &DirEntry) -> Volume {
+    let path = rel.iter().fold(root.to_path_buf(), |p, c| p.join(c));
+    let mut v = Volume::new(path, VolumeMode::Block);
+    // The kubelet maps a block volume as a symlink to the device; reading the link is not
+    // following it, and the device is never opened.
+    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+        v.source = std::fs::read_link(entry.path())
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned());
+    }
+    v.findings
+        .push("block-mode volume: not measured".to_owned());
+    if rel[3] == CSI_PLUGIN {
+        let meta = ["plugins", "kubernetes.io", "csi", "volumeDevices"].map(OsStr::new);
+        let mut comps: Vec<&OsStr> = meta.to_vec();
+        comps.push(&rel[4]);
+        comps.push(OsStr::new("data"));
+        if let Ok(dir) = open_dir_beneath(root_fd, &comps) {
+            apply_vol_data(&mut v, &dir);
+        }
+    }
+    v
+}
+
+fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
+    let bytes = match read_capped(dir, OsStr::new("vol_data.json"), VOL_DATA_CAP) {
+        Ok(b) => b,
+        Err(e) => {
+            v.findings.push(format!("vol_data.json: {e}"));
+            return;
+        }
+    };
+    match serde_json::from_slice::<VolData>(&bytes) {
+        Ok(d) => {
+            if d.volume_lifecycle_mode.as_deref() == Some("Ephemeral") {
+                v.findings
+                    .push("CSI ephemeral inline volume, not a PVC".to_owned());
+            }
+            v.pv = d.spec_vol_id;
+            v.driver = d.driver_name;
+            v.volume_handle = d.volume_handle;
+            v.lifecycle_mode = d.volume_lifecycle_mode;
+        }
+        Err(e) => v.findings.push(format!("vol_data.json: invalid: {e}")),
+    }
+}
+
+fn is_real_dir(e: &DirEntry) -> bool {
+    e.file_type().is_ok_and(|t| t.is_dir())
+}
+
+/// Subdirectories of `dir` that are directories themselves (never symlinks to one).
+fn list_dirs(dir: &Path) -> Vec<DirEntry> {
+    list_entries(dir).into_iter().filter(is_real_dir).collect()
+}
+
+fn list_entries(dir: &Path) -> Vec<DirEntry> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot list kubelet directory; its volumes are skipped");
+            return Vec::new();
+        }
+    };
+    let mut v: Vec<DirEntry> = rd.filter_map(Result::ok).collect();
+    v.sort_by_key(DirEntry::file_name);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vol_data_reads_kubelet_fields_and_ignores_others() {
+        let json = r#"{"attachmentID":"csi-abc","driverName":"ebs.csi.aws.com","nodeName":"n1",
+            "specVolID":"pvc-123","volumeHandle":"vol-9","volumeLifecycleMode":"Persistent","seLinuxMountContext":""}"#;
+        let d: VolData = serde_json::from_str(json).unwrap();
+        assert_eq!(d.spec_vol_id.as_deref(), Some("pvc-123"));
+        assert_eq!(d.driver_name.as_deref(), Some("ebs.csi.aws.com"));
+        assert_eq!(d.volume_lifecycle_mode.as_deref(), Some("Persistent"));
+    }
+
+    #[test]
+    fn walk_of_plain_directories_skips_pod_local_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~secret/token")).unwrap();
+        std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~local-volume/pv-local"))
+            .unwrap();
+        std::fs::create_dir_all(r.join("pods/u1/volumes/kubernetes.io~csi/pv-csi")).unwrap();
+        std::fs::write(
+            r.join("pods/u1/volumes/kubernetes.io~csi/pv-csi/vol_data.json"),
+            b"{not json",
+        )
+        .unwrap();
+        let mounts = crate::probe::read_mountinfo().unwrap();
+        let vols = discover(r, &mounts).unwrap();
+        assert_eq!(vols.len(), 2, "{vols:#?}");
+        let csi = &vols[0];
+        assert_eq!(csi.pv.as_deref(), Some("pv-csi"));
+        assert!(
+            csi.findings
+                .iter()
+                .any(|f| f.contains("vol_data.json: invalid")),
+            "{:?}",
+            csi.findings
+        );
+        assert!(csi.findings.iter().any(|f| f.contains("not mounted yet")));
+        assert!(csi.measurement.is_none());
+        let local = &vols[1];
+        assert_eq!(local.driver.as_deref(), Some("kubernetes.io/local-volume"));
+        assert!(!local.mounted);
+        assert!(local.measurement.is_some());
+    }
+
+    #[tokio::test]
+    async fn async_wrapper_gives_the_same_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("pods/u1/volumes/kubernetes.io~nfs/pv-n")).unwrap();
+        let vols = crate::probe::probe_kubelet_root_async(dir.path().to_path_buf())
+            .await
+            .unwrap();
+        assert_eq!(vols.len(), 1);
+        assert_eq!(vols[0].pv.as_deref(), Some("pv-n"));
+        assert_eq!(vols[0].driver.as_deref(), Some("kubernetes.io/nfs"));
+        // A plain directory, not an NFS mount: its numbers are the disk's.
+        assert_eq!(vols[0].class, crate::probe::VolumeClass::Directory);
+    }
+
+    #[test]
+    fn missing_root_is_an_error_naming_it() {
+        let err = discover(Path::new("/nonexistent/kubelet"), &[]).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/kubelet"), "{err}");
+    }
+}
