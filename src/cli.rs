@@ -177,4 +177,7 @@ pub struct AgentArgs {
     /// Bound on each API request the scan makes (GET, PATCH); watches are not bounded by it.
     #[arg(long, env = "HEADROOM_API_TIMEOUT", default_value = "10s")]
     pub api_timeout: String,
+    /// Address of the metrics and health endpoint (/metrics, /live, /ready, /volumes).
+    #[arg(long, env = "HEADROOM_LISTEN", default_value = crate::http::DEFAULT_LISTEN)]
+    pub listen: String,
 }
