@@ -166,10 +166,7 @@ async fn endpoints_serve_metrics_volumes_liveness_and_404() {
     let vols = json["volumes"].as_array().unwrap();
     assert_eq!(vols.len(), 2);
     assert_eq!(vols[0]["pvc"], "pgdata-orders-1");
-    assert_eq!(
-        vols[0]["decision"]["verdict"]["reason"],
-        "wal_archive_unhealthy"
-    );
+    assert_eq!(vols[0]["decision"]["reason"], "wal_archive_unhealthy");
     assert_eq!(vols[0]["wal"]["pending_files"], 340);
     assert_eq!(
         vols[0]["provenance"]["limit"],

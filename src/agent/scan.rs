@@ -89,7 +89,7 @@ impl Scanner {
                 claim_names(p).into_iter().map(move |c| (ns.clone(), c))
             })
             .collect();
-        world.sync_claims(&wanted);
+        world.sync_claims(&wanted, self.cfg.api_timeout).await;
 
         let cm_name = format!("{}/{}", self.cfg.namespace, self.cfg.configmap);
         let data = world
