@@ -30,6 +30,8 @@ pub struct Subject<'a> {
     pub node: &'a str,
     pub node_draining: bool,
     pub resize_timeout: SignedDuration,
+    /// The largest request among the claim's group (see `k8s::roles::group_key`), if grouped.
+    pub group_size: Option<u64>,
 }
 
 pub struct Evaluation {
@@ -133,6 +135,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         block_mode,
         unmeasured: measurement.is_none() && !block_mode,
         node_draining: s.node_draining,
+        group_size: s.group_size,
     };
     let decision = decide(&Inputs {
         policy: input,
