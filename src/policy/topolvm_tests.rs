@@ -205,7 +205,12 @@ fn sizes_fractions_and_off_values() {
 
 #[test]
 fn invalid_values_are_errors_naming_the_annotation_and_object() {
-    let cases: &[(&[(&str, &str)], &str, &str)] = &[
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        &'static str,
+        &'static str,
+    );
+    let cases: &[Case] = &[
         (
             &[(THRESHOLD, "ten%")],
             THRESHOLD,
@@ -284,4 +289,37 @@ fn disabled_by_topolvm_is_recorded_as_such() {
     assert_eq!(m.provenance["enabled"], Source::Topolvm);
     assert_eq!(m.provenance["limit"], Source::Default);
     assert!(v.errors.iter().all(|f| f.field == "limit"));
+}
+
+#[test]
+fn readme_side_by_side_claims_get_the_same_policy() {
+    let central = CentralPolicy::default();
+    let topolvm = effective(
+        "db/data-pg-0",
+        &map(&[
+            (STORAGE_LIMIT, "100Gi"),
+            (THRESHOLD, "20%"),
+            (INODES_THRESHOLD, "20%"),
+            (INCREASE, "20Gi"),
+        ]),
+        Some(("topolvm-provisioner", &enabled_class())),
+        &central,
+    );
+    let headroom = effective(
+        "db/data-pg-0",
+        &map(&[
+            ("headroom.dev/limit", "100Gi"),
+            ("headroom.dev/usage-threshold", "80"),
+            ("headroom.dev/inode-threshold", "80"),
+            ("headroom.dev/step", "20Gi"),
+        ]),
+        Some((
+            "topolvm-provisioner",
+            &map(&[("headroom.dev/enabled", "true")]),
+        )),
+        &central,
+    );
+    let policy = |m: &crate::policy::Merged| validate(&m.spec, &Context::default()).policy;
+    assert!(policy(&topolvm).is_some());
+    assert_eq!(policy(&topolvm), policy(&headroom));
 }
