@@ -25,6 +25,6 @@ RUN setcap cap_dac_read_search=+ep /headroom && getcap /headroom
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /headroom /usr/local/bin/headroom
 USER 65532:65532
-EXPOSE 9782
+EXPOSE 9737
 ENTRYPOINT ["/usr/local/bin/headroom"]
 CMD ["agent"]

@@ -4,7 +4,8 @@
 Uses the `kubernetes-validate` package (it ships the JSON schemas, so no cluster and no network
 are needed once installed), in strict mode so a misspelt field is an error, against the oldest
 and the newest Kubernetes versions headroom supports. Prometheus-operator resources (PodMonitor,
-ServiceMonitor, PrometheusRule) have no schema there: their shape is checked here. Each
+ServiceMonitor, PrometheusRule, and bare Prometheus rule files) have no schema there: their
+shape is checked here (promtool, in tests/alerts.rs, checks the expressions). Each
 kustomization.yaml must list exactly the YAML files of its directory, and `kubectl kustomize`
 renders the install when kubectl is available.
 
@@ -78,14 +79,23 @@ def check_kustomization(path, doc):
 def main():
     errors, checked = [], 0
     for d in DIRS:
-        for path in sorted((ROOT / d).glob("*.yaml")):
+        for path in sorted((ROOT / d).rglob("*.yaml")):
             rel = path.relative_to(ROOT)
+            if "tests" in rel.parts:
+                continue  # promtool unit tests; tests/alerts.rs runs them
             try:
                 docs = [x for x in yaml.safe_load_all(path.read_text()) if x is not None]
             except yaml.YAMLError as e:
                 errors.append(f"{rel}: YAML syntax: {e}")
                 continue
             for doc in docs:
+                if "kind" not in doc and "groups" in doc:
+                    # A bare Prometheus rules file: the same shape as a PrometheusRule's spec.
+                    checked += 1
+                    errors += check_monitoring(
+                        {"apiVersion": MONITORING, "kind": "PrometheusRule",
+                         "metadata": {"name": path.name}, "spec": doc}, f"{rel}")
+                    continue
                 kind = doc.get("kind", "?")
                 where = f"{rel} {kind}/{(doc.get('metadata') or {}).get('name', '?')}"
                 checked += 1

@@ -287,6 +287,21 @@ fn daemonset_is_locked_down_as_documented() {
     assert_eq!(c["livenessProbe"]["httpGet"]["port"], port["name"]);
     assert_eq!(c["readinessProbe"]["httpGet"]["port"], port["name"]);
     assert!(c["resources"]["limits"]["memory"].is_string());
+    // The probes and the PodMonitor reach the port the agent listens on by default.
+    let default_port = headroom::http::DEFAULT_LISTEN
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u64>().ok());
+    assert_eq!(port["containerPort"].as_u64(), default_port);
+    let monitor = yaml("daemonset/monitoring/podmonitor.yaml");
+    assert_eq!(
+        monitor["spec"]["podMetricsEndpoints"][0]["port"],
+        port["name"]
+    );
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        ds["spec"]["template"]["metadata"]["labels"]
+    );
 
     let mounts = c["volumeMounts"].as_array().expect("mounts");
     let mount = |name: &str| mounts.iter().find(|m| m["name"] == name).expect("mount");
