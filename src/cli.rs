@@ -180,4 +180,8 @@ pub struct AgentArgs {
     /// Address of the metrics and health endpoint (/metrics, /live, /ready, /volumes).
     #[arg(long, env = "HEADROOM_LISTEN", default_value = crate::http::DEFAULT_LISTEN)]
     pub listen: String,
+    /// After SIGTERM, how long an in-flight scan (and its patch) may take; keep it below the pod's
+    /// terminationGracePeriodSeconds.
+    #[arg(long, env = "HEADROOM_SHUTDOWN_GRACE", default_value = "20s")]
+    pub shutdown_grace: String,
 }

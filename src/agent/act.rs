@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::evaluate::Evaluation;
 use super::events::{Events, Notice, notice_for};
+use super::shutdown::Shutdown;
 use crate::decide::{Action, BlockReason, Verdict};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
@@ -26,6 +27,7 @@ pub struct Actor<'a> {
     pub api: Api<PersistentVolumeClaim>,
     pub events: &'a Events,
     pub metrics: &'a Metrics,
+    pub shutdown: &'a Shutdown,
     pub node: &'a str,
     pub dry_run: bool,
     pub timeout: Duration,
@@ -46,6 +48,12 @@ pub fn api_code(e: &kube::Error) -> u16 {
 
 impl Actor<'_> {
     async fn patch(&self, name: &str, body: &Value) -> Result<PersistentVolumeClaim, PatchError> {
+        // Shutting down: start nothing new (a patch already sent is awaited by the caller).
+        if self.shutdown.is_stopping() {
+            return Err(PatchError::Other(
+                "shutting down; not starting a new write".into(),
+            ));
+        }
         let params = PatchParams::default();
         let patch = Patch::Merge(body);
         match tokio::time::timeout(self.timeout, self.api.patch(name, &params, &patch)).await {

@@ -6,6 +6,7 @@ pub mod events;
 pub mod pgconn;
 pub mod report;
 mod scan;
+pub mod shutdown;
 pub mod world;
 
 pub use report::{MeasuredBy, VolumeReport};
@@ -55,6 +56,7 @@ pub struct AgentConfig {
     pub resize_timeout: SignedDuration,
     pub api_timeout: Duration,
     pub listen: String,
+    pub shutdown_grace: Duration,
 }
 
 fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
@@ -95,6 +97,7 @@ impl AgentConfig {
             })?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
             listen: a.listen.clone(),
+            shutdown_grace: duration("shutdown-grace", &a.shutdown_grace)?,
         })
     }
 }
@@ -110,6 +113,7 @@ pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
 }
 
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
+    let shutdown = shutdown::Shutdown::install()?;
     let admin = Arc::new(AdminState::new(
         Metrics::new(&cfg.node)?,
         &cfg.node,
@@ -149,41 +153,33 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         instance: Some(format!("headroom-{}", cfg.node)),
     };
     let events = events::Events::new(Recorder::new(client.clone(), reporter));
-    let mut scanner = scan::Scanner::new(cfg.clone(), client, events, admin.clone());
+    let mut scanner =
+        scan::Scanner::new(cfg.clone(), client, events, admin.clone(), shutdown.clone());
 
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shutdown = std::pin::pin!(shutdown_signal());
     tracing::info!(node = %cfg.node, interval = ?cfg.interval, "agent started");
     loop {
         tokio::select! {
-            // A scan in progress runs to completion (and with it any patch it started) before
-            // the shutdown branch is looked at again.
-            _ = ticker.tick() => {
-                let started = std::time::Instant::now();
-                let reports = scanner.scan(&mut world).await;
-                admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now());
+            _ = ticker.tick() => {}
+            _ = shutdown.wait() => break,
+        }
+        let started = std::time::Instant::now();
+        let scan = scanner.scan(&mut world);
+        let mut scan = std::pin::pin!(scan);
+        tokio::select! {
+            reports = &mut scan => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
+            _ = shutdown.wait() => {
+                // The scan starts no new action now; what is in flight may finish, bounded.
+                if tokio::time::timeout(cfg.shutdown_grace, &mut scan).await.is_err() {
+                    tracing::warn!(grace = ?cfg.shutdown_grace, "scan still running at the end of the shutdown grace");
+                }
+                break;
             }
-            _ = &mut shutdown => break,
         }
     }
     tracing::info!("shutting down");
     let _ = stop_http.send(());
     let _ = server.await;
     Ok(ExitCode::SUCCESS)
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the default action (exit) still applies; wait forever here.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

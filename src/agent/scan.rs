@@ -11,6 +11,7 @@ use super::act::{Actor, Applied, api_code};
 use super::evaluate::{Evaluation, Subject, evaluate, postgres_facts};
 use super::events::Events;
 use super::pgconn::{self, Credentials};
+use super::shutdown::Shutdown;
 use super::world::World;
 use super::{AgentConfig, VolumeReport};
 use crate::decide::{VolumeRole, WalHealth};
@@ -29,6 +30,7 @@ pub struct Scanner {
     client: Client,
     events: Events,
     admin: Arc<AdminState>,
+    shutdown: Shutdown,
 }
 
 fn claim_names(pod: &Pod) -> Vec<String> {
@@ -57,12 +59,19 @@ pub fn node_draining(node: Option<&Node>) -> bool {
 }
 
 impl Scanner {
-    pub fn new(cfg: AgentConfig, client: Client, events: Events, admin: Arc<AdminState>) -> Self {
+    pub fn new(
+        cfg: AgentConfig,
+        client: Client,
+        events: Events,
+        admin: Arc<AdminState>,
+        shutdown: Shutdown,
+    ) -> Self {
         Scanner {
             cfg,
             client,
             events,
             admin,
+            shutdown,
         }
     }
 
@@ -191,6 +200,7 @@ impl Scanner {
             api: api.clone(),
             events: &self.events,
             metrics: self.admin.metrics(),
+            shutdown: &self.shutdown,
             node: &self.cfg.node,
             dry_run: self.cfg.dry_run,
             timeout: self.cfg.api_timeout,
