@@ -94,12 +94,16 @@ async fn measure(plan: &Plan) -> Vec<Duration> {
         fill(m, SIZE_MI * MI * 79 / 100);
     }
     let _agent = c.agent(plan.interval_arg);
-    wait_for(plan.interval * 3 + Duration::from_secs(10), "first statuses", || {
-        names
-            .iter()
-            .all(|n| status_field(&c.get(n), "state").is_some())
-            .then_some(())
-    });
+    wait_for(
+        plan.interval * 3 + Duration::from_secs(10),
+        "first statuses",
+        || {
+            names
+                .iter()
+                .all(|n| status_field(&c.get(n), "state").is_some())
+                .then_some(())
+        },
+    );
 
     let mut rng = SplitMix(0x6865_6164_726f_6f6d);
     let mut samples = Vec::new();
