@@ -9,14 +9,15 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::{MeasuredBy, VolumeReport};
 use crate::decide::{
-    Action, ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts, VolumeRole, WalHealth,
-    decide,
+    Action, ClaimState, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts, VolumeRole,
+    WalHealth, decide,
 };
 use crate::k8s::{claim, roles, state};
 use crate::policy::Policy;
 use crate::policy::merge::{CentralPolicy, effective_with_limits};
 use crate::policy::validate::{Context, Finding, validate};
 use crate::probe::{Volume, VolumeMode};
+use crate::quantity;
 
 /// Everything known about one mounted claim at one scan.
 pub struct Subject<'a> {
@@ -57,6 +58,50 @@ pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>),
     }
 }
 
+/// Resize failures the claim's own status cannot show: a resize whose only trace is request >
+/// capacity (no condition to date it) is dated by our history; and a filesystem still well under
+/// the claim's capacity long after our last resize has not followed it.
+fn stuck_or_not_expanded(
+    mut claim: ClaimState,
+    history: &[Action],
+    measured: Option<Measurement>,
+    timeout: SignedDuration,
+    now: Timestamp,
+) -> ClaimState {
+    let last = history.iter().max_by_key(|a| a.at);
+    match (&claim.resize, last) {
+        (ResizeState::InProgress { since: None }, Some(a))
+            if a.to == claim.request_bytes && now - timeout > a.at =>
+        {
+            claim.resize = ResizeState::Failed {
+                detail: format!(
+                    "resize to {} in flight for more than {timeout:#} (since {})",
+                    quantity::format(a.to),
+                    a.at
+                ),
+            };
+        }
+        (ResizeState::Idle, Some(a)) if now - timeout > a.at => {
+            if let Some(m) = measured.filter(|m| {
+                (m.capacity_bytes as f64) < claim.capacity_bytes as f64 * NOT_EXPANDED_RATIO
+            }) {
+                claim.resize = ResizeState::Failed {
+                    detail: format!(
+                        "filesystem not expanded: statfs shows {} of the claim's {}",
+                        quantity::format(m.capacity_bytes),
+                        quantity::format(claim.capacity_bytes)
+                    ),
+                };
+            }
+        }
+        _ => {}
+    }
+    claim
+}
+
+/// Filesystems keep a few percent for metadata; under this share of the claim, it did not grow.
+const NOT_EXPANDED_RATIO: f64 = 0.9;
+
 pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
     let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
     let pvc_name = format!("{ns}/{}", s.pvc.metadata.name.as_deref().unwrap_or(""));
@@ -79,6 +124,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         });
         Vec::new()
     });
+    let claim = stuck_or_not_expanded(claim, &history, s.volume.measurement, s.resize_timeout, now);
     let (role, wal_on_data, cluster) = postgres_facts(s).unwrap_or_else(|message| {
         errors.push(Finding {
             field: "headroom.dev/postgres-role".into(),

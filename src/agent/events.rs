@@ -8,7 +8,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use super::VolumeReport;
-use crate::decide::{BlockReason, Verdict};
+use crate::decide::{BlockReason, ResizeState, Verdict};
 use crate::quantity;
 
 /// One thing to tell about a claim.
@@ -89,6 +89,23 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             reason: "ResizeBlocked",
             note: format!("growth planned, waiting: {reason}"),
         },
+        BlockReason::ResizeFailed => {
+            let detail = match &report.claim.resize {
+                ResizeState::Failed { detail } => detail.as_str(),
+                _ => "",
+            };
+            let reason = if detail.contains("Infeasible") {
+                "ExpansionInfeasible"
+            } else if detail.starts_with("filesystem not expanded") {
+                "FilesystemNotExpanded"
+            } else {
+                "ExpansionStuck"
+            };
+            Notice::warning(
+                reason,
+                format!("no further growth until this is resolved: {detail}"),
+            )
+        }
         other => Notice::warning(
             "ResizeBlocked",
             format!("growth needed but blocked: {other}"),
