@@ -6,6 +6,7 @@
 pub mod annotations;
 pub mod fields;
 pub mod merge;
+pub mod reclaim;
 pub mod spec;
 pub mod validate;
 pub mod validate_cmd;
@@ -124,6 +125,9 @@ pub mod defaults {
     pub const REQUIRE_ARCHIVE_HEALTHY: bool = true;
     pub const MAX_PENDING_WAL_FILES: u64 = 100;
     pub const MAX_SLOT_RETENTION_BYTES: u64 = 10 * GI;
+    pub const RECLAIM_ENABLED: bool = false;
+    pub const RECLAIM_SCHEDULE: &str = "@weekly";
+    pub const RECLAIM_TIMEZONE: &str = "UTC";
 }
 
 impl Policy {
