@@ -17,6 +17,8 @@ mod yaml;
 #[cfg(test)]
 mod docs_tests;
 #[cfg(test)]
+mod reclaim_tests;
+#[cfg(test)]
 mod spec_tests;
 #[cfg(test)]
 mod validate_tests;
