@@ -34,6 +34,14 @@ pub enum Command {
     Scan(ScanArgs),
     /// Show the WAL archive and replication-slot health of a Postgres data directory or server.
     WalHealth(WalHealthArgs),
+    /// Trim (FITRIM, like fstrim) one mounted filesystem and print what it reclaimed. Needs CAP_SYS_ADMIN.
+    Trim(TrimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TrimArgs {
+    /// The mount point of the filesystem to trim.
+    pub path: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
