@@ -3,10 +3,11 @@
 //! The keys live in the same schema and the same live hierarchy as the resize keys, with two
 //! additions:
 //! - csi-addons' `reclaimspace.csiaddons.openshift.io/schedule` annotation is honoured for
-//!   migration, each one directly below headroom's own annotations on the same object: PVC
-//!   `headroom.dev/reclaim-space-*` > PVC csi-addons > StorageClass `headroom.dev/reclaim-space-*`
-//!   > StorageClass csi-addons > ConfigMap per-StorageClass > ConfigMap defaults. A csi-addons
-//!   schedule also turns trimming on (that is what it meant to csi-addons); it sets no time zone.
+//!   migration, each one directly below headroom's own annotations on the same object, so the
+//!   order is: PVC `headroom.dev/reclaim-space-*`, PVC csi-addons, StorageClass
+//!   `headroom.dev/reclaim-space-*`, StorageClass csi-addons, ConfigMap per-StorageClass,
+//!   ConfigMap defaults. A csi-addons schedule also turns trimming on (that is what it meant to
+//!   csi-addons); it sets no time zone.
 //! - The ConfigMap data key `reclaimSpace.yaml` holds node-wide settings: `enabled: false` turns
 //!   all trimming off at once, whatever any volume says; `timeout` bounds one trim.
 //!
@@ -135,7 +136,7 @@ pub struct ReclaimSchedule {
 pub enum Resolved {
     /// Not trimmed; says why (for logs).
     Off(String),
-    Scheduled(ReclaimSchedule),
+    Scheduled(Box<ReclaimSchedule>),
     /// The volume asks to be trimmed but a key is bad: refused, with findings naming the field.
     Invalid(Vec<Finding>),
 }
@@ -256,17 +257,19 @@ pub fn resolve(
     let (keys, key_errors) = check_keys(spec);
     errors.extend(key_errors);
     match keys {
-        Some((true, cron, tz)) if errors.is_empty() => Resolved::Scheduled(ReclaimSchedule {
-            schedule: spec
-                .get(KEYS[1])
-                .map_or(RECLAIM_SCHEDULE.to_string(), |r| r.text.trim().to_string()),
-            timezone: spec
-                .get(KEYS[2])
-                .map_or(RECLAIM_TIMEZONE.to_string(), |r| r.text.trim().to_string()),
-            cron,
-            tz,
-            source: merged.provenance[KEYS[1]],
-        }),
+        Some((true, cron, tz)) if errors.is_empty() => {
+            Resolved::Scheduled(Box::new(ReclaimSchedule {
+                schedule: spec
+                    .get(KEYS[1])
+                    .map_or(RECLAIM_SCHEDULE.to_string(), |r| r.text.trim().to_string()),
+                timezone: spec
+                    .get(KEYS[2])
+                    .map_or(RECLAIM_TIMEZONE.to_string(), |r| r.text.trim().to_string()),
+                cron,
+                tz,
+                source: merged.provenance[KEYS[1]],
+            }))
+        }
         Some((false, ..)) if errors.is_empty() => {
             Resolved::Off("reclaimSpace.enabled is false".into())
         }

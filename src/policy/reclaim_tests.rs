@@ -23,8 +23,7 @@ fn central(extra: &[(&str, &str)]) -> super::CentralPolicy {
         ),
     ]);
     data.extend(map(extra));
-    let c = parse_configmap(&data, "headroom/hp");
-    c
+    parse_configmap(&data, "headroom/hp")
 }
 
 /// (schedule, timezone, source) of a scheduled volume; panics with the reason otherwise.

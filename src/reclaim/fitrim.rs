@@ -81,8 +81,7 @@ fn fs_type(path: &Path) -> Option<String> {
     let canonical = std::fs::canonicalize(path).ok()?;
     table
         .iter()
-        .filter(|m| m.mount_point == canonical)
-        .next_back()
+        .rfind(|m| m.mount_point == canonical)
         .map(|m| m.fs_type.clone())
 }
 
