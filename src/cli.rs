@@ -34,6 +34,9 @@ pub enum Command {
     Scan(ScanArgs),
     /// Show the WAL archive and replication-slot health of a Postgres data directory or server.
     WalHealth(WalHealthArgs),
+    /// Show every claim's headroom status and last action, read from its annotations (one LIST
+    /// with your kubeconfig, like kubectl).
+    Status(StatusArgs),
     /// Trim (FITRIM, like fstrim) one mounted filesystem and print what it reclaimed. Needs CAP_SYS_ADMIN.
     Trim(TrimArgs),
 }
@@ -131,6 +134,27 @@ pub enum SslModeArg {
     Require,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Namespace to list (default: the kubeconfig context's namespace).
+    #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// List claims in every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Label selector, as kubectl's `-l` (e.g. `cnpg.io/cluster=pg-main`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
     /// This node's name (the downward API's spec.nodeName); the agent refuses to start without it.
@@ -161,4 +185,7 @@ pub struct AgentArgs {
     /// Bound on each API request the scan makes (GET, PATCH); watches are not bounded by it.
     #[arg(long, env = "HEADROOM_API_TIMEOUT", default_value = "10s")]
     pub api_timeout: String,
+    /// Address of the metrics and health endpoint (/metrics, /live, /ready, /volumes).
+    #[arg(long, env = "HEADROOM_LISTEN", default_value = crate::http::DEFAULT_LISTEN)]
+    pub listen: String,
 }

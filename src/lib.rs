@@ -6,7 +6,9 @@
 pub mod agent;
 pub mod cli;
 pub mod decide;
+pub mod http;
 pub mod k8s;
+pub mod metrics;
 pub mod policy;
 pub mod postgres;
 pub mod probe;

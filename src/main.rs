@@ -18,6 +18,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Simulate(args) => Ok(headroom::simulate::run(&args)?),
         Command::Scan(args) => Ok(headroom::probe::scan_cmd::run(&args)?),
         Command::WalHealth(args) => Ok(headroom::postgres::cli::run(&args)?),
+        Command::Status(args) => Ok(headroom::k8s::status_cmd::run(&args)?),
         Command::Trim(args) => Ok(headroom::reclaim::cmd::run(&args)?),
     }
 }

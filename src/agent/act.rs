@@ -12,6 +12,7 @@ use super::evaluate::Evaluation;
 use super::events::{Events, Notice, notice_for};
 use crate::decide::{Action, BlockReason, Verdict};
 use crate::k8s::state::{self, StatusAnnotation};
+use crate::metrics::Metrics;
 use crate::quantity;
 
 pub enum Applied {
@@ -24,6 +25,7 @@ pub enum Applied {
 pub struct Actor<'a> {
     pub api: Api<PersistentVolumeClaim>,
     pub events: &'a Events,
+    pub metrics: &'a Metrics,
     pub node: &'a str,
     pub dry_run: bool,
     pub timeout: Duration,
@@ -32,6 +34,14 @@ pub struct Actor<'a> {
 enum PatchError {
     Conflict,
     Other(String),
+}
+
+/// The HTTP status of a failed API call, 0 when there was none (connection, timeout, decoding).
+pub fn api_code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        _ => 0,
+    }
 }
 
 impl Actor<'_> {
@@ -106,7 +116,16 @@ impl Actor<'_> {
                 return Applied::Done;
             }
         };
-        match self.patch(name, &body).await {
+        let role = report.role.as_str();
+        let result = self.patch(name, &body).await;
+        let label = match &result {
+            Ok(_) => "success",
+            Err(PatchError::Conflict) => "conflict",
+            Err(PatchError::Other(_)) => "error",
+        };
+        self.metrics
+            .resize(&report.namespace, name, role, kind, label);
+        match result {
             Ok(_) => {
                 let used = report
                     .measurement

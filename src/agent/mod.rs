@@ -19,6 +19,8 @@ use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::cli::AgentArgs;
+use crate::http::AdminState;
+use crate::metrics::Metrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -32,6 +34,13 @@ pub enum AgentError {
     Runtime(#[from] std::io::Error),
     #[error("a watch store was dropped before it synced")]
     StoreDropped,
+    #[error("metrics: {0}")]
+    Metrics(#[from] crate::metrics::MetricsError),
+    #[error("--listen {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 /// The agent's settings, validated from the command line.
@@ -45,6 +54,7 @@ pub struct AgentConfig {
     pub dry_run: bool,
     pub resize_timeout: SignedDuration,
     pub api_timeout: Duration,
+    pub listen: String,
 }
 
 fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
@@ -84,6 +94,7 @@ impl AgentConfig {
                 }
             })?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
+            listen: a.listen.clone(),
         })
     }
 }
@@ -99,8 +110,27 @@ pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
 }
 
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
+    let admin = Arc::new(AdminState::new(
+        Metrics::new(&cfg.node)?,
+        &cfg.node,
+        cfg.interval,
+    ));
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            addr: cfg.listen.clone(),
+            source,
+        })?;
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::http::serve(listener, admin.clone(), async move {
+        let _ = http_stopped.await;
+    }));
+
     let client = Client::try_default().await?;
-    let on_restart: world::OnRestart = Arc::new(|_name: &str| {});
+    let on_restart: world::OnRestart = {
+        let admin = admin.clone();
+        Arc::new(move |name: &str| admin.metrics().watch_restart(name))
+    };
     let mut world = world::World::start(
         client.clone(),
         &cfg.node,
@@ -108,17 +138,18 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         &cfg.configmap,
         on_restart,
     );
-    tracing::info!(node = %cfg.node, dry_run = cfg.dry_run, "waiting for watches to sync");
+    tracing::info!(node = %cfg.node, dry_run = cfg.dry_run, listen = %cfg.listen, "waiting for watches to sync");
     world
         .wait_ready()
         .await
         .map_err(|_| AgentError::StoreDropped)?;
+    admin.set_synced(true);
     let reporter = Reporter {
         controller: "headroom".into(),
         instance: Some(format!("headroom-{}", cfg.node)),
     };
     let events = events::Events::new(Recorder::new(client.clone(), reporter));
-    let mut scanner = scan::Scanner::new(cfg.clone(), client, events);
+    let mut scanner = scan::Scanner::new(cfg.clone(), client, events, admin.clone());
 
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -129,13 +160,16 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
             // A scan in progress runs to completion (and with it any patch it started) before
             // the shutdown branch is looked at again.
             _ = ticker.tick() => {
+                let started = std::time::Instant::now();
                 let reports = scanner.scan(&mut world).await;
-                tracing::debug!(volumes = reports.len(), "scan finished");
+                admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now());
             }
             _ = &mut shutdown => break,
         }
     }
     tracing::info!("shutting down");
+    let _ = stop_http.send(());
+    let _ = server.await;
     Ok(ExitCode::SUCCESS)
 }
 

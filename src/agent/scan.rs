@@ -7,13 +7,14 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::{Api, Client};
 
-use super::act::{Actor, Applied};
+use super::act::{Actor, Applied, api_code};
 use super::evaluate::{Evaluation, Subject, evaluate, postgres_facts};
 use super::events::Events;
 use super::pgconn::{self, Credentials};
 use super::world::World;
 use super::{AgentConfig, VolumeReport};
 use crate::decide::{VolumeRole, WalHealth};
+use crate::http::AdminState;
 use crate::policy::defaults;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
@@ -26,6 +27,7 @@ pub struct Scanner {
     cfg: AgentConfig,
     client: Client,
     events: Events,
+    admin: Arc<AdminState>,
 }
 
 fn claim_names(pod: &Pod) -> Vec<String> {
@@ -54,11 +56,12 @@ pub fn node_draining(node: Option<&Node>) -> bool {
 }
 
 impl Scanner {
-    pub fn new(cfg: AgentConfig, client: Client, events: Events) -> Self {
+    pub fn new(cfg: AgentConfig, client: Client, events: Events, admin: Arc<AdminState>) -> Self {
         Scanner {
             cfg,
             client,
             events,
+            admin,
         }
     }
 
@@ -86,7 +89,7 @@ impl Scanner {
                 claim_names(p).into_iter().map(move |c| (ns.clone(), c))
             })
             .collect();
-        world.sync_claims(&wanted);
+        world.sync_claims(&wanted, self.cfg.api_timeout).await;
 
         let cm_name = format!("{}/{}", self.cfg.namespace, self.cfg.configmap);
         let data = world
@@ -170,6 +173,7 @@ impl Scanner {
         let actor = Actor {
             api: api.clone(),
             events: &self.events,
+            metrics: self.admin.metrics(),
             node: &self.cfg.node,
             dry_run: self.cfg.dry_run,
             timeout: self.cfg.api_timeout,
@@ -211,8 +215,15 @@ impl Scanner {
                 Applied::Done => return eval.report,
                 Applied::Conflict if attempt < CONFLICT_RETRIES => {
                     match tokio::time::timeout(self.cfg.api_timeout, api.get(&name)).await {
-                        Ok(Ok(fresh)) => pvc = fresh,
-                        _ => return eval.report,
+                        Ok(Ok(fresh)) => {
+                            self.admin.metrics().api_request("get", 200);
+                            pvc = fresh;
+                        }
+                        Ok(Err(e)) => {
+                            self.admin.metrics().api_request("get", api_code(&e));
+                            return eval.report;
+                        }
+                        Err(_) => return eval.report,
                     }
                 }
                 Applied::Conflict => return eval.report,

@@ -112,9 +112,10 @@ impl World {
         self.configmaps.wait_until_ready().await
     }
 
-    /// Keeps exactly one watch per claim in `wanted`: starts new ones, stops those no pod here
-    /// mounts any more.
-    pub fn sync_claims(&mut self, wanted: &BTreeSet<ClaimKey>) {
+    /// Keeps exactly one watch per claim in `wanted`: starts new ones (and waits, up to `wait`,
+    /// for them to list, so a scan sees a claim as soon as its pod is here), stops those no pod
+    /// here mounts any more.
+    pub async fn sync_claims(&mut self, wanted: &BTreeSet<ClaimKey>, wait: std::time::Duration) {
         self.claims.retain(|key, (_, task)| {
             let keep = wanted.contains(key);
             if !keep {
@@ -122,6 +123,7 @@ impl World {
             }
             keep
         });
+        let mut started = Vec::new();
         for key in wanted {
             if self.claims.contains_key(key) {
                 continue;
@@ -133,8 +135,12 @@ impl World {
                 format!("pvc {ns}/{name}"),
                 self.on_restart.clone(),
             );
+            started.push(store.clone());
             self.claims.insert(key.clone(), (store, task));
         }
+        let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
+        // A claim whose watch has not listed in time is picked up by a later scan.
+        let _ = tokio::time::timeout(wait, ready).await;
     }
 
     /// The claim as last seen by its watch; `None` until that watch has listed.

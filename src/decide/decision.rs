@@ -119,6 +119,8 @@ pub enum Verdict {
 /// The engine's answer, with what the shells need to report it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Decision {
+    /// Flattened in JSON: `{"verdict": "Blocked", "reason": "at_limit", ...}`.
+    #[serde(flatten)]
     pub verdict: Verdict,
     /// Convergent mode: the size the volume converges to.
     pub target_bytes: Option<u64>,

@@ -1,1 +1,247 @@
-//! Snapshot placeholder; the kube branch brings the real command.
+//! `headroom status`: the cluster-wide view from the claims' own annotations, with one LIST and
+//! the caller's kubeconfig, like `kubectl get pvc`. Every claim the LIST returns is a row;
+//! claims headroom has not touched show "-", so `-l` is how to narrow the view.
+
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde::Serialize;
+
+use super::state::{StatusAnnotation, read_history, read_status};
+use super::{KubeError, storage_capacity, storage_request};
+use crate::cli::{Format, StatusArgs};
+use crate::decide::Action;
+use crate::quantity;
+
+/// One claim as `headroom status` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub namespace: String,
+    pub name: String,
+    /// The claim's size from its spec and status (the larger of request and capacity).
+    pub size_bytes: Option<u64>,
+    pub status: Option<StatusAnnotation>,
+    pub last_action: Option<Action>,
+    /// Annotations or fields that could not be read; the rest of the row is still shown.
+    pub errors: Vec<String>,
+}
+
+impl Row {
+    pub fn from_pvc(pvc: &PersistentVolumeClaim) -> Row {
+        let mut errors = Vec::new();
+        let mut ok = |r: Result<Option<u64>, KubeError>| {
+            r.unwrap_or_else(|e| {
+                errors.push(e.to_string());
+                None
+            })
+        };
+        let size = match (ok(storage_request(pvc)), ok(storage_capacity(pvc))) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0))),
+        };
+        let status = read_status(pvc).unwrap_or_else(|e| {
+            errors.push(e.to_string());
+            None
+        });
+        let last_action = match read_history(pvc) {
+            Ok(h) => h.last().cloned(),
+            Err(e) => {
+                errors.push(e.to_string());
+                None
+            }
+        };
+        Row {
+            namespace: pvc.metadata.namespace.clone().unwrap_or_default(),
+            name: pvc.metadata.name.clone().unwrap_or_default(),
+            size_bytes: size,
+            status,
+            last_action,
+            errors,
+        }
+    }
+}
+
+pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let rows = runtime.block_on(list(args))?;
+    let out = match args.format {
+        Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
+        Format::Table => render_table(&rows, Timestamp::now()),
+    };
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn client(args: &StatusArgs) -> Result<(kube::Client, String), KubeError> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let kubeconfig_err = |path: &str, e: &dyn std::fmt::Display| KubeError::Kubeconfig {
+        path: path.to_string(),
+        message: e.to_string(),
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let shown = path.display().to_string();
+            let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_err(&shown, &e))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| kubeconfig_err(&shown, &e))?
+        }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| kubeconfig_err("(default)", &e))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| kubeconfig_err("(default or in-cluster)", &e))?,
+    };
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).map_err(|source| KubeError::Api {
+        action: "building the Kubernetes client".into(),
+        source,
+    })?;
+    Ok((client, namespace))
+}
+
+async fn list(args: &StatusArgs) -> Result<Vec<Row>, KubeError> {
+    let (client, default_ns) = client(args).await?;
+    let (api, scope): (Api<PersistentVolumeClaim>, String) = if args.all_namespaces {
+        (Api::all(client), "all namespaces".into())
+    } else {
+        let ns = args.namespace.clone().unwrap_or(default_ns);
+        (Api::namespaced(client, &ns), format!("namespace {ns}"))
+    };
+    let mut params = ListParams::default();
+    if let Some(selector) = &args.selector {
+        params = params.labels(selector);
+    }
+    let list = api.list(&params).await.map_err(|source| KubeError::Api {
+        action: format!("listing PersistentVolumeClaims in {scope}"),
+        source,
+    })?;
+    let mut rows: Vec<Row> = list.items.iter().map(Row::from_pvc).collect();
+    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(rows)
+}
+
+const HEADERS: [&str; 9] = [
+    "NAMESPACE",
+    "NAME",
+    "NODE",
+    "SIZE/LIMIT",
+    "USED%",
+    "STATE",
+    "LAST ACTION",
+    "BUDGET",
+    "BLOCKED",
+];
+
+/// `kubectl`-style age: the largest unit, one number.
+pub fn age(from: Timestamp, now: Timestamp) -> String {
+    let s = now.duration_since(from).as_secs();
+    if s < 0 {
+        return "future".into();
+    }
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+fn cells(row: &Row, now: Timestamp) -> [String; 9] {
+    let dash = || "-".to_string();
+    let st = row.status.as_ref();
+    let size = st.map(|s| s.effective_size_bytes).or(row.size_bytes);
+    let limit = st.and_then(|s| s.limit_bytes);
+    let size_limit = format!(
+        "{}/{}",
+        size.map_or_else(dash, quantity::format),
+        limit.map_or_else(dash, quantity::format)
+    );
+    let last = row.last_action.as_ref().map_or_else(dash, |a| {
+        format!(
+            "{} {}->{} {} ago",
+            a.kind.as_str(),
+            quantity::format(a.from),
+            quantity::format(a.to),
+            age(a.at, now)
+        )
+    });
+    let blocked = if row.errors.is_empty() {
+        st.and_then(|s| s.blocked_reason.clone())
+            .unwrap_or_else(dash)
+    } else {
+        format!("error: {}", row.errors.join("; "))
+    };
+    let state = match st {
+        Some(s) => s.state.clone(),
+        None if !row.errors.is_empty() => "Error".into(),
+        None => dash(),
+    };
+    [
+        row.namespace.clone(),
+        row.name.clone(),
+        st.map_or_else(dash, |s| s.node.clone()),
+        size_limit,
+        st.and_then(|s| s.used_percent)
+            .map_or_else(dash, |p| format!("{p:.1}")),
+        state,
+        last,
+        st.map_or_else(dash, |s| s.budget_left.to_string()),
+        blocked,
+    ]
+}
+
+/// The table, columns padded to their widest cell (the last one is not padded).
+pub fn render_table(rows: &[Row], now: Timestamp) -> String {
+    let body: Vec<[String; 9]> = rows.iter().map(|r| cells(r, now)).collect();
+    let mut widths = HEADERS.map(str::len);
+    for r in &body {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header = HEADERS.map(String::from);
+    for r in std::iter::once(&header).chain(&body) {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}   ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::SignedDuration;
+
+    #[test]
+    fn ages_like_kubectl() {
+        let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+        let ago = |s: i64| age(now - SignedDuration::from_secs(s), now);
+        assert_eq!(ago(0), "0s");
+        assert_eq!(ago(119), "119s");
+        assert_eq!(ago(120), "2m");
+        assert_eq!(ago(7199), "119m");
+        assert_eq!(ago(7200), "2h");
+        assert_eq!(ago(172_800), "2d");
+        assert_eq!(ago(-5), "future");
+    }
+}

@@ -269,6 +269,7 @@ impl Agent {
             .env("POD_NAMESPACE", "headroom")
             .env("HEADROOM_KUBELET_ROOT", o.root)
             .env("HEADROOM_INTERVAL", o.interval)
+            .env("HEADROOM_LISTEN", "127.0.0.1:0")
             .env("RUST_LOG", "headroom=debug,info")
             .stdout(Stdio::null())
             .stderr(if log { Stdio::inherit() } else { Stdio::null() })

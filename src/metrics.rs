@@ -1,0 +1,550 @@
+//! Prometheus metrics of one agent: its own registry (never the global default), every series
+//! labelled so it joins with the kubelet's `kubelet_volume_stats_*` (`namespace`,
+//! `persistentvolumeclaim`), plus a constant `node` label and `volume_role`.
+//!
+//! Unknown values are absent series, never 0: a dashboard must not show "0 pending WAL files"
+//! when the archiver could not be asked. Series of volumes that left the node are removed at the
+//! next scan, so alerts do not fire on a pod that moved away.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+use crate::agent::VolumeReport;
+use crate::decide::{BlockReason, GrowKind, State, Verdict};
+
+/// The `Content-Type` of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
+
+/// Labels of every per-volume series (the registry adds `node`).
+const VOLUME: &[&str] = &["namespace", "persistentvolumeclaim", "volume_role"];
+
+/// The pseudo-state of a volume whose growth is blocked, next to [`State::ALL`].
+pub const BLOCKED_STATE: &str = "Blocked";
+
+/// Scan durations from a few statfs calls to a slow API server or Postgres.
+const SCAN_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("metric {name}: {source}")]
+    Register {
+        name: &'static str,
+        source: prometheus::Error,
+    },
+    #[error("encoding metrics: {0}")]
+    Encode(prometheus::Error),
+    #[error("encoded metrics are not UTF-8: {0}")]
+    Utf8(#[from] std::string::FromUtf8Error),
+}
+
+/// Per-volume gauges, all rebuilt from scratch on every scan.
+struct VolumeGauges {
+    info: GaugeVec,
+    capacity: GaugeVec,
+    used: GaugeVec,
+    available: GaugeVec,
+    used_ratio: GaugeVec,
+    inodes_total: GaugeVec,
+    inodes_used: GaugeVec,
+    inodes_free: GaugeVec,
+    limit: GaugeVec,
+    at_limit: GaugeVec,
+    shared: GaugeVec,
+    effective_size: GaugeVec,
+    target_size: GaugeVec,
+    state: GaugeVec,
+    budget: GaugeVec,
+    blocked: GaugeVec,
+    wal_archive_configured: GaugeVec,
+    wal_archive_healthy: GaugeVec,
+    wal_pending: GaugeVec,
+    wal_oldest_pending: GaugeVec,
+    wal_inactive_slots: GaugeVec,
+    wal_slot_retention: GaugeVec,
+    wal_size: GaugeVec,
+}
+
+impl VolumeGauges {
+    fn all(&self) -> [&GaugeVec; 23] {
+        [
+            &self.info,
+            &self.capacity,
+            &self.used,
+            &self.available,
+            &self.used_ratio,
+            &self.inodes_total,
+            &self.inodes_used,
+            &self.inodes_free,
+            &self.limit,
+            &self.at_limit,
+            &self.shared,
+            &self.effective_size,
+            &self.target_size,
+            &self.state,
+            &self.budget,
+            &self.blocked,
+            &self.wal_archive_configured,
+            &self.wal_archive_healthy,
+            &self.wal_pending,
+            &self.wal_oldest_pending,
+            &self.wal_inactive_slots,
+            &self.wal_slot_retention,
+            &self.wal_size,
+        ]
+    }
+}
+
+/// The agent's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    /// Held for writing while a scan's series are rebuilt, for reading while encoding, so a
+    /// scrape never sees a half-written scan.
+    scan_lock: RwLock<()>,
+    volumes: VolumeGauges,
+    resizes: IntCounterVec,
+    disagreement: GaugeVec,
+    /// Label values of the series above that are set outside scans; removed when their volume
+    /// leaves the node.
+    resize_series: Mutex<BTreeSet<[String; 5]>>,
+    disagreement_series: Mutex<BTreeSet<[String; 3]>>,
+    scan_duration: Histogram,
+    volumes_seen: prometheus::Gauge,
+    last_scan: prometheus::Gauge,
+    api_requests: IntCounterVec,
+    watch_restarts: IntCounterVec,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Builder<'a> {
+    registry: &'a Registry,
+}
+
+impl Builder<'_> {
+    fn register(
+        &self,
+        name: &'static str,
+        c: impl prometheus::core::Collector + Clone + 'static,
+    ) -> Result<(), MetricsError> {
+        self.registry
+            .register(Box::new(c))
+            .map_err(|source| MetricsError::Register { name, source })
+    }
+
+    fn gauge_vec(
+        &self,
+        name: &'static str,
+        help: &str,
+        extra: &[&str],
+    ) -> Result<GaugeVec, MetricsError> {
+        let labels: Vec<&str> = VOLUME.iter().chain(extra).copied().collect();
+        let v = GaugeVec::new(Opts::new(name, help), &labels)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        self.register(name, v.clone())?;
+        Ok(v)
+    }
+
+    fn counter_vec(
+        &self,
+        name: &'static str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntCounterVec, MetricsError> {
+        let v = IntCounterVec::new(Opts::new(name, help), labels)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        self.register(name, v.clone())?;
+        Ok(v)
+    }
+
+    fn gauge(&self, name: &'static str, help: &str) -> Result<prometheus::Gauge, MetricsError> {
+        let g = prometheus::Gauge::new(name, help)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        self.register(name, g.clone())?;
+        Ok(g)
+    }
+}
+
+fn set(vec: &GaugeVec, labels: &[&str], value: f64) {
+    // Fails only on a wrong label count, which the unit tests would show as a missing series.
+    if let Ok(g) = vec.get_metric_with_label_values(labels) {
+        g.set(value);
+    }
+}
+
+fn set_opt(vec: &GaugeVec, labels: &[&str], value: Option<f64>) {
+    if let Some(v) = value {
+        set(vec, labels, v);
+    }
+}
+
+fn bool_f(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+/// The state shown for a volume: the engine's state, or [`BLOCKED_STATE`].
+pub fn state_label(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::NoAction { state } => state.as_str(),
+        Verdict::Grow { .. } => State::NeedsGrow.as_str(),
+        Verdict::Blocked { .. } => BLOCKED_STATE,
+    }
+}
+
+/// The numbers are a filesystem's shared with other claims (or the host), not this claim's own.
+pub fn is_shared(r: &VolumeReport) -> bool {
+    matches!(r.fs_class.as_str(), "shared_network" | "directory")
+        || !r.shared_with.is_empty()
+        || r.decision.blocked_reason() == Some(BlockReason::SharedFilesystem)
+}
+
+impl Metrics {
+    /// A fresh registry whose every series carries `node="<node>"`.
+    pub fn new(node: &str) -> Result<Metrics, MetricsError> {
+        let labels = HashMap::from([("node".to_string(), node.to_string())]);
+        let registry =
+            Registry::new_custom(None, Some(labels)).map_err(|source| MetricsError::Register {
+                name: "node",
+                source,
+            })?;
+        let b = Builder {
+            registry: &registry,
+        };
+        let volumes = VolumeGauges {
+            info: b.gauge_vec(
+                "headroom_volume_info",
+                "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
+                &["pv", "storage_class", "fs_class", "measured_by", "postgres_cluster"],
+            )?,
+            capacity: b.gauge_vec(
+                "headroom_volume_capacity_bytes",
+                "Filesystem size seen by statfs (or the kubelet as fallback).",
+                &[],
+            )?,
+            used: b.gauge_vec("headroom_volume_used_bytes", "Bytes used.", &[])?,
+            available: b.gauge_vec(
+                "headroom_volume_available_bytes",
+                "Bytes available to unprivileged users (statfs f_bavail).",
+                &[],
+            )?,
+            used_ratio: b.gauge_vec(
+                "headroom_volume_used_ratio",
+                "Fraction used, 0-1, like df: used / (used + available).",
+                &[],
+            )?,
+            inodes_total: b.gauge_vec("headroom_volume_inodes", "Inodes in total.", &[])?,
+            inodes_used: b.gauge_vec("headroom_volume_inodes_used", "Inodes used.", &[])?,
+            inodes_free: b.gauge_vec("headroom_volume_inodes_free", "Inodes free.", &[])?,
+            limit: b.gauge_vec(
+                "headroom_volume_limit_bytes",
+                "The policy's limit: headroom never grows the claim past it.",
+                &[],
+            )?,
+            at_limit: b.gauge_vec(
+                "headroom_volume_at_limit",
+                "1 when the claim's size has reached the policy's limit.",
+                &[],
+            )?,
+            shared: b.gauge_vec(
+                "headroom_volume_shared_filesystem",
+                "1 when the filesystem is shared (network share, directory on a larger filesystem): its numbers are not the claim's own and headroom does not act.",
+                &[],
+            )?,
+            effective_size: b.gauge_vec(
+                "headroom_volume_effective_size_bytes",
+                "The claim's size: the larger of its request and its reported capacity.",
+                &[],
+            )?,
+            target_size: b.gauge_vec(
+                "headroom_volume_target_size_bytes",
+                "Convergent mode: the size the volume converges to.",
+                &[],
+            )?,
+            state: b.gauge_vec(
+                "headroom_volume_state",
+                "1 for the volume's current state, 0 for the others.",
+                &["state"],
+            )?,
+            budget: b.gauge_vec(
+                "headroom_volume_resize_budget_remaining",
+                "Resizes left in the rolling 24 h budget (emergency reserve included).",
+                &[],
+            )?,
+            blocked: b.gauge_vec(
+                "headroom_volume_resize_blocked",
+                "1 for the reason growth is blocked, 0 for the other reasons.",
+                &["reason"],
+            )?,
+            wal_archive_configured: b.gauge_vec(
+                "headroom_wal_archive_configured",
+                "1 when WAL archiving is configured on the Postgres instance of this volume.",
+                &[],
+            )?,
+            wal_archive_healthy: b.gauge_vec(
+                "headroom_wal_archive_healthy",
+                "1 when WAL archiving keeps up (last failure older than last success, backlog within bounds).",
+                &[],
+            )?,
+            wal_pending: b.gauge_vec(
+                "headroom_wal_pending_archive_files",
+                "WAL segments waiting to be archived (.ready files).",
+                &[],
+            )?,
+            wal_oldest_pending: b.gauge_vec(
+                "headroom_wal_oldest_pending_seconds",
+                "Age of the oldest WAL segment waiting to be archived.",
+                &[],
+            )?,
+            wal_inactive_slots: b.gauge_vec(
+                "headroom_wal_inactive_slots",
+                "Inactive replication slots holding WAL back.",
+                &[],
+            )?,
+            wal_slot_retention: b.gauge_vec(
+                "headroom_wal_slot_retention_bytes",
+                "WAL an inactive replication slot retains.",
+                &["slot"],
+            )?,
+            wal_size: b.gauge_vec(
+                "headroom_wal_size_bytes",
+                "Bytes of WAL segments in pg_wal on this volume.",
+                &[],
+            )?,
+        };
+        let resizes = b.counter_vec(
+            "headroom_resizes_total",
+            "Resize requests sent, by kind (Grow, ScheduledGrow, EmergencyGrow) and result.",
+            &[VOLUME, &["kind", "result"]].concat(),
+        )?;
+        let disagreement = b.gauge_vec(
+            "headroom_kubelet_statfs_disagreement_ratio",
+            "How far the kubelet's used bytes are from statfs's, as a fraction of capacity (0 = agree).",
+            &[],
+        )?;
+        let scan_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "headroom_scan_duration_seconds",
+                "Time one scan of the node's volumes took.",
+            )
+            .buckets(SCAN_BUCKETS.to_vec()),
+        )
+        .map_err(|source| MetricsError::Register {
+            name: "headroom_scan_duration_seconds",
+            source,
+        })?;
+        b.register("headroom_scan_duration_seconds", scan_duration.clone())?;
+        let volumes_seen = b.gauge(
+            "headroom_volumes_seen",
+            "Volumes on this node in the last scan.",
+        )?;
+        let last_scan = b.gauge(
+            "headroom_last_successful_scan_timestamp_seconds",
+            "Unix time the last successful scan finished.",
+        )?;
+        let api_requests = b.counter_vec(
+            "headroom_api_requests_total",
+            "Kubernetes API requests, by verb and HTTP status code.",
+            &["verb", "code"],
+        )?;
+        let watch_restarts = b.counter_vec(
+            "headroom_watch_restarts_total",
+            "Times a Kubernetes watch was restarted, by watcher.",
+            &["watcher"],
+        )?;
+        Ok(Metrics {
+            registry,
+            scan_lock: RwLock::new(()),
+            volumes,
+            resizes,
+            disagreement,
+            resize_series: Mutex::new(BTreeSet::new()),
+            disagreement_series: Mutex::new(BTreeSet::new()),
+            scan_duration,
+            volumes_seen,
+            last_scan,
+            api_requests,
+            watch_restarts,
+        })
+    }
+
+    /// Replaces every per-volume series with this scan's, drops the series of volumes no longer
+    /// reported, and records the scan itself.
+    pub fn observe_scan(
+        &self,
+        reports: &[VolumeReport],
+        duration: Duration,
+        finished_at: Timestamp,
+    ) {
+        let _w = self
+            .scan_lock
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for vec in self.volumes.all() {
+            vec.reset();
+        }
+        for r in reports {
+            self.set_volume(r);
+        }
+        let present: BTreeSet<[&str; 3]> = reports
+            .iter()
+            .map(|r| [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()])
+            .collect();
+        lock(&self.resize_series).retain(|l| {
+            let keep = present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]);
+            if !keep {
+                let _ = self
+                    .resizes
+                    .remove_label_values(&l.each_ref().map(String::as_str));
+            }
+            keep
+        });
+        lock(&self.disagreement_series).retain(|l| {
+            let keep = present.contains(&l.each_ref().map(String::as_str));
+            if !keep {
+                let _ = self
+                    .disagreement
+                    .remove_label_values(&l.each_ref().map(String::as_str));
+            }
+            keep
+        });
+        self.scan_duration.observe(duration.as_secs_f64());
+        self.volumes_seen.set(reports.len() as f64);
+        self.last_scan
+            .set(finished_at.as_millisecond() as f64 / 1000.0);
+    }
+
+    fn set_volume(&self, r: &VolumeReport) {
+        let g = &self.volumes;
+        let l = [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()];
+        let measured_by = serde_json::to_value(r.measured_by)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let info = [
+            r.pv.as_str(),
+            r.storage_class.as_deref().unwrap_or(""),
+            r.fs_class.as_str(),
+            measured_by.as_str(),
+            r.postgres_cluster.as_deref().unwrap_or(""),
+        ];
+        set(&g.info, &[&l[..], &info[..]].concat(), 1.0);
+        if let Some(m) = &r.measurement {
+            set(&g.capacity, &l, m.capacity_bytes as f64);
+            set(&g.used, &l, m.used_bytes as f64);
+            set(&g.available, &l, m.available_bytes as f64);
+            set(&g.used_ratio, &l, m.used_percent() / 100.0);
+            // Filesystems without an inode limit (btrfs) report 0 inodes: unknown, not full.
+            if m.inodes_total > 0 {
+                set(&g.inodes_total, &l, m.inodes_total as f64);
+                set(&g.inodes_used, &l, m.inodes_used as f64);
+                let free = m.inodes_total.saturating_sub(m.inodes_used);
+                set(&g.inodes_free, &l, free as f64);
+            }
+        }
+        let size = r.claim.current_bytes();
+        if let Some(limit) = r.limit_bytes {
+            set(&g.limit, &l, limit as f64);
+            set(&g.at_limit, &l, bool_f(size >= limit));
+        }
+        set(&g.shared, &l, bool_f(is_shared(r)));
+        if size > 0 {
+            set(&g.effective_size, &l, size as f64);
+        }
+        set_opt(
+            &g.target_size,
+            &l,
+            r.decision.target_bytes.map(|b| b as f64),
+        );
+        let current = state_label(&r.decision.verdict);
+        let states = State::ALL.iter().map(|s| s.as_str());
+        for s in states.chain([BLOCKED_STATE]) {
+            set(&g.state, &[&l[..], &[s]].concat(), bool_f(s == current));
+        }
+        let reason = r.decision.blocked_reason();
+        // A disabled or invalid policy has no budget; its 0 would read as "exhausted".
+        if !matches!(
+            reason,
+            Some(BlockReason::Disabled | BlockReason::InvalidPolicy)
+        ) {
+            set(&g.budget, &l, f64::from(r.decision.budget_left));
+        }
+        for b in BlockReason::ALL {
+            let labels = [&l[..], &[b.as_str()]].concat();
+            set(&g.blocked, &labels, bool_f(reason == Some(b)));
+        }
+        if let Some(w) = &r.wal {
+            set_opt(
+                &g.wal_archive_configured,
+                &l,
+                w.archive_configured.map(bool_f),
+            );
+            set_opt(&g.wal_archive_healthy, &l, w.archive_healthy.map(bool_f));
+            set_opt(&g.wal_pending, &l, w.pending_files.map(|n| n as f64));
+            let oldest = w.oldest_pending_seconds.map(|n| n as f64);
+            set_opt(&g.wal_oldest_pending, &l, oldest);
+            set_opt(&g.wal_size, &l, w.detail.wal_bytes.map(|n| n as f64));
+            if let Some(slots) = &w.inactive_slots {
+                set(&g.wal_inactive_slots, &l, slots.len() as f64);
+                for s in slots {
+                    let labels = [&l[..], &[s.name.as_str()]].concat();
+                    set(&g.wal_slot_retention, &labels, s.retained_bytes as f64);
+                }
+            }
+        }
+    }
+
+    /// Counts one resize request; `result` is a short stable word (`ok`, `conflict`, `error`).
+    pub fn resize(&self, ns: &str, pvc: &str, role: &str, kind: GrowKind, result: &str) {
+        let labels = [ns, pvc, role, kind.as_str(), result];
+        if let Ok(c) = self.resizes.get_metric_with_label_values(&labels) {
+            c.inc();
+            lock(&self.resize_series).insert(labels.map(str::to_string));
+        }
+    }
+
+    pub fn api_request(&self, verb: &str, code: u16) {
+        let code = code.to_string();
+        if let Ok(c) = self
+            .api_requests
+            .get_metric_with_label_values(&[verb, code.as_str()])
+        {
+            c.inc();
+        }
+    }
+
+    pub fn watch_restart(&self, watcher: &str) {
+        if let Ok(c) = self.watch_restarts.get_metric_with_label_values(&[watcher]) {
+            c.inc();
+        }
+    }
+
+    /// `ratio`: |kubelet used - statfs used| / capacity, for a volume both measured.
+    pub fn kubelet_disagreement(&self, ns: &str, pvc: &str, role: &str, ratio: f64) {
+        let labels = [ns, pvc, role];
+        set(&self.disagreement, &labels, ratio);
+        lock(&self.disagreement_series).insert(labels.map(str::to_string));
+    }
+
+    /// The Prometheus text exposition format ([`CONTENT_TYPE`]).
+    pub fn encode(&self) -> Result<String, MetricsError> {
+        let families = {
+            let _r = self
+                .scan_lock
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.registry.gather()
+        };
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&families, &mut buf)
+            .map_err(MetricsError::Encode)?;
+        Ok(String::from_utf8(buf)?)
+    }
+}

@@ -1,0 +1,286 @@
+//! The admin endpoint over real HTTP on 127.0.0.1: routes, readiness, a slow client, the
+//! connection bound and shutdown.
+
+mod support {
+    pub mod reports;
+}
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use headroom::http::{AdminState, ServeOptions, serve_with};
+use headroom::metrics::Metrics;
+use jiff::{SignedDuration, Timestamp};
+use support::reports::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const INTERVAL: Duration = Duration::from_secs(30);
+/// Upper bound for anything the server should do "soon"; never a performance assertion.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+struct Server {
+    addr: std::net::SocketAddr,
+    state: Arc<AdminState>,
+    now: Arc<Mutex<Timestamp>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), headroom::http::HttpError>>,
+}
+
+async fn start(opts: ServeOptions) -> Server {
+    let now = Arc::new(Mutex::new(at("2025-03-01T10:00:00Z")));
+    let clock = Arc::clone(&now);
+    let state = Arc::new(
+        AdminState::new(Metrics::new("node-a").unwrap(), "node-a", INTERVAL)
+            .with_clock(move || *clock.lock().unwrap()),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel();
+    let task = tokio::spawn(serve_with(
+        listener,
+        Arc::clone(&state),
+        async {
+            let _ = rx.await;
+        },
+        opts,
+    ));
+    Server {
+        addr,
+        state,
+        now,
+        stop: Some(tx),
+        task,
+    }
+}
+
+impl Server {
+    fn advance(&self, by: SignedDuration) {
+        let mut now = self.now.lock().unwrap();
+        *now = now.checked_add(by).unwrap();
+    }
+
+    fn now(&self) -> Timestamp {
+        *self.now.lock().unwrap()
+    }
+
+    async fn shutdown(mut self) {
+        self.stop.take().unwrap().send(()).unwrap();
+        let r = tokio::time::timeout(PATIENCE, self.task).await;
+        r.expect("server stops").unwrap().unwrap();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        let h = self
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name));
+        h.map(|(_, v)| v.as_str())
+    }
+}
+
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> Reply {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(PATIENCE, s.read_to_end(&mut raw))
+        .await
+        .expect("response in time")
+        .unwrap();
+    parse_reply(&raw)
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
+    let text = String::from_utf8(raw.to_vec()).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .map(|l| {
+            let (k, v) = l.split_once(':').unwrap();
+            (k.trim().to_string(), v.trim().to_string())
+        })
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn endpoints_serve_metrics_volumes_liveness_and_404() {
+    let srv = start(ServeOptions::default()).await;
+    srv.state.scan_finished(
+        vec![
+            pg_data("shop", "pgdata-orders-1"),
+            unmeasured("shop", "scratch"),
+        ],
+        Duration::from_millis(80),
+        srv.now(),
+    );
+
+    let live = request(srv.addr, "GET", "/live").await;
+    assert_eq!(live.status, 200);
+
+    let metrics = request(srv.addr, "GET", "/metrics").await;
+    assert_eq!(metrics.status, 200);
+    assert_eq!(
+        metrics.header("content-type"),
+        Some("text/plain; version=0.0.4")
+    );
+    let samples = parse(&metrics.body);
+    let pvc = &[
+        ("persistentvolumeclaim", "pgdata-orders-1"),
+        ("node", "node-a"),
+    ];
+    assert_eq!(
+        value(&samples, "headroom_wal_pending_archive_files", pvc),
+        340.0
+    );
+    assert_eq!(value(&samples, "headroom_volumes_seen", &[]), 2.0);
+
+    let volumes = request(srv.addr, "GET", "/volumes").await;
+    assert_eq!(volumes.status, 200);
+    assert_eq!(volumes.header("content-type"), Some("application/json"));
+    let json: serde_json::Value = serde_json::from_str(&volumes.body).unwrap();
+    assert_eq!(json["node"], "node-a");
+    let vols = json["volumes"].as_array().unwrap();
+    assert_eq!(vols.len(), 2);
+    assert_eq!(vols[0]["pvc"], "pgdata-orders-1");
+    assert_eq!(vols[0]["decision"]["reason"], "wal_archive_unhealthy");
+    assert_eq!(vols[0]["wal"]["pending_files"], 340);
+    assert_eq!(
+        vols[0]["provenance"]["limit"],
+        serde_json::json!("config_map_default")
+    );
+    assert_eq!(vols[1]["measurement"], serde_json::Value::Null);
+
+    assert_eq!(request(srv.addr, "GET", "/nope").await.status, 404);
+    assert_eq!(request(srv.addr, "GET", "/").await.status, 404);
+    let post = request(srv.addr, "POST", "/metrics").await;
+    assert_eq!(post.status, 405);
+    assert_eq!(post.header("allow"), Some("GET, HEAD"));
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn ready_only_after_sync_and_first_scan_and_until_scans_go_stale() {
+    let srv = start(ServeOptions::default()).await;
+    let ready = || request(srv.addr, "GET", "/ready");
+
+    let r = ready().await;
+    assert_eq!(
+        (r.status, r.body.contains("synced")),
+        (503, true),
+        "{}",
+        r.body
+    );
+    srv.state.set_synced(true);
+    let r = ready().await;
+    assert_eq!(
+        (r.status, r.body.contains("no scan")),
+        (503, true),
+        "{}",
+        r.body
+    );
+
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(ready().await.status, 200);
+    // Still fresh at exactly three intervals...
+    srv.advance(SignedDuration::from_secs(90));
+    assert_eq!(ready().await.status, 200);
+    // ...stale past them: the agent is wedged even though the process lives.
+    srv.advance(SignedDuration::from_secs(1));
+    let r = ready().await;
+    assert_eq!(
+        (r.status, r.body.contains("older than 3 intervals")),
+        (503, true),
+        "{}",
+        r.body
+    );
+    assert_eq!(request(srv.addr, "GET", "/live").await.status, 200);
+    // A new scan makes it ready again; losing the watch sync makes it unready.
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(ready().await.status, 200);
+    srv.state.set_synced(false);
+    assert_eq!(ready().await.status, 503);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_sending_half_a_header_is_disconnected() {
+    let srv = start(ServeOptions {
+        header_read_timeout: Duration::from_millis(200),
+        ..ServeOptions::default()
+    })
+    .await;
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: te")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    // The server must close the connection on its own; the bound only keeps a broken server
+    // from hanging the test.
+    let read = tokio::time::timeout(PATIENCE, s.read_to_end(&mut got)).await;
+    // Ok (EOF) or a reset both mean the server dropped it.
+    let _closed = read.expect("server closed the connection of a slow client");
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        !text.contains("200 OK"),
+        "no response to a partial request: {text}"
+    );
+    // The endpoint still serves everyone else.
+    assert_eq!(request(srv.addr, "GET", "/live").await.status, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_bound_wait_for_a_free_slot() {
+    let srv = start(ServeOptions {
+        max_connections: 1,
+        header_read_timeout: Duration::from_secs(60),
+        ..ServeOptions::default()
+    })
+    .await;
+    // A holds the only slot without sending anything.
+    let idle = TcpStream::connect(srv.addr).await.unwrap();
+    // Give the server the chance to accept A first.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut b = TcpStream::connect(srv.addr).await.unwrap();
+    b.write_all(b"GET /live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(300), b.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "B must not be served while A holds the only slot"
+    );
+    drop(idle);
+    let mut raw = Vec::new();
+    tokio::time::timeout(PATIENCE, b.read_to_end(&mut raw))
+        .await
+        .expect("B served once A left")
+        .unwrap();
+    assert_eq!(parse_reply(&raw).status, 200);
+    srv.shutdown().await;
+}

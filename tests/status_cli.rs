@@ -1,0 +1,303 @@
+//! `headroom status` as a user runs it: the built binary, a kubeconfig, and the fake API server
+//! holding claims annotated the way the agent writes them.
+
+#[path = "support/fake_api/mod.rs"]
+mod fake_api;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use fake_api::FakeApi;
+use headroom::decide::{Action, GrowKind};
+use headroom::k8s::state::{HISTORY, STATUS, StatusAnnotation, append};
+use headroom::quantity::GI;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use serde_json::{Value, json};
+
+fn pvc(
+    ns: &str,
+    name: &str,
+    labels: Value,
+    annotations: Value,
+    size: &str,
+) -> PersistentVolumeClaim {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": ns, "labels": labels, "annotations": annotations },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "fast-ssd",
+            "volumeName": format!("pv-{name}"),
+            "resources": { "requests": { "storage": size } },
+        },
+        "status": { "phase": "Bound", "capacity": { "storage": size } },
+    }))
+    .expect("test PVC")
+}
+
+fn status(state: &str, blocked: Option<&str>, size_gi: u64, used: f64) -> StatusAnnotation {
+    serde_json::from_value(json!({
+        "node": "worker-2",
+        "updatedAt": Timestamp::now(),
+        "effectiveSizeBytes": size_gi * GI,
+        "limitBytes": 100 * GI,
+        "state": state,
+        "blockedReason": blocked,
+        "lastDecision": "test",
+        "usedPercent": used,
+        "budgetLeft": 1,
+    }))
+    .expect("status annotation")
+}
+
+fn annotations(status: &StatusAnnotation, history: &[Action]) -> Value {
+    json!({
+        STATUS: serde_json::to_string(status).expect("encode"),
+        HISTORY: serde_json::to_string(history).expect("encode"),
+    })
+}
+
+/// Two CloudNativePG claims in `db`, an untouched claim and a corrupt one in `apps`, and one in
+/// `default` (the kubeconfig's namespace).
+fn seed(fake: &FakeApi) {
+    let now = Timestamp::now();
+    let grown = append(
+        &[],
+        Action {
+            at: now - SignedDuration::from_hours(3),
+            kind: GrowKind::Grow,
+            from: 10 * GI,
+            to: 20 * GI,
+            node: "worker-2".into(),
+        },
+        now,
+    );
+    let cnpg = |role: &str| json!({ "cnpg.io/cluster": "pg-main", "cnpg.io/pvcRole": role });
+    fake.insert(pvc(
+        "db",
+        "pg-main-1",
+        cnpg("PG_DATA"),
+        annotations(
+            &status("Blocked", Some("budget_exhausted"), 20, 85.04),
+            &grown,
+        ),
+        "20Gi",
+    ));
+    fake.insert(pvc(
+        "db",
+        "pg-main-1-wal",
+        cnpg("PG_WAL"),
+        annotations(&status("Balanced", None, 5, 12.0), &[]),
+        "5Gi",
+    ));
+    fake.insert(pvc(
+        "apps",
+        "uploads",
+        json!({ "app": "web" }),
+        json!({}),
+        "1Gi",
+    ));
+    fake.insert(pvc(
+        "apps",
+        "broken",
+        json!({ "app": "web" }),
+        json!({ HISTORY: "[{\"at\":\"2026-03-01T10:00:00Z\",\"kind\":\"Gr" }),
+        "2Gi",
+    ));
+    fake.insert(pvc("default", "scratch", json!({}), json!({}), "3Gi"));
+}
+
+fn run(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .arg("status")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run headroom status")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "headroom status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// (namespace, name) of each table row, and the row text.
+fn rows(table: &str) -> Vec<(String, String, String)> {
+    let mut lines = table.lines();
+    let header = lines.next().expect("header line");
+    assert!(header.starts_with("NAMESPACE"), "{header}");
+    for col in [
+        "NODE",
+        "SIZE/LIMIT",
+        "USED%",
+        "STATE",
+        "LAST ACTION",
+        "BUDGET",
+        "BLOCKED",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    lines
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let ns = f.next().unwrap_or_default().to_string();
+            let name = f.next().unwrap_or_default().to_string();
+            (ns, name, l.to_string())
+        })
+        .collect()
+}
+
+fn names(rows: &[(String, String, String)]) -> Vec<String> {
+    rows.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect()
+}
+
+/// The LISTs of claims the binary made, as (path, labelSelector).
+fn pvc_lists(fake: &FakeApi) -> Vec<(String, Option<String>)> {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("persistentvolumeclaims"))
+        .map(|r| (r.path.clone(), r.param("labelSelector")))
+        .collect()
+}
+
+#[tokio::test]
+async fn status_lists_claims_by_namespace_selector_and_format() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("kubeconfig");
+    fake.write_kubeconfig(&kc);
+
+    // -n: one namespace, one LIST.
+    fake.clear_requests();
+    let table = stdout(&run(&kc, &["-n", "db"]));
+    let r = rows(&table);
+    assert_eq!(names(&r), ["db/pg-main-1", "db/pg-main-1-wal"]);
+    let data = &r[0].2;
+    for cell in [
+        "worker-2",
+        "20Gi/100Gi",
+        "85.0",
+        "Blocked",
+        "Grow 10Gi->20Gi 3h ago",
+        "budget_exhausted",
+    ] {
+        assert!(data.contains(cell), "missing {cell}: {data}");
+    }
+    assert!(
+        r[1].2.contains("Balanced") && r[1].2.contains("5Gi/100Gi"),
+        "{}",
+        r[1].2
+    );
+    assert_eq!(
+        pvc_lists(&fake),
+        [(
+            "/api/v1/namespaces/db/persistentvolumeclaims".to_string(),
+            None
+        )]
+    );
+
+    // No namespace flag: the kubeconfig context's namespace.
+    let r = rows(&stdout(&run(&kc, &[])));
+    assert_eq!(names(&r), ["default/scratch"]);
+    assert!(r[0].2.contains("3Gi/-"), "{}", r[0].2);
+
+    // -A: every namespace; untouched claims show dashes, a corrupt annotation is an error row.
+    fake.clear_requests();
+    let r = rows(&stdout(&run(&kc, &["-A"])));
+    assert_eq!(
+        names(&r),
+        [
+            "apps/broken",
+            "apps/uploads",
+            "db/pg-main-1",
+            "db/pg-main-1-wal",
+            "default/scratch"
+        ]
+    );
+    let broken = &r[0].2;
+    assert!(broken.contains("Error"), "{broken}");
+    assert!(
+        broken.contains("error: PVC apps/broken: annotation headroom.dev/history is not valid"),
+        "{broken}"
+    );
+    let uploads: Vec<&str> = r[1].2.split_whitespace().collect();
+    assert_eq!(
+        uploads,
+        ["apps", "uploads", "-", "1Gi/-", "-", "-", "-", "-", "-"]
+    );
+    assert_eq!(
+        pvc_lists(&fake),
+        [("/api/v1/persistentvolumeclaims".to_string(), None)]
+    );
+
+    // -l goes to the server as the LIST's labelSelector.
+    fake.clear_requests();
+    let r = rows(&stdout(&run(&kc, &["-A", "-l", "cnpg.io/pvcRole=PG_WAL"])));
+    assert_eq!(names(&r), ["db/pg-main-1-wal"]);
+    assert_eq!(
+        pvc_lists(&fake),
+        [(
+            "/api/v1/persistentvolumeclaims".to_string(),
+            Some("cnpg.io/pvcRole=PG_WAL".to_string())
+        )]
+    );
+
+    // --format json: a list of objects with the annotations decoded.
+    let out = stdout(&run(&kc, &["-A", "-l", "app=web", "--format", "json"]));
+    let v: Value = serde_json::from_str(&out).expect("JSON output");
+    let list = v.as_array().expect("a list");
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["name"], "broken");
+    assert_eq!(list[0]["sizeBytes"], 2 * GI);
+    assert!(
+        list[0]["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("headroom.dev/history")),
+        "{out}"
+    );
+    assert_eq!(list[1]["name"], "uploads");
+    assert_eq!(list[1]["status"], Value::Null);
+    assert_eq!(list[1]["errors"], json!([]));
+
+    let out = stdout(&run(&kc, &["-n", "db", "--format", "json"]));
+    let v: Value = serde_json::from_str(&out).expect("JSON output");
+    assert_eq!(v[0]["status"]["state"], "Blocked");
+    assert_eq!(v[0]["status"]["blockedReason"], "budget_exhausted");
+    assert_eq!(v[0]["status"]["usedPercent"], 85.04);
+    assert_eq!(v[0]["lastAction"]["to"], 20 * GI);
+    assert_eq!(v[0]["lastAction"]["kind"], "Grow");
+}
+
+#[tokio::test]
+async fn status_reports_api_and_kubeconfig_errors() {
+    let fake = FakeApi::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("kubeconfig");
+    fake.write_kubeconfig(&kc);
+
+    fake.set_failing(true);
+    let out = run(&kc, &["-A"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("listing PersistentVolumeClaims in all namespaces"),
+        "{err}"
+    );
+    fake.set_failing(false);
+
+    let out = run(&dir.path().join("missing"), &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("kubeconfig") && err.contains("missing"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
