@@ -28,6 +28,7 @@ pub struct Scanner {
     client: Client,
     events: Events,
     admin: Arc<AdminState>,
+    reclaimer: crate::reclaim::Reclaimer,
 }
 
 fn claim_names(pod: &Pod) -> Vec<String> {
@@ -56,12 +57,19 @@ pub fn node_draining(node: Option<&Node>) -> bool {
 }
 
 impl Scanner {
-    pub fn new(cfg: AgentConfig, client: Client, events: Events, admin: Arc<AdminState>) -> Self {
+    pub fn new(
+        cfg: AgentConfig,
+        client: Client,
+        events: Events,
+        admin: Arc<AdminState>,
+        reclaimer: crate::reclaim::Reclaimer,
+    ) -> Self {
         Scanner {
             cfg,
             client,
             events,
             admin,
+            reclaimer,
         }
     }
 
@@ -151,6 +159,16 @@ impl Scanner {
                 draining,
             };
             reports.push(self.volume(&ctx, (*pvc).clone(), now).await);
+            // Decides at once; a due trim runs in the background, one per node at a time.
+            let target = crate::reclaim::Target {
+                volume: vol,
+                pvc: &pvc,
+                storage_class: class.as_deref(),
+                central: &central,
+                node_draining: draining,
+            };
+            let plan = self.reclaimer.run_due(&target, now).await;
+            tracing::debug!(pv, ?plan, "reclaim");
         }
         let keys: BTreeSet<String> = reports
             .iter()
