@@ -16,7 +16,7 @@ pub fn run(args: &TrimArgs) -> Result<ExitCode, ReclaimError> {
         std::io::stdout(),
         "{}: trimmed {} ({bytes} bytes) in {secs:.3}s",
         args.path.display(),
-        quantity::format(bytes),
+        quantity::human(bytes),
     )
     .map_err(ReclaimError::Output)?;
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,8 @@ pub mod cmd;
 pub mod fitrim;
 pub mod metrics;
 mod run;
+#[cfg(test)]
+mod run_tests;
 pub mod schedule;
 pub mod state;
 

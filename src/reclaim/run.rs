@@ -61,7 +61,7 @@ struct Track {
 }
 
 /// Claims not seen for this long are forgotten (their first-seen time with them).
-const FORGET_AFTER: SignedDuration = SignedDuration::from_hours(1);
+const FORGET_AFTER: SignedDuration = SignedDuration::from_hours(24);
 
 struct Inner {
     node: String,
@@ -187,9 +187,6 @@ impl Reclaimer {
             }
         };
         self.announce(&key, t.pvc, None).await;
-        if t.node_draining {
-            return Plan::Draining;
-        }
         let track = {
             let mut tracked = lock(&inner.tracked);
             tracked.retain(|_, tr| tr.in_flight || now.duration_since(tr.touched) < FORGET_AFTER);
@@ -202,6 +199,9 @@ impl Reclaimer {
             tr.touched = now;
             *tr
         };
+        if t.node_draining {
+            return Plan::Draining;
+        }
         if track.in_flight {
             return Plan::InFlight;
         }
@@ -336,7 +336,7 @@ impl Reclaimer {
                 "SpaceReclaimed",
                 format!(
                     "trimmed {} ({bytes} bytes) in {:.1}s",
-                    quantity::format(*bytes),
+                    quantity::human(*bytes),
                     duration_ms as f64 / 1000.0
                 ),
             ),
