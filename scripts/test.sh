@@ -21,4 +21,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Manifests against the Kubernetes OpenAPI schema (kubernetes-validate ships the schemas, so after
+# one install no network is needed). Without CI, a machine that cannot install it skips the check.
+if ! python3 -c "import kubernetes_validate" 2>/dev/null; then
+  echo "test.sh: installing kubernetes-validate from PyPI" >&2
+  python3 -m pip install -q --disable-pip-version-check kubernetes-validate >&2 || true
+fi
+if python3 -c "import kubernetes_validate" 2>/dev/null; then
+  python3 scripts/check-manifests.py
+elif [ -n "${CI:-}" ]; then
+  echo "test.sh: kubernetes-validate is not installable and CI is set" >&2
+  exit 1
+else
+  echo "test.sh: skipping the manifest schema check: kubernetes-validate is not installed (no network?)" >&2
+fi
+
 cargo test --all-targets "$@"

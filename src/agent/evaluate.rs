@@ -14,7 +14,7 @@ use crate::decide::{
 };
 use crate::k8s::{claim, roles, state};
 use crate::policy::Policy;
-use crate::policy::merge::{CentralPolicy, effective};
+use crate::policy::merge::{CentralPolicy, effective_with_limits};
 use crate::policy::validate::{Context, Finding, validate};
 use crate::probe::{Volume, VolumeMode};
 
@@ -30,6 +30,8 @@ pub struct Subject<'a> {
     pub node: &'a str,
     pub node_draining: bool,
     pub resize_timeout: SignedDuration,
+    /// The largest request among the claim's group (see `k8s::roles::group_key`), if grouped.
+    pub group_size: Option<u64>,
 }
 
 pub struct Evaluation {
@@ -94,10 +96,20 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         s.storage_class
             .and_then(|c| c.metadata.annotations.as_ref()),
     );
-    let merged = effective(
+    // topolvm users may set the ceiling as the claim's own `spec.resources.limits.storage`.
+    let spec_limit = s
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("storage"))
+        .map(|q| q.0.as_str());
+    let merged = effective_with_limits(
         &pvc_name,
         &annotations(s.pvc.metadata.annotations.as_ref()),
         class_name.as_deref().map(|n| (n, &class_annotations)),
+        spec_limit,
         s.central,
     );
     let ctx = Context {
@@ -133,6 +145,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         block_mode,
         unmeasured: measurement.is_none() && !block_mode,
         node_draining: s.node_draining,
+        group_size: s.group_size,
     };
     let decision = decide(&Inputs {
         policy: input,

@@ -15,6 +15,7 @@ use super::world::World;
 use super::{AgentConfig, VolumeReport};
 use crate::decide::{VolumeRole, WalHealth};
 use crate::http::AdminState;
+use crate::k8s::roles;
 use crate::policy::defaults;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
@@ -118,6 +119,20 @@ impl Scanner {
         };
         let draining = node_draining(world.node().as_deref());
 
+        // Namespaces whose claims here belong to a group: their peers set the group's size.
+        let grouped: BTreeSet<String> = pods
+            .values()
+            .filter_map(|p| {
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                let any = claim_names(p)
+                    .iter()
+                    .filter_map(|c| world.claim(&ns, c))
+                    .any(|c| roles::group_key(&c, Some(p)).is_some());
+                any.then_some(ns)
+            })
+            .collect();
+        world.sync_namespaces(&grouped, self.cfg.api_timeout).await;
+
         let mut by_pv: BTreeMap<&str, Vec<&Volume>> = BTreeMap::new();
         for v in &volumes {
             if let Some(pv) = v.pv.as_deref() {
@@ -157,6 +172,8 @@ impl Scanner {
                 central: &central,
                 creds: &creds,
                 draining,
+                group_size: roles::group_key(&pvc, Some(&pod))
+                    .and_then(|k| world.group_size(&ns, &k)),
             };
             reports.push(self.volume(&ctx, (*pvc).clone(), now).await);
             // Decides at once; a due trim runs in the background, one per node at a time.
@@ -220,6 +237,7 @@ impl Scanner {
                 node: &self.cfg.node,
                 node_draining: ctx.draining,
                 resize_timeout: self.cfg.resize_timeout,
+                group_size: ctx.group_size,
             };
             let mut eval = evaluate(&subject, wal.clone(), now);
             if wal.is_none()
@@ -286,4 +304,5 @@ struct VolumeCtx<'a> {
     central: &'a CentralPolicy,
     creds: &'a Credentials,
     draining: bool,
+    group_size: Option<u64>,
 }

@@ -54,6 +54,9 @@ pub struct World {
     pub configmaps: Store<ConfigMap>,
     client: Client,
     claims: HashMap<ClaimKey, (Store<PersistentVolumeClaim>, JoinHandle<()>)>,
+    /// Claims of whole namespaces, only where a claim on this node belongs to a group: peers on
+    /// other nodes set the group's size.
+    namespaces: HashMap<String, (Store<PersistentVolumeClaim>, JoinHandle<()>)>,
     tasks: Vec<JoinHandle<()>>,
     on_restart: OnRestart,
 }
@@ -99,6 +102,7 @@ impl World {
             configmaps,
             client,
             claims: HashMap::new(),
+            namespaces: HashMap::new(),
             tasks: vec![t1, t2, t3, t4],
             on_restart,
         }
@@ -143,6 +147,39 @@ impl World {
         let _ = tokio::time::timeout(wait, ready).await;
     }
 
+    /// Keeps one claim watch per namespace in `wanted` (see `namespaces`).
+    pub async fn sync_namespaces(&mut self, wanted: &BTreeSet<String>, wait: std::time::Duration) {
+        self.namespaces.retain(|ns, (_, task)| {
+            let keep = wanted.contains(ns);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        let mut started = Vec::new();
+        for ns in wanted {
+            if self.namespaces.contains_key(ns) {
+                continue;
+            }
+            let (store, task) = spawn_reflector(
+                Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns),
+                watcher::Config::default(),
+                format!("pvcs in {ns}"),
+                self.on_restart.clone(),
+            );
+            started.push(store.clone());
+            self.namespaces.insert(ns.clone(), (store, task));
+        }
+        let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
+        let _ = tokio::time::timeout(wait, ready).await;
+    }
+
+    /// The largest request in the group `key` of namespace `ns`, from that namespace's watch.
+    pub fn group_size(&self, ns: &str, key: &str) -> Option<u64> {
+        let (store, _) = self.namespaces.get(ns)?;
+        crate::k8s::roles::group_size(store.state().iter().map(|p| p.as_ref()), key)
+    }
+
     /// The claim as last seen by its watch; `None` until that watch has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
         let (store, _) = self
@@ -169,7 +206,7 @@ impl Drop for World {
         for task in &self.tasks {
             task.abort();
         }
-        for (_, task) in self.claims.values() {
+        for (_, task) in self.claims.values().chain(self.namespaces.values()) {
             task.abort();
         }
     }

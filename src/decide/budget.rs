@@ -45,8 +45,8 @@ impl Budget {
     /// threshold mode, which has no reserve) may use every slot.
     pub fn allows(&self, kind: GrowKind, policy: &Policy) -> bool {
         let reserve = match (policy.mode, kind) {
-            (Mode::Convergent, GrowKind::ScheduledGrow | GrowKind::Grow)
-                if policy.emergency_grow.enabled =>
+            (Mode::Convergent, k)
+                if k != GrowKind::EmergencyGrow && policy.emergency_grow.enabled =>
             {
                 policy.emergency_grow.reserved_actions_for_emergency
             }

@@ -115,6 +115,7 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
         Mode::Threshold => threshold_need(inputs, policy),
         Mode::Convergent => convergent_need(inputs, policy, decision),
     };
+    let need = group_need(inputs, policy, need);
     let (to, kind, emergency) = match need {
         Need::Nothing(state) => {
             if let ResizeState::InProgress { .. } = inputs.claim.resize {
@@ -165,6 +166,31 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
         return blocked(BlockReason::BudgetExhausted);
     }
     Verdict::Grow { to, kind }
+}
+
+/// A member below its group's size (a replica just created at the template size) joins its
+/// peers at once instead of filling first; a larger need of its own still wins, and so does an
+/// emergency.
+fn group_need(inputs: &Inputs, policy: &Policy, need: Need) -> Need {
+    let current = inputs.claim.current_bytes();
+    let Some(group) = inputs.facts.group_size.map(|g| g.min(policy.limit)) else {
+        return need;
+    };
+    if group <= current {
+        return need;
+    }
+    match need {
+        Need::Grow { to, .. } if to >= group => need,
+        Need::Grow {
+            emergency: true, ..
+        }
+        | Need::AtLimit { emergency: true } => need,
+        _ => Need::Grow {
+            to: group,
+            kind: GrowKind::GroupGrow,
+            emergency: false,
+        },
+    }
 }
 
 /// Sizes of volumes of 1Gi or more go up in whole Gi; smaller ones in whole Mi.

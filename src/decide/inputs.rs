@@ -75,6 +75,8 @@ pub enum GrowKind {
     Grow,
     ScheduledGrow,
     EmergencyGrow,
+    /// A new member of a group (CloudNativePG cluster, StatefulSet) grown to its peers' size.
+    GroupGrow,
 }
 
 impl GrowKind {
@@ -83,6 +85,7 @@ impl GrowKind {
             GrowKind::Grow => "Grow",
             GrowKind::ScheduledGrow => "ScheduledGrow",
             GrowKind::EmergencyGrow => "EmergencyGrow",
+            GrowKind::GroupGrow => "GroupGrow",
         }
     }
 }
@@ -134,6 +137,8 @@ pub struct VolumeFacts {
     pub unmeasured: bool,
     /// This node is cordoned or being drained.
     pub node_draining: bool,
+    /// The group's effective size: the largest request among the volumes of its logical group.
+    pub group_size: Option<u64>,
 }
 
 impl VolumeFacts {

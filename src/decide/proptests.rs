@@ -114,9 +114,19 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
         prop::bool::weighted(0.05),
         any::<bool>(),
         prop::bool::weighted(0.05),
+        proptest::option::weighted(0.2, (1u64..2048).prop_map(|g| g * GI)),
     )
         .prop_map(
-            |(role, wal_on_data, shared, expandable, block_mode, node_draining, unmeasured)| {
+            |(
+                role,
+                wal_on_data,
+                shared,
+                expandable,
+                block_mode,
+                node_draining,
+                unmeasured,
+                group_size,
+            )| {
                 VolumeFacts {
                     role: [
                         VolumeRole::Data,
@@ -130,6 +140,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
                     block_mode,
                     unmeasured,
                     node_draining,
+                    group_size,
                 }
             },
         )

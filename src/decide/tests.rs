@@ -539,3 +539,47 @@ fn small_volumes_round_to_mebibytes() {
     let d = Case::new(&p, 100 * mib, 90 * mib).run();
     assert_eq!(d.grow_to(), Some((120 * mib, GrowKind::Grow)));
 }
+
+#[test]
+fn new_group_member_joins_its_peers_at_once() {
+    let p = enabled(100 * GI);
+    let mut c = Case::new(&p, 10 * GI, GI);
+    c.facts.group_size = Some(40 * GI);
+    assert_eq!(
+        c.run().verdict,
+        Verdict::Grow {
+            to: 40 * GI,
+            kind: GrowKind::GroupGrow
+        }
+    );
+    // Capped at the limit, never past it.
+    let small = enabled(30 * GI);
+    let mut c2 = Case::new(&small, 10 * GI, GI);
+    c2.facts.group_size = Some(40 * GI);
+    assert_eq!(c2.run().grow_to(), Some((30 * GI, GrowKind::GroupGrow)));
+    // At the group's size: nothing to do; a member's own larger need wins.
+    c.claim = claim(40 * GI);
+    c.m = meas(40 * GI, GI);
+    assert_eq!(
+        c.run().verdict,
+        Verdict::NoAction {
+            state: State::Balanced
+        }
+    );
+    c.claim = claim(39 * GI);
+    c.m = meas(39 * GI, 38 * GI);
+    assert_eq!(c.run().grow_to(), Some((47 * GI, GrowKind::Grow)));
+    // Counted against the budget like any planned action, and paused by a drain.
+    let mut c3 = Case::new(&p, 10 * GI, GI);
+    c3.facts.group_size = Some(40 * GI);
+    c3.facts.node_draining = true;
+    assert_eq!(c3.run().blocked_reason(), Some(BlockReason::NodeDraining));
+    c3.facts.node_draining = false;
+    c3.history = (1..=3)
+        .map(|h| action(c3.now - SignedDuration::from_hours(h), GrowKind::Grow))
+        .collect();
+    assert_eq!(
+        c3.run().blocked_reason(),
+        Some(BlockReason::BudgetExhausted)
+    );
+}

@@ -246,6 +246,40 @@ pub fn group_key(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<Strin
     Some(format!("{ns}/sts/{sts}/{template}"))
 }
 
+/// Is `pvc` a member of the group `key` (as returned by [`group_key`] for a member whose pod is
+/// known)? Members on other nodes are seen without their pods, so a StatefulSet group also
+/// matches by the claim name `<template>-<sts>-<ordinal>`.
+pub fn in_group(pvc: &PersistentVolumeClaim, key: &str) -> bool {
+    if group_key(pvc, None).as_deref() == Some(key) {
+        return true;
+    }
+    let mut parts = key.splitn(4, '/');
+    let (Some(ns), Some("sts"), Some(sts), Some(template)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    pvc.metadata.namespace.as_deref() == Some(ns)
+        && pvc
+            .metadata
+            .name
+            .as_deref()
+            .and_then(|n| claim_template(n, sts))
+            == Some(template)
+}
+
+/// The group's effective size: the largest request among its members.
+pub fn group_size<'a>(
+    members: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
+    key: &str,
+) -> Option<u64> {
+    members
+        .into_iter()
+        .filter(|p| in_group(p, key))
+        .filter_map(|p| super::claim::storage_request(p).ok().flatten())
+        .max()
+}
+
 /// `<template>-<sts>-<ordinal>` -> template.
 fn claim_template<'a>(pvc_name: &'a str, sts: &str) -> Option<&'a str> {
     let (rest, ordinal) = pvc_name.rsplit_once('-')?;

@@ -473,3 +473,37 @@ fn ephemeral_volumes_count_as_the_pods_claims() {
     );
     assert!(!wal_on_data(&p, &[&wal]));
 }
+
+#[test]
+fn group_size_counts_peers_seen_without_their_pods() {
+    let pvc = |name: &str, size: &str, labels: serde_json::Value| -> PersistentVolumeClaim {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "db", "labels": labels },
+            "spec": { "resources": { "requests": { "storage": size } } },
+        }))
+        .expect("pvc")
+    };
+    let cnpg = |n: &str, size: &str, role: &str| {
+        pvc(
+            n,
+            size,
+            serde_json::json!({ "cnpg.io/cluster": "pg", "cnpg.io/pvcRole": role }),
+        )
+    };
+    let members = [
+        cnpg("pg-1", "40Gi", "PG_DATA"),
+        cnpg("pg-2", "50Gi", "PG_DATA"),
+        cnpg("pg-1-wal", "90Gi", "PG_WAL"),
+        cnpg("pg-3", "10Gi", "PG_DATA"),
+    ];
+    assert_eq!(group_size(&members, "db/cnpg/pg/PG_DATA"), Some(50 << 30));
+    // StatefulSet peers carry no owner: matched by `<template>-<sts>-<ordinal>`.
+    let sts = [
+        pvc("data-web-0", "8Gi", serde_json::json!({})),
+        pvc("data-web-1", "12Gi", serde_json::json!({})),
+        pvc("data-webby-0", "99Gi", serde_json::json!({})),
+        pvc("logs-web-0", "50Gi", serde_json::json!({})),
+    ];
+    assert_eq!(group_size(&sts, "db/sts/web/data"), Some(12 << 30));
+    assert_eq!(group_size(&sts, "db/sts/nothing/data"), None);
+}

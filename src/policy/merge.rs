@@ -1,6 +1,7 @@
 //! The live hierarchy: PVC annotations over StorageClass annotations over the central
 //! ConfigMap's per-StorageClass section over its defaults, merged key by key (a PVC may override
-//! only `emergencyGrow.criticalThreshold`). Each key records which layer it came from.
+//! only `emergencyGrow.criticalThreshold`), then topolvm/pvc-autoresizer annotations
+//! ([`super::topolvm`]). Each key records which layer it came from.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,7 @@ use super::annotations::from_annotations;
 use super::fields::FIELDS;
 use super::reclaim::{ReclaimGlobal, global_from_configmap};
 use super::spec::{Node, PolicySpec, parse_yaml};
+use super::topolvm;
 use super::validate::Finding;
 
 /// ConfigMap data key holding the defaults (a policy YAML).
@@ -27,6 +29,8 @@ pub enum Source {
     CsiAddonsStorageClassAnnotation,
     ConfigMapStorageClass,
     ConfigMapDefault,
+    /// Translated from `resize.topolvm.io/*` annotations (claim over StorageClass).
+    Topolvm,
     /// No layer sets the key: the built-in default applies (or, for `limit`, nothing does).
     Default,
 }
@@ -131,10 +135,24 @@ pub fn merge_layers(layers: &[(Source, &PolicySpec)]) -> Merged {
 
 /// The effective policy spec of one PVC. `pvc` and `storage_class` name the objects in messages
 /// (e.g. `PVC db/data-pg-0`); `storage_class` is the class name, looked up in the ConfigMap.
+/// topolvm annotations count, but not the claim's `spec.resources.limits.storage`: see
+/// [`effective_with_limits`].
 pub fn effective(
     pvc: &str,
     pvc_annotations: &BTreeMap<String, String>,
     storage_class: Option<(&str, &BTreeMap<String, String>)>,
+    central: &CentralPolicy,
+) -> Merged {
+    effective_with_limits(pvc, pvc_annotations, storage_class, None, central)
+}
+
+/// [`effective`], with the claim's `spec.resources.limits.storage` (as written), which
+/// pvc-autoresizer takes as the limit when its `storage_limit` annotation is absent.
+pub fn effective_with_limits(
+    pvc: &str,
+    pvc_annotations: &BTreeMap<String, String>,
+    storage_class: Option<(&str, &BTreeMap<String, String>)>,
+    spec_limit: Option<&str>,
     central: &CentralPolicy,
 ) -> Merged {
     let pvc_spec = from_annotations(pvc_annotations, &format!("PVC {pvc}"));
@@ -150,6 +168,10 @@ pub fn effective(
         (Source::StorageClassAnnotation, &sc_spec),
         (Source::ConfigMapStorageClass, cm_class),
         (Source::ConfigMapDefault, &central.defaults),
+        (
+            Source::Topolvm,
+            &topolvm::layer(pvc, pvc_annotations, storage_class, spec_limit),
+        ),
     ]);
     merged.spec.problems.extend(central.errors.iter().cloned());
     merged

@@ -8,6 +8,7 @@ pub mod fields;
 pub mod merge;
 pub mod reclaim;
 pub mod spec;
+pub mod topolvm;
 pub mod validate;
 pub mod validate_cmd;
 mod value;

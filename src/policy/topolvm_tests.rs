@@ -1,0 +1,325 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::policy::merge::{
+    CentralPolicy, Source, effective, effective_with_limits, parse_configmap,
+};
+use crate::policy::validate::{Context, Validation, validate};
+use crate::policy::{Step, defaults};
+use crate::quantity::GI;
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn enabled_class() -> BTreeMap<String, String> {
+    map(&[(ENABLED, "true")])
+}
+
+fn run(
+    pvc: &BTreeMap<String, String>,
+    class: &BTreeMap<String, String>,
+    spec_limit: Option<&str>,
+    central: &CentralPolicy,
+) -> (crate::policy::Merged, Validation) {
+    let m = effective_with_limits(
+        "db/data-pg-0",
+        pvc,
+        Some(("topolvm-provisioner", class)),
+        spec_limit,
+        central,
+    );
+    let v = validate(&m.spec, &Context::default());
+    (m, v)
+}
+
+#[test]
+fn the_upstream_readme_example_translates_key_by_key() {
+    let pvc = map(&[
+        (STORAGE_LIMIT, "100Gi"),
+        (THRESHOLD, "20%"),
+        (INODES_THRESHOLD, "20%"),
+        (INCREASE, "20Gi"),
+        // topolvm's own bookkeeping and grouping annotations are not policy.
+        ("resize.topolvm.io/pre_capacity_bytes", "32212254720"),
+        ("resize.topolvm.io/initial-resize-group-by", "app"),
+    ]);
+    let (m, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    let p = v.policy.expect("valid");
+    assert!(p.enabled);
+    assert_eq!(p.limit, 100 * GI);
+    assert_eq!((p.usage_threshold, p.inode_threshold), (80, 80));
+    assert_eq!(p.step, Step::Bytes(20 * GI));
+    assert_eq!(p.min_available, defaults::MIN_AVAILABLE);
+    for key in [
+        "enabled",
+        "limit",
+        "usageThreshold",
+        "inodeThreshold",
+        "step",
+    ] {
+        assert_eq!(m.provenance[key], Source::Topolvm, "{key}");
+    }
+    assert_eq!(m.provenance["maxActionsPerDay"], Source::Default);
+    assert_eq!(
+        serde_json::to_value(&m.provenance).expect("json")["step"],
+        "topolvm"
+    );
+    let origin = m.spec.get("usageThreshold").and_then(|r| r.origin.clone());
+    assert_eq!(
+        origin.as_deref(),
+        Some("PVC db/data-pg-0 annotation resize.topolvm.io/threshold: 20%")
+    );
+    let origin = m.spec.get("enabled").and_then(|r| r.origin.clone());
+    assert_eq!(
+        origin.as_deref(),
+        Some("StorageClass topolvm-provisioner annotation resize.topolvm.io/enabled")
+    );
+}
+
+#[test]
+fn unset_keys_take_pvc_autoresizers_defaults_only_when_it_enables_the_claim() {
+    let pvc = map(&[(STORAGE_LIMIT, "50Gi")]);
+    let (m, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    let p = v.policy.expect("valid");
+    assert_eq!((p.usage_threshold, p.inode_threshold), (90, 90));
+    assert_eq!(p.step, Step::Percent(10));
+    let origin = m
+        .spec
+        .get("step")
+        .and_then(|r| r.origin.clone())
+        .unwrap_or_default();
+    assert!(
+        origin.starts_with("pvc-autoresizer default resize.topolvm.io/increase: 10%"),
+        "{origin}"
+    );
+
+    // Without the StorageClass annotation, topolvm never touches the claim, so neither do its
+    // annotations nor its defaults.
+    let (m, v) = run(&pvc, &BTreeMap::new(), None, &CentralPolicy::default());
+    assert!(m.provenance.values().all(|s| *s == Source::Default));
+    assert!(m.spec.problems.is_empty());
+    assert!(v.policy.is_none(), "no limit anywhere: not a usable policy");
+    assert!(m.spec.get("enabled").is_none());
+}
+
+#[test]
+fn limit_comes_from_the_annotation_then_the_claims_spec_and_zero_is_ignored() {
+    let class = enabled_class();
+    let central = CentralPolicy::default();
+    let (m, _) = run(&BTreeMap::new(), &class, Some("30Gi"), &central);
+    assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("30Gi"));
+    assert_eq!(
+        m.spec.get("limit").and_then(|r| r.origin.as_deref()),
+        Some("PVC db/data-pg-0 spec.resources.limits.storage")
+    );
+    let pvc = map(&[(STORAGE_LIMIT, "80Gi")]);
+    let (m, _) = run(&pvc, &class, Some("30Gi"), &central);
+    assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("80Gi"));
+    let pvc = map(&[(STORAGE_LIMIT, "0")]);
+    let (m, _) = run(&pvc, &class, Some("30Gi"), &central);
+    assert_eq!(m.spec.get("limit").map(|r| r.text.as_str()), Some("30Gi"));
+
+    // No non-zero limit: pvc-autoresizer would not resize, and the layer does not enable.
+    let (m, _) = run(&pvc, &class, None, &central);
+    assert_eq!(m.provenance["enabled"], Source::Default);
+    assert!(m.spec.problems.is_empty());
+    // `effective` has no spec limits, so a spec-only limit does not enable through it.
+    let m = effective("db/a", &BTreeMap::new(), Some(("c", &class)), &central);
+    assert_eq!(m.provenance["enabled"], Source::Default);
+}
+
+#[test]
+fn every_headroom_layer_wins_over_topolvm() {
+    let central = parse_configmap(
+        &map(&[
+            ("policy.yaml", "usageThreshold: 70\n"),
+            (
+                "storageClasses.yaml",
+                "topolvm-provisioner:\n  maxStep: 50Gi\n  step: 5Gi\n",
+            ),
+        ]),
+        "headroom/headroom",
+    );
+    let pvc = map(&[
+        (STORAGE_LIMIT, "100Gi"),
+        (THRESHOLD, "20%"),
+        (INCREASE, "30%"),
+        ("headroom.dev/inode-threshold", "75"),
+    ]);
+    let class = map(&[(ENABLED, "true"), ("headroom.dev/limit", "200Gi")]);
+    let (m, v) = run(&pvc, &class, None, &central);
+    let p = v.policy.expect("valid");
+    assert_eq!(
+        (p.usage_threshold, p.inode_threshold, p.limit, p.step),
+        (70, 75, 200 * GI, Step::Bytes(5 * GI))
+    );
+    assert_eq!(m.provenance["usageThreshold"], Source::ConfigMapDefault);
+    assert_eq!(m.provenance["step"], Source::ConfigMapStorageClass);
+    assert_eq!(m.provenance["limit"], Source::StorageClassAnnotation);
+    assert_eq!(m.provenance["inodeThreshold"], Source::PvcAnnotation);
+    assert_eq!(m.provenance["enabled"], Source::Topolvm);
+
+    // headroom can switch off what topolvm switches on.
+    let pvc = map(&[(STORAGE_LIMIT, "100Gi"), ("headroom.dev/enabled", "false")]);
+    let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    assert!(!v.policy.expect("valid").enabled);
+}
+
+#[test]
+fn sizes_fractions_and_off_values() {
+    let pvc = map(&[
+        (STORAGE_LIMIT, "1Ti"),
+        (THRESHOLD, "5Gi"),
+        (INODES_THRESHOLD, "0%"),
+        (INCREASE, "7.5%"),
+    ]);
+    let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    let p = v.policy.expect("valid");
+    assert_eq!(p.min_available, 5 * GI);
+    assert_eq!(
+        p.usage_threshold, 99,
+        "a size threshold has no percent trigger"
+    );
+    assert_eq!(p.inode_threshold, 99);
+    assert_eq!(p.step, Step::Percent(8));
+
+    assert_eq!(threshold("12.5%"), Ok(Threshold::Percent(87)));
+    assert_eq!(threshold("0.5%"), Ok(Threshold::Percent(99)));
+    assert_eq!(
+        threshold("10"),
+        Ok(Threshold::Bytes(10)),
+        "a bare number is bytes"
+    );
+    assert_eq!(increase("100%").as_deref(), Ok("100%"));
+    assert_eq!(increase("1073741824").as_deref(), Ok("1Gi"));
+    // An empty annotation means the default, as upstream reads it.
+    let pvc = map(&[(STORAGE_LIMIT, "1Ti"), (THRESHOLD, " ")]);
+    let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    assert_eq!(v.policy.expect("valid").usage_threshold, 90);
+}
+
+#[test]
+fn invalid_values_are_errors_naming_the_annotation_and_object() {
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        &'static str,
+        &'static str,
+    );
+    let cases: &[Case] = &[
+        (
+            &[(THRESHOLD, "ten%")],
+            THRESHOLD,
+            "'ten%' is not a percent from 0% to 100%",
+        ),
+        (&[(THRESHOLD, "150%")], THRESHOLD, "'150%' is not a percent"),
+        (&[(THRESHOLD, "0%")], THRESHOLD, "never grow on free space"),
+        (&[(THRESHOLD, "100%")], THRESHOLD, "grow on every check"),
+        (&[(THRESHOLD, "10GB")], THRESHOLD, "write 10Gi"),
+        (
+            &[(INODES_THRESHOLD, "5Gi")],
+            INODES_THRESHOLD,
+            "percent of free inodes",
+        ),
+        (&[(INCREASE, "0Gi")], INCREASE, "never grow the claim"),
+        (&[(INCREASE, "-5%")], INCREASE, "not a percent"),
+        (&[(STORAGE_LIMIT, "100GB")], STORAGE_LIMIT, "write 100Gi"),
+    ];
+    for (annotations, field, expected) in cases {
+        let mut pvc = map(annotations);
+        pvc.entry(STORAGE_LIMIT.to_string())
+            .or_insert_with(|| "100Gi".to_string());
+        let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+        assert!(v.policy.is_none(), "{annotations:?} must refuse the policy");
+        let e = v
+            .errors
+            .iter()
+            .find(|f| f.field == *field)
+            .unwrap_or_else(|| panic!("{annotations:?}: no finding for {field}: {:?}", v.errors));
+        assert!(e.message.contains(expected), "{}", e.message);
+        assert!(
+            e.message
+                .contains(&format!("PVC db/data-pg-0 annotation {field}")),
+            "{}",
+            e.message
+        );
+    }
+
+    let (_, v) = run(
+        &map(&[(STORAGE_LIMIT, "100Gi")]),
+        &map(&[(ENABLED, "True")]),
+        None,
+        &CentralPolicy::default(),
+    );
+    assert_eq!(v.errors[0].field, ENABLED);
+    assert!(
+        v.errors[0].message.contains("'True' does not enable")
+            && v.errors[0]
+                .message
+                .contains("StorageClass topolvm-provisioner annotation resize.topolvm.io/enabled"),
+        "{}",
+        v.errors[0].message
+    );
+    let (_, v) = run(
+        &BTreeMap::new(),
+        &enabled_class(),
+        Some("lots"),
+        &CentralPolicy::default(),
+    );
+    assert_eq!(v.errors[0].field, SPEC_LIMIT);
+    assert!(
+        v.errors[0].message.contains("'lots'"),
+        "{}",
+        v.errors[0].message
+    );
+}
+
+#[test]
+fn disabled_by_topolvm_is_recorded_as_such() {
+    let (m, v) = run(
+        &map(&[(STORAGE_LIMIT, "100Gi")]),
+        &map(&[(ENABLED, "false")]),
+        None,
+        &CentralPolicy::default(),
+    );
+    assert_eq!(m.provenance["enabled"], Source::Topolvm);
+    assert_eq!(m.provenance["limit"], Source::Default);
+    assert!(v.errors.iter().all(|f| f.field == "limit"));
+}
+
+#[test]
+fn readme_side_by_side_claims_get_the_same_policy() {
+    let central = CentralPolicy::default();
+    let topolvm = effective(
+        "db/data-pg-0",
+        &map(&[
+            (STORAGE_LIMIT, "100Gi"),
+            (THRESHOLD, "20%"),
+            (INODES_THRESHOLD, "20%"),
+            (INCREASE, "20Gi"),
+        ]),
+        Some(("topolvm-provisioner", &enabled_class())),
+        &central,
+    );
+    let headroom = effective(
+        "db/data-pg-0",
+        &map(&[
+            ("headroom.dev/limit", "100Gi"),
+            ("headroom.dev/usage-threshold", "80"),
+            ("headroom.dev/inode-threshold", "80"),
+            ("headroom.dev/step", "20Gi"),
+        ]),
+        Some((
+            "topolvm-provisioner",
+            &map(&[("headroom.dev/enabled", "true")]),
+        )),
+        &central,
+    );
+    let policy = |m: &crate::policy::Merged| validate(&m.spec, &Context::default()).policy;
+    assert!(policy(&topolvm).is_some());
+    assert_eq!(policy(&topolvm), policy(&headroom));
+}

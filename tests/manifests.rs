@@ -1,0 +1,395 @@
+//! The manifests in rbac/ and daemonset/ against the code: the RBAC rules grant exactly what the
+//! source calls, the DaemonSet sets only flags the agent reads, and the shipped ConfigMap parses
+//! with the agent's own parsers. (Schema validation is scripts/check-manifests.py.)
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(ROOT).join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn yaml(rel: &str) -> Value {
+    serde_saphyr::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// One permission the agent needs, and the source that needs it: every `evidence` string must
+/// occur in `file`, so a row cannot outlive the call that justified it.
+struct Need {
+    scope: &'static str,
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+    file: &'static str,
+    evidence: &'static [&'static str],
+}
+
+const REFLECTOR: &str = "reflector::reflector(writer, watcher(api";
+
+const NEEDS: &[Need] = &[
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "pods",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<Pod>::all", REFLECTOR],
+    },
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "persistentvolumeclaims",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<PersistentVolumeClaim>::namespaced", REFLECTOR],
+    },
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "persistentvolumeclaims",
+        verbs: &["get"],
+        file: "src/agent/scan.rs",
+        evidence: &["api.get(&name)"],
+    },
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "persistentvolumeclaims",
+        verbs: &["patch"],
+        file: "src/agent/act.rs",
+        evidence: &["pub api: Api<PersistentVolumeClaim>", "self.api.patch("],
+    },
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "nodes",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<Node>::all", REFLECTOR],
+    },
+    Need {
+        scope: "cluster",
+        group: "storage.k8s.io",
+        resource: "storageclasses",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<StorageClass>::all", REFLECTOR],
+    },
+    // kube-runtime's Recorder::publish creates an events.k8s.io/v1 Event, then merge-patches it
+    // when the same event repeats (kube-runtime 5.0.0 src/events.rs).
+    Need {
+        scope: "cluster",
+        group: "events.k8s.io",
+        resource: "events",
+        verbs: &["create", "patch"],
+        file: "src/agent/mod.rs",
+        evidence: &["Recorder::new("],
+    },
+    Need {
+        scope: "namespace",
+        group: "",
+        resource: "configmaps",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<ConfigMap>::namespaced", REFLECTOR],
+    },
+];
+
+/// Rust type named in `Api<..>` -> the resource it reaches.
+const TYPES: &[(&str, &str)] = &[
+    ("Pod", "pods"),
+    ("PersistentVolumeClaim", "persistentvolumeclaims"),
+    ("PersistentVolume", "persistentvolumes"),
+    ("Node", "nodes"),
+    ("StorageClass", "storageclasses"),
+    ("ConfigMap", "configmaps"),
+];
+
+type Grant = (String, String, String, String);
+
+fn grants(rel: &str, scope: &str) -> BTreeSet<Grant> {
+    let doc = yaml(rel);
+    let mut out = BTreeSet::new();
+    for rule in doc["rules"].as_array().expect("rules") {
+        let strings = |k: &str| -> Vec<String> {
+            rule[k]
+                .as_array()
+                .unwrap_or_else(|| panic!("{rel}: {k}"))
+                .iter()
+                .map(|v| v.as_str().expect("string").to_string())
+                .collect()
+        };
+        for g in strings("apiGroups") {
+            for r in strings("resources") {
+                for v in strings("verbs") {
+                    out.insert((scope.to_string(), g.clone(), r.clone(), v));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rust_sources(dir: &Path, out: &mut Vec<(String, String)>) {
+    for entry in std::fs::read_dir(dir).expect("src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("read source");
+            out.push((path.display().to_string(), text));
+        }
+    }
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_code_calls() {
+    let mut needed = BTreeSet::new();
+    for n in NEEDS {
+        let source = read(n.file);
+        for e in n.evidence {
+            assert!(
+                source.contains(e),
+                "{} {:?} is justified by `{e}` in {}, which is no longer there: drop the grant or fix the evidence",
+                n.resource,
+                n.verbs,
+                n.file
+            );
+        }
+        for v in n.verbs {
+            needed.insert((
+                n.scope.to_string(),
+                n.group.to_string(),
+                n.resource.to_string(),
+                v.to_string(),
+            ));
+        }
+    }
+    let mut granted = grants("rbac/clusterrole.yaml", "cluster");
+    granted.extend(grants("rbac/role.yaml", "namespace"));
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "granted but not called: {extra:?}\ncalled but not granted: {missing:?}"
+    );
+    assert!(
+        granted
+            .iter()
+            .all(|(_, g, r, v)| g != "*" && r != "*" && v != "*" && r != "secrets")
+    );
+}
+
+#[test]
+fn every_api_the_source_reaches_has_a_grant() {
+    let mut sources = Vec::new();
+    rust_sources(&Path::new(ROOT).join("src"), &mut sources);
+    let resources: BTreeSet<&str> = NEEDS.iter().map(|n| n.resource).collect();
+    for (file, text) in &sources {
+        for marker in ["Api::<", "Api<"] {
+            for (at, _) in text.match_indices(marker) {
+                let rest = &text[at + marker.len()..];
+                let ty: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if ty.is_empty() || ty == "K" {
+                    continue; // generic helpers (spawn_reflector<K>) are covered at their call sites
+                }
+                let resource = TYPES
+                    .iter()
+                    .find(|(t, _)| *t == ty)
+                    .map(|(_, r)| *r)
+                    .unwrap_or_else(|| panic!("{file}: Api<{ty}> has no row in TYPES/NEEDS"));
+                assert!(
+                    resources.contains(resource),
+                    "{file} reaches {resource} (Api<{ty}>), which rbac/ does not grant"
+                );
+            }
+        }
+        // The kubelet's /stats/summary through the API server's node proxy needs nodes/proxy.
+        if text.contains("/proxy/") {
+            assert!(
+                resources.contains("nodes/proxy"),
+                "{file} uses the node proxy; grant nodes/proxy get"
+            );
+        }
+        if text.contains("Recorder::new(") {
+            assert!(resources.contains("events"), "{file} records Events");
+        }
+        assert!(!text.contains("Api::<Secret>"), "{file} reads Secrets");
+    }
+}
+
+#[test]
+fn bindings_name_the_service_account_the_daemonset_runs_as() {
+    let ds = yaml("daemonset/daemonset.yaml");
+    let sa = yaml("rbac/serviceaccount.yaml");
+    let ns = sa["metadata"]["namespace"].as_str().expect("namespace");
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["serviceAccountName"],
+        sa["metadata"]["name"]
+    );
+    assert_eq!(ds["metadata"]["namespace"], ns);
+    for (binding, role_file, kind) in [
+        (
+            "rbac/clusterrolebinding.yaml",
+            "rbac/clusterrole.yaml",
+            "ClusterRole",
+        ),
+        ("rbac/rolebinding.yaml", "rbac/role.yaml", "Role"),
+    ] {
+        let b = yaml(binding);
+        let role = yaml(role_file);
+        assert_eq!(b["roleRef"]["kind"], kind);
+        assert_eq!(b["roleRef"]["name"], role["metadata"]["name"]);
+        let subjects = b["subjects"].as_array().expect("subjects");
+        assert_eq!(subjects.len(), 1, "{binding}");
+        assert_eq!(subjects[0]["name"], sa["metadata"]["name"]);
+        assert_eq!(subjects[0]["namespace"], ns);
+    }
+    assert_eq!(yaml("rbac/role.yaml")["metadata"]["namespace"], ns);
+}
+
+#[test]
+fn daemonset_is_locked_down_as_documented() {
+    let ds = yaml("daemonset/daemonset.yaml");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-node-critical");
+    assert_eq!(
+        pod["tolerations"],
+        serde_json::json!([{"operator": "Exists"}])
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_ne!(pod["securityContext"]["runAsUser"], 0);
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(
+        sc["capabilities"]["add"],
+        serde_json::json!(["DAC_READ_SEARCH"])
+    );
+    assert!(sc.get("privileged").is_none_or(|p| p == false));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/live");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready");
+    let port = &c["ports"][0];
+    assert_eq!(c["livenessProbe"]["httpGet"]["port"], port["name"]);
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], port["name"]);
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    // The probes and the PodMonitor reach the port the agent listens on by default.
+    let default_port = headroom::http::DEFAULT_LISTEN
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u64>().ok());
+    assert_eq!(port["containerPort"].as_u64(), default_port);
+    let monitor = yaml("daemonset/monitoring/podmonitor.yaml");
+    assert_eq!(
+        monitor["spec"]["podMetricsEndpoints"][0]["port"],
+        port["name"]
+    );
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        ds["spec"]["template"]["metadata"]["labels"]
+    );
+
+    let mounts = c["volumeMounts"].as_array().expect("mounts");
+    let mount = |name: &str| mounts.iter().find(|m| m["name"] == name).expect("mount");
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).expect("volume");
+    let kubelet = mount("kubelet");
+    assert_eq!(kubelet["readOnly"], true);
+    assert_eq!(kubelet["mountPropagation"], "HostToContainer");
+    assert_eq!(volume("kubelet")["hostPath"]["path"], "/var/lib/kubelet");
+    assert_eq!(volume("postgres-credentials")["secret"]["optional"], true);
+    assert_eq!(
+        mount("postgres-credentials")["mountPath"],
+        "/etc/headroom/postgres"
+    );
+    assert_eq!(mounts.len(), volumes.len());
+
+    // Every env var is an agent flag (cli.rs `env = "..."`) or the log filter main.rs reads.
+    let cli = read("src/cli.rs");
+    let env = c["env"].as_array().expect("env");
+    for e in env {
+        let name = e["name"].as_str().expect("name");
+        assert!(
+            cli.contains(&format!("env = \"{name}\"")) || name == "RUST_LOG",
+            "DaemonSet sets {name}, which the agent does not read"
+        );
+        if name == "HEADROOM_KUBELET_ROOT" {
+            assert_eq!(e["value"], kubelet["mountPath"]);
+        }
+    }
+    let field = |name: &str| {
+        env.iter().find(|e| e["name"] == name).expect("env")["valueFrom"]["fieldRef"]["fieldPath"]
+            .clone()
+    };
+    assert_eq!(field("NODE_NAME"), "spec.nodeName");
+    assert_eq!(field("POD_NAMESPACE"), "metadata.namespace");
+}
+
+#[test]
+fn shipped_configmap_parses_with_the_agents_parsers() {
+    use headroom::policy::merge::{STORAGE_CLASSES_KEY, parse_configmap};
+    use headroom::policy::validate::{Context, validate};
+
+    let cm = yaml("daemonset/configmap.yaml");
+    let ds = yaml("daemonset/daemonset.yaml");
+    let configmap_env = ds["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == "HEADROOM_CONFIGMAP"))
+        .map(|e| e["value"].clone());
+    assert_eq!(configmap_env.as_ref(), Some(&cm["metadata"]["name"]));
+    let data: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(cm["data"].clone()).expect("string data");
+    let central = parse_configmap(&data, "headroom/headroom");
+    let problems: Vec<_> = central.all_problems().collect();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(data.contains_key(STORAGE_CLASSES_KEY));
+    let v = validate(&central.defaults, &Context::default());
+    assert!(v.errors.is_empty() && v.warnings.is_empty(), "{v:?}");
+    let defaults = v.policy.expect("valid");
+    assert!(
+        !defaults.enabled,
+        "the shipped policy must not grow anything until opted in"
+    );
+    for (class, spec) in &central.storage_classes {
+        let merged = headroom::policy::merge::merge_layers(&[
+            (headroom::policy::Source::ConfigMapStorageClass, spec),
+            (
+                headroom::policy::Source::ConfigMapDefault,
+                &central.defaults,
+            ),
+        ]);
+        let v = validate(&merged.spec, &Context::default());
+        assert!(v.errors.is_empty(), "{class}: {:?}", v.errors);
+    }
+
+    let creds = headroom::agent::pgconn::Credentials::parse(
+        "headroom/headroom",
+        data.get(headroom::agent::pgconn::KEY)
+            .expect("postgres.yaml"),
+    )
+    .expect("postgres.yaml");
+    let file = creds
+        .for_cluster(None)
+        .expect("default")
+        .password_file
+        .clone();
+    assert!(
+        file.starts_with("/etc/headroom/postgres"),
+        "{} is outside the Secret's mount",
+        file.display()
+    );
+}
