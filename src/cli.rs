@@ -37,6 +37,14 @@ pub enum Command {
     /// Show every claim's headroom status and last action, read from its annotations (one LIST
     /// with your kubeconfig, like kubectl).
     Status(StatusArgs),
+    /// Trim (FITRIM, like fstrim) one mounted filesystem and print what it reclaimed. Needs CAP_SYS_ADMIN.
+    Trim(TrimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TrimArgs {
+    /// The mount point of the filesystem to trim.
+    pub path: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

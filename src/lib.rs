@@ -13,4 +13,5 @@ pub mod policy;
 pub mod postgres;
 pub mod probe;
 pub mod quantity;
+pub mod reclaim;
 pub mod simulate;

@@ -19,5 +19,6 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Scan(args) => Ok(headroom::probe::scan_cmd::run(&args)?),
         Command::WalHealth(args) => Ok(headroom::postgres::cli::run(&args)?),
         Command::Status(args) => Ok(headroom::k8s::status_cmd::run(&args)?),
+        Command::Trim(args) => Ok(headroom::reclaim::cmd::run(&args)?),
     }
 }

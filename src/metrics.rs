@@ -532,6 +532,11 @@ impl Metrics {
         lock(&self.disagreement_series).insert(labels.map(str::to_string));
     }
 
+    /// The registry, for collectors kept elsewhere (the reclaim metrics) to join `/metrics`.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The Prometheus text exposition format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> Result<String, MetricsError> {
         let families = {

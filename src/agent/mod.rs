@@ -37,6 +37,8 @@ pub enum AgentError {
     StoreDropped,
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::MetricsError),
+    #[error("reclaim: {0}")]
+    Reclaim(#[from] crate::reclaim::ReclaimError),
     #[error("--listen {addr}: {source}")]
     Listen {
         addr: String,
@@ -153,8 +155,18 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         instance: Some(format!("headroom-{}", cfg.node)),
     };
     let events = events::Events::new(Recorder::new(client.clone(), reporter));
-    let mut scanner =
-        scan::Scanner::new(cfg.clone(), client, events, admin.clone(), shutdown.clone());
+    let reclaimer =
+        crate::reclaim::Reclaimer::new(client.clone(), &cfg.node, cfg.dry_run, cfg.api_timeout)?;
+    (reclaimer.metrics().register(admin.metrics().registry()))
+        .map_err(crate::reclaim::ReclaimError::Metrics)?;
+    let mut scanner = scan::Scanner::new(
+        cfg.clone(),
+        client,
+        events,
+        admin.clone(),
+        shutdown.clone(),
+        reclaimer,
+    );
 
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

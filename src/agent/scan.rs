@@ -31,6 +31,7 @@ pub struct Scanner {
     events: Events,
     admin: Arc<AdminState>,
     shutdown: Shutdown,
+    reclaimer: crate::reclaim::Reclaimer,
 }
 
 fn claim_names(pod: &Pod) -> Vec<String> {
@@ -65,6 +66,7 @@ impl Scanner {
         events: Events,
         admin: Arc<AdminState>,
         shutdown: Shutdown,
+        reclaimer: crate::reclaim::Reclaimer,
     ) -> Self {
         Scanner {
             cfg,
@@ -72,6 +74,7 @@ impl Scanner {
             events,
             admin,
             shutdown,
+            reclaimer,
         }
     }
 
@@ -177,6 +180,18 @@ impl Scanner {
                     .and_then(|k| world.group_size(&ns, &k)),
             };
             reports.push(self.volume(&ctx, (*pvc).clone(), now).await);
+            // Decides at once; a due trim runs in the background, one per node at a time.
+            let target = crate::reclaim::Target {
+                volume: vol,
+                pvc: &pvc,
+                storage_class: class.as_deref(),
+                central: &central,
+                node_draining: draining,
+            };
+            if !self.shutdown.is_stopping() {
+                let plan = self.reclaimer.run_due(&target, now).await;
+                tracing::debug!(pv, ?plan, "reclaim");
+            }
         }
         let keys: BTreeSet<String> = reports
             .iter()

@@ -19,11 +19,8 @@ pub const RESERVED: &[&str] = &[
     "headroom.dev/postgres-role",
     "headroom.dev/group",
 ];
-/// Reserved for the reclaim-space feature.
-pub const RESERVED_PREFIX: &str = "headroom.dev/reclaim-space";
-
 pub fn is_reserved(key: &str) -> bool {
-    RESERVED.contains(&key) || key.starts_with(RESERVED_PREFIX)
+    RESERVED.contains(&key)
 }
 
 /// Reads the policy keys from an object's annotations. `object` names the object in messages,
@@ -122,6 +119,11 @@ mod tests {
                 max_pending_wal_files: r(),
                 max_slot_retention_bytes: r(),
             },
+            reclaim_space: ReclaimSpaceSpec {
+                enabled: r(),
+                schedule: r(),
+                timezone: r(),
+            },
             problems: Vec::new(),
         };
         let json = serde_json::to_value(&full).expect("serialise");
@@ -155,7 +157,7 @@ mod tests {
             ("headroom.dev/wal-safety-acknowledge-wal-risk", "true"),
             ("headroom.dev/wal-safety-max-pending-wal-files", "250"),
             ("headroom.dev/history", "[]"),
-            ("headroom.dev/reclaim-space-after", "7d"),
+            ("headroom.dev/reclaim", "{}"),
             (
                 "volume.kubernetes.io/storage-provisioner",
                 "ebs.csi.aws.com",

@@ -80,10 +80,24 @@ pub const FIELDS: &[Field] = &[
         "walSafety.maxSlotRetentionBytes",
         "headroom.dev/wal-safety-max-slot-retention-bytes",
     ),
+    f("reclaimSpace.enabled", "headroom.dev/reclaim-space-enabled"),
+    f(
+        "reclaimSpace.schedule",
+        "headroom.dev/reclaim-space-schedule",
+    ),
+    f(
+        "reclaimSpace.timezone",
+        "headroom.dev/reclaim-space-timezone",
+    ),
 ];
 
 /// The keys that hold a nested mapping in YAML.
-pub const GROUPS: &[&str] = &["maintenanceWindow", "emergencyGrow", "walSafety"];
+pub const GROUPS: &[&str] = &[
+    "maintenanceWindow",
+    "emergencyGrow",
+    "walSafety",
+    "reclaimSpace",
+];
 
 /// Keys used only in convergent mode (a warning in threshold mode).
 pub const CONVERGENT_ONLY: &[&str] = &[
@@ -140,6 +154,9 @@ pub fn default_text(path: &str) -> Option<String> {
         "walSafety.requireArchiveHealthy" => REQUIRE_ARCHIVE_HEALTHY.to_string(),
         "walSafety.maxPendingWALFiles" => MAX_PENDING_WAL_FILES.to_string(),
         "walSafety.maxSlotRetentionBytes" => q(MAX_SLOT_RETENTION_BYTES),
+        "reclaimSpace.enabled" => RECLAIM_ENABLED.to_string(),
+        "reclaimSpace.schedule" => RECLAIM_SCHEDULE.to_string(),
+        "reclaimSpace.timezone" => RECLAIM_TIMEZONE.to_string(),
         _ => return None,
     })
 }

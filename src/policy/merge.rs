@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::annotations::from_annotations;
 use super::fields::FIELDS;
+use super::reclaim::{ReclaimGlobal, global_from_configmap};
 use super::spec::{Node, PolicySpec, parse_yaml};
 use super::topolvm;
 use super::validate::Finding;
@@ -21,7 +22,11 @@ pub const STORAGE_CLASSES_KEY: &str = "storageClasses.yaml";
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     PvcAnnotation,
+    /// csi-addons' `reclaimspace.csiaddons.openshift.io/schedule` on the PVC (reclaimSpace only).
+    CsiAddonsPvcAnnotation,
     StorageClassAnnotation,
+    /// The same csi-addons annotation on the StorageClass (reclaimSpace only).
+    CsiAddonsStorageClassAnnotation,
     ConfigMapStorageClass,
     ConfigMapDefault,
     /// Translated from `resize.topolvm.io/*` annotations (claim over StorageClass).
@@ -46,6 +51,8 @@ pub struct CentralPolicy {
     /// Problems that make the whole ConfigMap unusable (YAML syntax, wrong shape). They are
     /// added to every merged policy, so every volume is refused rather than run on guesses.
     pub errors: Vec<Finding>,
+    /// `reclaimSpace.yaml`: the node-wide trim switch and timeout.
+    pub reclaim: ReclaimGlobal,
 }
 
 impl CentralPolicy {
@@ -53,6 +60,7 @@ impl CentralPolicy {
     pub fn all_problems(&self) -> impl Iterator<Item = &Finding> {
         self.errors
             .iter()
+            .chain(self.reclaim.errors.iter())
             .chain(self.defaults.problems.iter())
             .chain(
                 self.storage_classes
@@ -65,7 +73,10 @@ impl CentralPolicy {
 /// Reads the ConfigMap's `data`. `name` (e.g. `headroom/headroom-policy`) appears in messages.
 /// Other data keys are left to the parts of headroom that own them.
 pub fn parse_configmap(data: &BTreeMap<String, String>, name: &str) -> CentralPolicy {
-    let mut central = CentralPolicy::default();
+    let mut central = CentralPolicy {
+        reclaim: global_from_configmap(data, name),
+        ..CentralPolicy::default()
+    };
     if let Some(text) = data.get(POLICY_KEY) {
         let origin = format!("ConfigMap {name} key {POLICY_KEY}");
         match parse_yaml(text) {

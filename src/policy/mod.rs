@@ -6,6 +6,7 @@
 pub mod annotations;
 pub mod fields;
 pub mod merge;
+pub mod reclaim;
 pub mod spec;
 pub mod topolvm;
 pub mod validate;
@@ -16,6 +17,8 @@ mod yaml;
 
 #[cfg(test)]
 mod docs_tests;
+#[cfg(test)]
+mod reclaim_tests;
 #[cfg(test)]
 mod spec_tests;
 #[cfg(test)]
@@ -125,6 +128,9 @@ pub mod defaults {
     pub const REQUIRE_ARCHIVE_HEALTHY: bool = true;
     pub const MAX_PENDING_WAL_FILES: u64 = 100;
     pub const MAX_SLOT_RETENTION_BYTES: u64 = 10 * GI;
+    pub const RECLAIM_ENABLED: bool = false;
+    pub const RECLAIM_SCHEDULE: &str = "@weekly";
+    pub const RECLAIM_TIMEZONE: &str = "UTC";
 }
 
 impl Policy {

@@ -61,6 +61,17 @@ pub struct EmergencyGrowSpec {
     pub reserved_actions_for_emergency: Option<Raw>,
 }
 
+/// `reclaimSpace`: scheduled fstrim, independent of the resize keys (see [`super::reclaim`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReclaimSpaceSpec {
+    #[serde(skip_serializing_if = "none")]
+    pub enabled: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub schedule: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub timezone: Option<Raw>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WalSafetySpec {
     #[serde(rename = "acknowledgeWALRisk", skip_serializing_if = "none")]
@@ -107,6 +118,8 @@ pub struct PolicySpec {
     pub emergency_grow: EmergencyGrowSpec,
     #[serde(skip_serializing_if = "WalSafetySpec::is_empty")]
     pub wal_safety: WalSafetySpec,
+    #[serde(skip_serializing_if = "ReclaimSpaceSpec::is_empty")]
+    pub reclaim_space: ReclaimSpaceSpec,
     /// Structural problems found while reading (unknown keys, wrong shapes, syntax). They travel
     /// with the spec through the merge so validation refuses the policy instead of silently
     /// falling back to a default.
@@ -125,6 +138,11 @@ impl EmergencyGrowSpec {
     }
 }
 impl WalSafetySpec {
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+impl ReclaimSpaceSpec {
     pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
@@ -162,6 +180,9 @@ macro_rules! slot {
             "walSafety.requireArchiveHealthy" => Some($($r)+ $s.wal_safety.require_archive_healthy),
             "walSafety.maxPendingWALFiles" => Some($($r)+ $s.wal_safety.max_pending_wal_files),
             "walSafety.maxSlotRetentionBytes" => Some($($r)+ $s.wal_safety.max_slot_retention_bytes),
+            "reclaimSpace.enabled" => Some($($r)+ $s.reclaim_space.enabled),
+            "reclaimSpace.schedule" => Some($($r)+ $s.reclaim_space.schedule),
+            "reclaimSpace.timezone" => Some($($r)+ $s.reclaim_space.timezone),
             _ => None,
         }
     };

@@ -133,6 +133,8 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let request = c.value("request", size);
     let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
     let window = window(&mut c);
+    let (_, reclaim_errors) = super::reclaim::check_keys(spec);
+    c.errors.extend(reclaim_errors);
 
     let emergency_enabled = c
         .value("emergencyGrow.enabled", boolean)

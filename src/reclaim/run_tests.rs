@@ -1,0 +1,169 @@
+//! The per-scan decision of [`Reclaimer::run_due`] on the paths that need no API call (dry run
+//! stands in for the trim, so the schedule bookkeeping is exercised without a cluster).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec};
+
+use super::{Plan, Reclaimer, Target};
+use crate::policy::merge::{CentralPolicy, parse_configmap};
+use crate::probe::{Volume, VolumeClass, VolumeMode};
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn reclaimer() -> Reclaimer {
+    // Never contacted on these paths: port 1 refuses.
+    let cfg = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+    let client = kube::Client::try_from(cfg).expect("client");
+    Reclaimer::new(client, "node-a", true, Duration::from_secs(1)).expect("reclaimer")
+}
+
+fn volume(mode: VolumeMode, class: VolumeClass) -> Volume {
+    let mut v = Volume::new(
+        PathBuf::from("/var/lib/kubelet/pods/u/volumes/x/mount"),
+        mode,
+    );
+    v.class = class;
+    v.mounted = true;
+    v.device = Some("7:3".into());
+    v
+}
+
+fn pvc(annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
+    let mut p = PersistentVolumeClaim::default();
+    p.metadata.namespace = Some("db".into());
+    p.metadata.name = Some("data-0".into());
+    p.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+    );
+    p.spec = Some(PersistentVolumeClaimSpec::default());
+    p
+}
+
+fn t<'a>(
+    volume: &'a Volume,
+    pvc: &'a PersistentVolumeClaim,
+    central: &'a CentralPolicy,
+    node_draining: bool,
+) -> Target<'a> {
+    Target {
+        volume,
+        pvc,
+        storage_class: None,
+        central,
+        node_draining,
+    }
+}
+
+#[tokio::test]
+async fn decides_per_scan_without_touching_the_api() {
+    let r = reclaimer();
+    let central = CentralPolicy::default();
+    let on = pvc(&[
+        ("headroom.dev/reclaim-space-enabled", "true"),
+        ("headroom.dev/reclaim-space-schedule", "@daily"),
+    ]);
+    let owned = volume(VolumeMode::Filesystem, VolumeClass::OwnedBlock);
+
+    for (v, why) in [
+        (
+            volume(VolumeMode::Block, VolumeClass::OwnedBlock),
+            "block-mode",
+        ),
+        (
+            volume(VolumeMode::Filesystem, VolumeClass::SharedNetwork),
+            "shared",
+        ),
+        (
+            volume(VolumeMode::Filesystem, VolumeClass::Directory),
+            "shared",
+        ),
+    ] {
+        match r
+            .run_due(&t(&v, &on, &central, false), ts("2026-01-05T10:00:00Z"))
+            .await
+        {
+            Plan::NotEligible(m) => assert!(m.contains(why), "{m}"),
+            other => panic!("{why}: {other:?}"),
+        }
+    }
+    let off = pvc(&[]);
+    assert!(matches!(
+        r.run_due(
+            &t(&owned, &off, &central, false),
+            ts("2026-01-05T10:00:00Z")
+        )
+        .await,
+        Plan::Off(_)
+    ));
+
+    // First seen at 10:00: due at the next midnight, not now.
+    assert_eq!(
+        r.run_due(&t(&owned, &on, &central, false), ts("2026-01-05T10:00:00Z"))
+            .await,
+        Plan::NotDue(Some(ts("2026-01-06T00:00:00Z")))
+    );
+    assert_eq!(
+        r.run_due(&t(&owned, &on, &central, true), ts("2026-01-06T00:00:10Z"))
+            .await,
+        Plan::Draining
+    );
+    assert_eq!(
+        r.run_due(&t(&owned, &on, &central, false), ts("2026-01-06T00:00:10Z"))
+            .await,
+        Plan::WouldTrim
+    );
+    // The run is remembered even before the claim shows it: not again until the next midnight.
+    assert_eq!(
+        r.run_due(&t(&owned, &on, &central, false), ts("2026-01-06T00:00:20Z"))
+            .await,
+        Plan::NotDue(Some(ts("2026-01-07T00:00:00Z")))
+    );
+
+    // A last run recorded on the claim (by another node, or before a restart) counts too.
+    let recorded = pvc(&[
+        ("headroom.dev/reclaim-space-enabled", "true"),
+        (
+            "headroom.dev/reclaim",
+            r#"{"at":"2026-01-08T00:00:03Z","bytes":1,"durationMs":1,"result":"Succeeded","node":"node-b"}"#,
+        ),
+    ]);
+    let mut other = recorded.clone();
+    other.metadata.name = Some("data-1".into());
+    assert_eq!(
+        r.run_due(
+            &t(&owned, &other, &central, false),
+            ts("2026-01-09T00:00:00Z")
+        )
+        .await,
+        Plan::NotDue(Some(ts("2026-01-11T00:00:00Z"))) // default @weekly: Sunday
+    );
+
+    // The ConfigMap's switch stops it all.
+    let off_everywhere = parse_configmap(
+        &BTreeMap::from([(
+            "reclaimSpace.yaml".to_string(),
+            "enabled: false".to_string(),
+        )]),
+        "headroom/headroom",
+    );
+    let t2 = Target {
+        volume: &owned,
+        pvc: &on,
+        storage_class: None,
+        central: &off_everywhere,
+        node_draining: false,
+    };
+    assert!(matches!(
+        r.run_due(&t2, ts("2026-02-01T00:00:00Z")).await,
+        Plan::Off(_)
+    ));
+}
