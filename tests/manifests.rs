@@ -79,6 +79,15 @@ const NEEDS: &[Need] = &[
         file: "src/agent/world.rs",
         evidence: &["Api::<StorageClass>::all", REFLECTOR],
     },
+    // The kubelet's /stats/summary through the API server's node proxy (second source).
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "nodes/proxy",
+        verbs: &["get"],
+        file: "src/agent/kubelet.rs",
+        evidence: &["/proxy/stats/summary", "http::Request::get("],
+    },
     // kube-runtime's Recorder::publish creates an events.k8s.io/v1 Event, then merge-patches it
     // when the same event repeats (kube-runtime 5.0.0 src/events.rs).
     Need {

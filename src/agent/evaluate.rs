@@ -7,6 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 
+use super::kubelet::KubeletVolume;
 use super::{MeasuredBy, VolumeReport};
 use crate::decide::{
     Action, ClaimState, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts, VolumeRole,
@@ -33,6 +34,8 @@ pub struct Subject<'a> {
     pub resize_timeout: SignedDuration,
     /// The largest request among the claim's group (see `k8s::roles::group_key`), if grouped.
     pub group_size: Option<u64>,
+    /// The kubelet's numbers for this claim, if it reported any.
+    pub kubelet: Option<KubeletVolume>,
 }
 
 pub struct Evaluation {
@@ -179,7 +182,13 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     };
 
     let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
-    let measurement = s.volume.measurement;
+    // statfs first; the kubelet's (older) numbers only when statfs could not see the volume.
+    let fallback = s.kubelet.filter(|k| k.fresh(now));
+    let (measurement, measured_by) = match (s.volume.measurement, fallback) {
+        (Some(m), _) => (Some(m), MeasuredBy::Statfs),
+        (None, Some(k)) if !block_mode => (Some(k.measurement), MeasuredBy::Kubelet),
+        _ => (None, MeasuredBy::None),
+    };
     let facts = VolumeFacts {
         role,
         wal_on_data,
@@ -193,7 +202,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         node_draining: s.node_draining,
         group_size: s.group_size,
     };
-    let decision = decide(&Inputs {
+    let mut decision = decide(&Inputs {
         policy: input,
         measurement: measurement.unwrap_or_default(),
         claim: &claim,
@@ -202,6 +211,12 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         facts,
         now,
     });
+    if let (MeasuredBy::Kubelet, Some(k)) = (measured_by, fallback) {
+        let at = k.at.map(|t| t.to_string()).unwrap_or_default();
+        decision.notes.push(format!(
+            "statfs could not measure the volume: using the kubelet's numbers from {at}"
+        ));
+    }
     let report = VolumeReport {
         namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
         pvc: s.pvc.metadata.name.clone().unwrap_or_default(),
@@ -214,11 +229,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         fs_class: s.volume.class.as_str().to_string(),
         shared_with: s.volume.shared_with.clone(),
         measurement,
-        measured_by: if measurement.is_some() {
-            MeasuredBy::Statfs
-        } else {
-            MeasuredBy::None
-        },
+        measured_by,
         limit_bytes: policy.as_ref().map(|p| p.limit),
         provenance: merged.provenance,
         policy_errors: if wants_enabled { errors } else { Vec::new() },

@@ -3,6 +3,7 @@
 mod act;
 pub mod evaluate;
 pub mod events;
+pub mod kubelet;
 pub mod pgconn;
 pub mod report;
 mod scan;

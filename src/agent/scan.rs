@@ -10,10 +10,11 @@ use kube::{Api, Client};
 use super::act::{Actor, Applied, api_code};
 use super::evaluate::{Evaluation, Subject, evaluate, postgres_facts};
 use super::events::Events;
+use super::kubelet::{KubeletStats, KubeletVolume};
 use super::pgconn::{self, Credentials};
 use super::shutdown::Shutdown;
 use super::world::World;
-use super::{AgentConfig, VolumeReport};
+use super::{AgentConfig, MeasuredBy, VolumeReport};
 use crate::decide::{VolumeRole, WalHealth};
 use crate::http::AdminState;
 use crate::k8s::roles;
@@ -32,6 +33,7 @@ pub struct Scanner {
     admin: Arc<AdminState>,
     shutdown: Shutdown,
     reclaimer: crate::reclaim::Reclaimer,
+    kubelet: KubeletStats,
 }
 
 fn claim_names(pod: &Pod) -> Vec<String> {
@@ -69,6 +71,7 @@ impl Scanner {
         reclaimer: crate::reclaim::Reclaimer,
     ) -> Self {
         Scanner {
+            kubelet: KubeletStats::new(client.clone(), &cfg.node, cfg.api_timeout),
             cfg,
             client,
             events,
@@ -122,6 +125,7 @@ impl Scanner {
             None => Credentials::default(),
         };
         let draining = node_draining(world.node().as_deref());
+        let kubelet = self.kubelet.get(now).await.clone();
 
         // Namespaces whose claims here belong to a group: their peers set the group's size.
         let grouped: BTreeSet<String> = pods
@@ -178,8 +182,25 @@ impl Scanner {
                 draining,
                 group_size: roles::group_key(&pvc, Some(&pod))
                     .and_then(|k| world.group_size(&ns, &k)),
+                kubelet: pvc
+                    .metadata
+                    .name
+                    .as_ref()
+                    .and_then(|n| kubelet.get(&(ns.clone(), n.clone())).copied()),
             };
-            reports.push(self.volume(&ctx, (*pvc).clone(), now).await);
+            let report = self.volume(&ctx, (*pvc).clone(), now).await;
+            if let (MeasuredBy::Statfs, Some(m), Some(k)) =
+                (report.measured_by, report.measurement, ctx.kubelet)
+            {
+                let ratio = super::kubelet::disagreement(&m, &k.measurement);
+                self.admin.metrics().kubelet_disagreement(
+                    &report.namespace,
+                    &report.pvc,
+                    report.role.as_str(),
+                    ratio,
+                );
+            }
+            reports.push(report);
             // Decides at once; a due trim runs in the background, one per node at a time.
             let target = crate::reclaim::Target {
                 volume: vol,
@@ -245,6 +266,7 @@ impl Scanner {
                 node_draining: ctx.draining,
                 resize_timeout: self.cfg.resize_timeout,
                 group_size: ctx.group_size,
+                kubelet: ctx.kubelet,
             };
             let mut eval = evaluate(&subject, wal.clone(), now);
             if wal.is_none()
@@ -312,4 +334,5 @@ struct VolumeCtx<'a> {
     creds: &'a Credentials,
     draining: bool,
     group_size: Option<u64>,
+    kubelet: Option<KubeletVolume>,
 }

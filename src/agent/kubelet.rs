@@ -1,0 +1,194 @@
+//! The kubelet's own volume numbers (`/stats/summary`, through the API server's node proxy): a
+//! second source to cross-check statfs, and the fallback when statfs cannot see a volume.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use kube::Client;
+use serde::Deserialize;
+
+use crate::decide::Measurement;
+
+/// The kubelet refreshes volume stats every minute or two; asking more often buys nothing.
+pub const REFRESH: SignedDuration = SignedDuration::from_secs(30);
+/// Older numbers are not used at all.
+pub const MAX_AGE: SignedDuration = SignedDuration::from_mins(5);
+
+#[derive(Debug, Deserialize)]
+struct Summary {
+    #[serde(default)]
+    pods: Vec<PodStats>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PodStats {
+    #[serde(default)]
+    volume: Vec<VolumeStats>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VolumeStats {
+    pvc_ref: Option<PvcRef>,
+    time: Option<Timestamp>,
+    capacity_bytes: Option<u64>,
+    used_bytes: Option<u64>,
+    available_bytes: Option<u64>,
+    inodes: Option<u64>,
+    inodes_used: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PvcRef {
+    name: String,
+    namespace: String,
+}
+
+/// One claim's numbers as the kubelet last measured them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KubeletVolume {
+    pub measurement: Measurement,
+    pub at: Option<Timestamp>,
+}
+
+pub type ByClaim = HashMap<(String, String), KubeletVolume>;
+
+/// Parses a summary; volumes that are not claims, or lack byte counts, are skipped.
+pub fn parse(body: &[u8]) -> Result<ByClaim, serde_json::Error> {
+    let summary: Summary = serde_json::from_slice(body)?;
+    let mut out = ByClaim::new();
+    for v in summary.pods.into_iter().flat_map(|p| p.volume) {
+        let (Some(r), Some(capacity), Some(used), Some(available)) =
+            (v.pvc_ref, v.capacity_bytes, v.used_bytes, v.available_bytes)
+        else {
+            continue;
+        };
+        let measurement = Measurement {
+            capacity_bytes: capacity,
+            used_bytes: used,
+            available_bytes: available,
+            inodes_total: v.inodes.unwrap_or(0),
+            inodes_used: v.inodes_used.unwrap_or(0),
+        };
+        out.insert(
+            (r.namespace, r.name),
+            KubeletVolume {
+                measurement,
+                at: v.time,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// How far apart the two sources are on used bytes, as a share of the capacity.
+pub fn disagreement(statfs: &Measurement, kubelet: &Measurement) -> f64 {
+    let capacity = statfs.capacity_bytes.max(kubelet.capacity_bytes).max(1) as f64;
+    (statfs.used_bytes as f64 - kubelet.used_bytes as f64).abs() / capacity
+}
+
+impl KubeletVolume {
+    /// Usable as a fallback at `now`: dated, and not older than [`MAX_AGE`].
+    pub fn fresh(&self, now: Timestamp) -> bool {
+        self.at.is_some_and(|at| now - MAX_AGE <= at)
+    }
+}
+
+/// Fetches and caches the summary of one node.
+pub struct KubeletStats {
+    client: Client,
+    path: String,
+    timeout: Duration,
+    cached: ByClaim,
+    fetched: Option<Timestamp>,
+}
+
+impl KubeletStats {
+    pub fn new(client: Client, node: &str, timeout: Duration) -> Self {
+        KubeletStats {
+            client,
+            path: format!("/api/v1/nodes/{node}/proxy/stats/summary"),
+            timeout,
+            cached: ByClaim::new(),
+            fetched: None,
+        }
+    }
+
+    /// The cached numbers, refreshed when older than [`REFRESH`]. A failed fetch keeps the old
+    /// numbers (they carry their own timestamps) and is logged.
+    pub async fn get(&mut self, now: Timestamp) -> &ByClaim {
+        if self.fetched.is_none_or(|t| now - REFRESH >= t) {
+            self.fetched = Some(now);
+            match self.fetch().await {
+                Ok(fresh) => self.cached = fresh,
+                Err(e) => tracing::debug!(error = %e, "kubelet stats unavailable"),
+            }
+        }
+        &self.cached
+    }
+
+    async fn fetch(&self) -> Result<ByClaim, String> {
+        let request = http::Request::get(&self.path)
+            .body(Vec::new())
+            .map_err(|e| e.to_string())?;
+        let call = self.client.request_text(request);
+        let text = tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| format!("no answer within {:?}", self.timeout))?
+            .map_err(|e| e.to_string())?;
+        parse(text.as_bytes()).map_err(|e| format!("summary is not valid: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUMMARY: &str = r#"{"node":{"nodeName":"n"},"pods":[
+      {"podRef":{"name":"pg-0","namespace":"db"},"volume":[
+        {"time":"2026-11-22T10:00:00Z","name":"data","pvcRef":{"name":"data-pg-0","namespace":"db"},
+         "capacityBytes":1000,"usedBytes":800,"availableBytes":150,"inodes":100,"inodesUsed":10,"inodesFree":90},
+        {"time":"2026-11-22T10:00:00Z","name":"kube-api-access","capacityBytes":1,"usedBytes":1,"availableBytes":0}]},
+      {"podRef":{"name":"x","namespace":"db"}}]}"#;
+
+    #[test]
+    fn maps_claims_and_skips_other_volumes() {
+        let m = parse(SUMMARY.as_bytes()).expect("parse");
+        assert_eq!(m.len(), 1);
+        let v = m[&("db".to_string(), "data-pg-0".to_string())];
+        assert_eq!(
+            (
+                v.measurement.used_bytes,
+                v.measurement.available_bytes,
+                v.measurement.inodes_used
+            ),
+            (800, 150, 10)
+        );
+        let at: Timestamp = "2026-11-22T10:00:00Z".parse().expect("ts");
+        assert!(v.fresh(at + SignedDuration::from_mins(5)));
+        assert!(!v.fresh(at + SignedDuration::from_mins(6)));
+    }
+
+    #[test]
+    fn disagreement_is_a_share_of_capacity() {
+        let a = Measurement {
+            capacity_bytes: 1000,
+            used_bytes: 800,
+            available_bytes: 200,
+            ..Default::default()
+        };
+        let b = Measurement {
+            used_bytes: 600,
+            ..a
+        };
+        assert!((disagreement(&a, &b) - 0.2).abs() < 1e-9);
+        assert_eq!(disagreement(&a, &a), 0.0);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(parse(b"<html>").is_err());
+        assert!(parse(b"{}").is_ok_and(|m| m.is_empty()));
+    }
+}
