@@ -36,4 +36,5 @@ else
   echo "test.sh: skipping the manifest schema check: kubernetes-validate is not installed (no network?)" >&2
 fi
 
-cargo test --all-targets "$@"
+# --no-fail-fast: one failing test binary must not hide the results of the others.
+cargo test --all-targets --no-fail-fast "$@"

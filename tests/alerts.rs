@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use headroom::decide::GrowKind;
 use headroom::metrics::Metrics;
+use headroom::reclaim::ReclaimMetrics;
+use headroom::reclaim::state::{Outcome, ReclaimRecord};
 use support::reports::*;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/daemonset/monitoring");
@@ -126,6 +128,17 @@ fn exported() -> BTreeSet<String> {
     m.api_request("patch", 200);
     m.watch_restart("pods");
     m.kubelet_disagreement("shop", "pgdata-orders-1", "data", 0.01);
+    // The agent registers the trim metrics into the same registry (src/agent/mod.rs).
+    let reclaim = ReclaimMetrics::new().unwrap();
+    reclaim.register(m.registry()).unwrap();
+    reclaim.record(&ReclaimRecord {
+        at: at("2025-03-01T10:00:00Z"),
+        bytes: 1 << 20,
+        duration_ms: 10,
+        result: Outcome::Succeeded,
+        node: "node-a".into(),
+        error: None,
+    });
     parse(&m.encode().unwrap())
         .into_iter()
         .map(|s| s.name)
