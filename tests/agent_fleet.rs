@@ -1,20 +1,17 @@
-//! Fleet-safe operation end to end (fake API server, real tmpfs and ext4-on-loop volumes,
-//! `headroom agent` as a child process): node drains, SIGTERM during a patch, failed resizes,
-//! group sizing, the kubelet's numbers as a second source, topolvm annotations, and scheduled
-//! trims that survive a restart.
+//! Fleet-safe operation end to end (fake API server, real tmpfs volumes, `headroom agent` as a
+//! child process): node drains, SIGTERM during a patch, failed resizes, group sizing, the
+//! kubelet's numbers as a second source, topolvm annotations. Scheduled trims: `agent_reclaim.rs`.
 
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
     pub mod cluster;
-    pub mod loop_ext4;
+    pub mod http;
     pub mod node;
     pub mod root;
 }
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -26,7 +23,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 use support::cluster::{Cluster, NODE, NS, history, status_field};
-use support::loop_ext4::{self, LoopExt4, SLACK};
+use support::http::{self, claim_metric};
 use support::node::{CsiDriver, MI, capacity_of, fill, request_of, wait_for};
 
 fn needs_root(test: &str) -> bool {
@@ -356,36 +353,6 @@ async fn new_group_member_is_grown_to_its_peers_size_once() {
     assert_eq!(c.resize_patches("pg-2"), 1);
 }
 
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
-    Some((code, body.unwrap_or_default()))
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-/// A claim's value of `metric` on the agent's /metrics, once there.
-fn metric(port: u16, metric: &str, claim: &str) -> Option<f64> {
-    let (_, text) = http_get(port, "/metrics").filter(|(code, _)| *code == 200)?;
-    let label = format!("persistentvolumeclaim=\"{claim}\"");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&label))?;
-    line.rsplit(' ').next()?.parse().ok()
-}
-
 fn kubelet_volume(claim: &str, capacity: u64, used: u64) -> serde_json::Value {
     json!({
         "time": jiff::Timestamp::now().to_string(), "name": "data",
@@ -415,12 +382,15 @@ async fn kubelet_numbers_that_disagree_show_in_the_metric() {
         "pods": [pod("off", 16 * MI + 64 * MI / 5), pod("same", 16 * MI)],
     });
     c.fake.set_stats_summary(NODE, summary);
-    let port = free_port();
+    let port = http::free_port();
     let listen = format!("127.0.0.1:{port}");
     let _agent = c.agent_on(NODE, c.root.path(), "300ms", &["--listen", &listen]);
     let name = "headroom_kubelet_statfs_disagreement_ratio";
     let (off, same) = wait_for(Duration::from_secs(15), name, || {
-        Some((metric(port, name, "off")?, metric(port, name, "same")?))
+        Some((
+            claim_metric(port, name, "off")?,
+            claim_metric(port, name, "same")?,
+        ))
     });
     assert!(
         (off - 0.2).abs() < 0.01,
@@ -482,92 +452,4 @@ async fn topolvm_annotated_claims_grow_as_pvc_autoresizer_would() {
     assert_eq!(c.resize_patches("not-enabled"), 0);
     assert_eq!(c.resize_patches("small"), 1);
     assert_eq!(c.resize_patches("large"), 1);
-}
-
-fn reclaim_record(c: &Cluster) -> Option<serde_json::Value> {
-    let pvc = c.get("trim");
-    let text = pvc
-        .metadata
-        .annotations?
-        .get("headroom.dev/reclaim")?
-        .clone();
-    Some(serde_json::from_str(&text).expect("headroom.dev/reclaim is JSON"))
-}
-
-fn set_reclaim_schedule(c: &Cluster, schedule: &str) {
-    c.fake
-        .update_with::<PersistentVolumeClaim>(NS, "trim", |p| {
-            support::cluster::annotate(p, &[("reclaim-space-schedule", schedule)])
-        });
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn due_volume_is_trimmed_once_and_not_again_after_a_restart() {
-    if !support::root::require_root(
-        "due_volume_is_trimmed_once_and_not_again_after_a_restart",
-        loop_ext4::TOOLS,
-    ) {
-        return;
-    }
-    let c = Cluster::new().await;
-    let annotations = [
-        ("reclaim-space-enabled", "true"),
-        ("reclaim-space-timezone", "UTC"),
-        // Yearly, far from now: the agent first sees the volume with nothing due.
-        ("reclaim-space-schedule", "0 0 1 1 *"),
-    ];
-    c.pvc("trim", "fast", 256, &annotations, |_| {});
-    let uid = c.pod("pod-trim", NODE, "trim");
-    let fs = LoopExt4::new_at(&c.root.csi_mount_point(&uid, "pv-trim"));
-    let before = fs.write_and_delete();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let flags = ["--listen", listen.as_str()];
-    let mut agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
-    wait_for(Duration::from_secs(15), "/ready", || {
-        http_get(port, "/ready").filter(|(code, _)| *code == 200)
-    });
-    std::thread::sleep(Duration::from_millis(600));
-    assert!(reclaim_record(&c).is_none(), "trimmed before its schedule");
-
-    // Daily, at a second three seconds from now (the cron parser takes a seconds field).
-    let at = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3))
-        .to_zoned(jiff::tz::TimeZone::UTC);
-    let daily = format!("{} {} {} * * *", at.second(), at.minute(), at.hour());
-    set_reclaim_schedule(&c, &daily);
-    let record = wait_for(Duration::from_secs(15), "the trim record", || {
-        reclaim_record(&c)
-    });
-    assert_eq!(record["result"], "Succeeded", "{record}");
-    assert_eq!(record["node"], NODE);
-    let bytes = record["bytes"].as_u64().expect("bytes");
-    fs.assert_reclaimed(before, bytes);
-    let said = wait_for(Duration::from_secs(5), "SpaceReclaimed", || {
-        Some(events(&c, "trim", "SpaceReclaimed")).filter(|e| !e.is_empty())
-    });
-    assert_eq!(said.len(), 1, "{said:?}");
-    assert_eq!(said[0].0, "Normal");
-
-    // Freed again and left untrimmed: a second trim would show in the backing file.
-    let before = fs.write_and_delete();
-    agent.kill();
-    let mut agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
-    wait_for(Duration::from_secs(15), "/ready after the restart", || {
-        http_get(port, "/ready").filter(|(code, _)| *code == 200)
-    });
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        agent.child.try_wait().expect("try_wait").is_none(),
-        "the agent exited"
-    );
-    assert_eq!(
-        reclaim_record(&c).as_ref(),
-        Some(&record),
-        "trimmed again after a restart"
-    );
-    assert_eq!(events(&c, "trim", "SpaceReclaimed").len(), 1);
-    assert!(
-        fs.allocated() + SLACK >= before,
-        "the backing file shrank: trimmed again"
-    );
 }
