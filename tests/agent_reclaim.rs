@@ -1,6 +1,7 @@
 //! Reclaim space end to end: a claim on ext4 over a loop device (sparse backing file) in the
-//! kubelet root, trimmed by the agent when its schedule comes due, recorded on the claim, and not
-//! trimmed again by a restarted agent before the next due time.
+//! kubelet root, trimmed by the agent when its schedule comes due and recorded on the claim; a
+//! restarted agent does not trim again before the next due time, and trims once at once when an
+//! occurrence passed while it was down.
 
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
@@ -39,6 +40,13 @@ fn reclaim_record(c: &Cluster) -> Option<serde_json::Value> {
     Some(serde_json::from_str(&text).expect("headroom.dev/reclaim is JSON"))
 }
 
+/// Daily at the second `secs` from now, UTC (the cron parser takes a seconds field).
+fn daily_in(secs: i64) -> String {
+    let at = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(secs))
+        .to_zoned(jiff::tz::TimeZone::UTC);
+    format!("{} {} {} * * *", at.second(), at.minute(), at.hour())
+}
+
 fn set_reclaim_schedule(c: &Cluster, schedule: &str) {
     c.fake
         .update_with::<PersistentVolumeClaim>(NS, "trim", |p| {
@@ -47,9 +55,9 @@ fn set_reclaim_schedule(c: &Cluster, schedule: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn due_volume_is_trimmed_once_and_not_again_after_a_restart() {
+async fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
     if !support::root::require_root(
-        "due_volume_is_trimmed_once_and_not_again_after_a_restart",
+        "due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once",
         loop_ext4::TOOLS,
     ) {
         return;
@@ -75,11 +83,7 @@ async fn due_volume_is_trimmed_once_and_not_again_after_a_restart() {
     std::thread::sleep(Duration::from_millis(600));
     assert!(reclaim_record(&c).is_none(), "trimmed before its schedule");
 
-    // Daily, at a second three seconds from now (the cron parser takes a seconds field).
-    let at = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3))
-        .to_zoned(jiff::tz::TimeZone::UTC);
-    let daily = format!("{} {} {} * * *", at.second(), at.minute(), at.hour());
-    set_reclaim_schedule(&c, &daily);
+    set_reclaim_schedule(&c, &daily_in(3));
     let record = wait_for(Duration::from_secs(15), "the trim record", || {
         reclaim_record(&c)
     });
@@ -115,4 +119,19 @@ async fn due_volume_is_trimmed_once_and_not_again_after_a_restart() {
         fs.allocated() + SLACK >= before,
         "the backing file shrank: trimmed again"
     );
+
+    // Down while an occurrence passes: the restarted agent trims once, at once, because the
+    // claim's record says the last trim was before that occurrence.
+    agent.kill();
+    set_reclaim_schedule(&c, &daily_in(1));
+    std::thread::sleep(Duration::from_secs(2));
+    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let late = wait_for(Duration::from_secs(15), "the overdue trim", || {
+        reclaim_record(&c).filter(|r| r["at"] != record["at"])
+    });
+    assert_eq!(late["result"], "Succeeded", "{late}");
+    fs.assert_reclaimed(before, late["bytes"].as_u64().expect("bytes"));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(reclaim_record(&c).as_ref(), Some(&late), "trimmed twice");
+    assert_eq!(events(&c, "SpaceReclaimed").len(), 2);
 }
