@@ -220,3 +220,44 @@ async fn storage_class_annotation_change_applies_at_the_next_scan() {
     });
     assert_eq!(c.resize_patches("data"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_run_decides_but_never_writes() {
+    if !needs_root("dry_run_decides_but_never_writes") {
+        return;
+    }
+    let mut c = Cluster::new().await;
+    let mount = c.claim("data", "fast", 64, ENABLED);
+    fill(&mount, 60 * MI);
+    let mut agent = c.agent_on(
+        support::cluster::NODE,
+        c.root.path(),
+        "300ms",
+        &["--dry-run"],
+    );
+    // Several scans over a volume at 94%: decided (the agent logs "would grow"), never patched.
+    std::thread::sleep(Duration::from_secs(3));
+    let writes: Vec<_> = c
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" || r.method == "PUT")
+        .collect();
+    let claim_writes = writes
+        .iter()
+        .filter(|r| r.path.contains("persistentvolumeclaims"))
+        .count();
+    assert_eq!(claim_writes, 0, "dry run wrote a claim: {writes:?}");
+    assert!(
+        c.fake
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("persistentvolumeclaims") && r.is_watch()),
+        "the agent never watched the claim"
+    );
+    assert_eq!(request_of(&c.get("data")), 64 * MI);
+    assert!(
+        agent.child.try_wait().expect("wait").is_none(),
+        "the agent exited"
+    );
+}

@@ -152,7 +152,13 @@ async fn s2_failing_archive_command_is_unhealthy_from_both_sources() {
         return;
     };
     // Archiving works first, then breaks: the last failure must be newer than the last success.
-    let c = Cluster::start(&bin, &Options::archiving("cp %p {archive}/%f"));
+    // The command fails while a marker file exists, so breaking it is immediate (a reload of
+    // archive_command reaches the archiver process only some time later, and segments switched
+    // meanwhile would still be archived).
+    let c = Cluster::start(
+        &bin,
+        &Options::archiving("test ! -e {archive}.broken && cp %p {archive}/%f"),
+    );
     let t = target(&c, "headroom", &c.monitor_role().await, "disable");
     let su = c.superuser().await;
     c.generate_wal(&su, 1).await;
@@ -161,19 +167,7 @@ async fn s2_failing_archive_command_is_unhealthy_from_both_sources() {
         (h.pending_files == Some(0) && h.detail.last_archived_time.is_some()).then_some(())
     })
     .await;
-    su.batch_execute("ALTER SYSTEM SET archive_command = 'false'")
-        .await
-        .unwrap();
-    su.batch_execute("SELECT pg_reload_conf()").await.unwrap();
-    // The reload is asynchronous: wait until the server reports the new command.
-    poll("archive_command to become 'false'", WAIT, || async {
-        let row = su
-            .query_one("SELECT current_setting('archive_command')", &[])
-            .await
-            .unwrap();
-        (row.get::<_, String>(0) == "false").then_some(())
-    })
-    .await;
+    std::fs::write(format!("{}.broken", c.archive.display()), b"").unwrap();
     c.generate_wal(&su, 4).await;
 
     let h = poll("failed_count > 0 and .ready files", WAIT, || async {

@@ -1,5 +1,7 @@
 //! Carrying out one decision on one claim: a single conditional patch, or a status update.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -11,7 +13,8 @@ use serde_json::Value;
 use super::evaluate::Evaluation;
 use super::events::{Events, Notice, notice_for};
 use super::shutdown::Shutdown;
-use crate::decide::{Action, BlockReason, Verdict};
+use crate::decide::recover;
+use crate::decide::{Action, BlockReason, GrowKind, ResizeState, Verdict};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::quantity;
@@ -31,6 +34,9 @@ pub struct Actor<'a> {
     pub node: &'a str,
     pub dry_run: bool,
     pub timeout: Duration,
+    /// Infeasible requests this agent already tried to lower (`claim@request`), so a cluster
+    /// that refuses lowering is asked once, not every scan.
+    pub retried: &'a Mutex<HashSet<String>>,
 }
 
 enum PatchError {
@@ -84,6 +90,9 @@ impl Actor<'_> {
         let status = StatusAnnotation::from_report(report, now);
 
         self.wal_notice(&key, pvc, eval).await;
+        if let Some(applied) = self.retry_infeasible(&key, pvc, eval, &status, now).await {
+            return applied;
+        }
         let Some((to, kind)) = report.decision.grow_to() else {
             self.events.update(&key, pvc, notice_for(report)).await;
             let unchanged = state::read_status(pvc)
@@ -163,6 +172,86 @@ impl Actor<'_> {
             Err(PatchError::Other(e)) => {
                 tracing::warn!(pvc = %key, error = %e, "resize patch failed; the next scan decides again");
                 Applied::Done
+            }
+        }
+    }
+
+    /// KEP-1790: lower a refused request once, to the largest step history shows worked.
+    async fn retry_infeasible(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        status: &StatusAnnotation,
+        now: Timestamp,
+    ) -> Option<Applied> {
+        let claim = &eval.report.claim;
+        let ResizeState::Failed { detail } = &claim.resize else {
+            return None;
+        };
+        if !detail.contains("Infeasible") || self.dry_run {
+            return None;
+        }
+        let size = recover::retry_size(claim, &eval.history)?;
+        let attempt = format!("{key}@{}", claim.request_bytes);
+        if !self
+            .retried
+            .lock()
+            .map(|mut r| r.insert(attempt))
+            .unwrap_or(false)
+        {
+            return None;
+        }
+        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
+        let action = Action {
+            at: now,
+            kind: GrowKind::Retry,
+            from: claim.request_bytes,
+            to: size,
+            node: self.node.to_string(),
+        };
+        let history = state::append(&eval.history, action, now);
+        let body = state::grow_patch(&rv, size, &history, status).ok()?;
+        let (from, to) = (
+            quantity::format(claim.request_bytes),
+            quantity::format(size),
+        );
+        let report = &eval.report;
+        match self.patch(&report.pvc, &body).await {
+            Ok(_) => {
+                self.metrics.resize(
+                    &report.namespace,
+                    &report.pvc,
+                    report.role.as_str(),
+                    GrowKind::Retry,
+                    "success",
+                );
+                let note = format!(
+                    "request {from} was infeasible; lowered to {to}, the largest step known to work"
+                );
+                self.events
+                    .publish(
+                        pvc,
+                        Notice {
+                            warning: true,
+                            reason: "ExpansionRetried",
+                            note,
+                        },
+                    )
+                    .await;
+                Some(Applied::Done)
+            }
+            Err(PatchError::Conflict) => Some(Applied::Conflict),
+            Err(PatchError::Other(e)) => {
+                self.metrics.resize(
+                    &report.namespace,
+                    &report.pvc,
+                    report.role.as_str(),
+                    GrowKind::Retry,
+                    "error",
+                );
+                tracing::warn!(pvc = %key, error = %e, "could not lower the infeasible request (needs Kubernetes 1.34 or RecoverVolumeExpansionFailure)");
+                None
             }
         }
     }

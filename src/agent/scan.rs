@@ -34,6 +34,7 @@ pub struct Scanner {
     shutdown: Shutdown,
     reclaimer: crate::reclaim::Reclaimer,
     kubelet: KubeletStats,
+    retried: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 fn claim_names(pod: &Pod) -> Vec<String> {
@@ -72,6 +73,7 @@ impl Scanner {
     ) -> Self {
         Scanner {
             kubelet: KubeletStats::new(client.clone(), &cfg.node, cfg.api_timeout),
+            retried: Default::default(),
             cfg,
             client,
             events,
@@ -240,6 +242,7 @@ impl Scanner {
             node: &self.cfg.node,
             dry_run: self.cfg.dry_run,
             timeout: self.cfg.api_timeout,
+            retried: &self.retried,
         };
         let mut wal: Option<WalHealth> = None;
         let mut attempt = 0;

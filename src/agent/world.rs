@@ -46,6 +46,35 @@ where
 }
 
 type ClaimKey = (String, String);
+type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>)>;
+
+/// Makes `watches` hold exactly the keys in `wanted`: stops the others, starts the missing ones
+/// with `start` and waits up to `wait` for them to list (one that has not is picked up by a
+/// later scan).
+async fn sync_watches<K: Clone + Eq + Hash + Ord>(
+    watches: &mut Watches<K>,
+    wanted: &BTreeSet<K>,
+    wait: std::time::Duration,
+    start: impl Fn(&K) -> (Store<PersistentVolumeClaim>, JoinHandle<()>),
+) {
+    watches.retain(|key, (_, task)| {
+        let keep = wanted.contains(key);
+        if !keep {
+            task.abort();
+        }
+        keep
+    });
+    let mut started = Vec::new();
+    for key in wanted {
+        if !watches.contains_key(key) {
+            let (store, task) = start(key);
+            started.push(store.clone());
+            watches.insert(key.clone(), (store, task));
+        }
+    }
+    let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
+    let _ = tokio::time::timeout(wait, ready).await;
+}
 
 pub struct World {
     pub pods: Store<Pod>,
@@ -53,10 +82,10 @@ pub struct World {
     pub classes: Store<StorageClass>,
     pub configmaps: Store<ConfigMap>,
     client: Client,
-    claims: HashMap<ClaimKey, (Store<PersistentVolumeClaim>, JoinHandle<()>)>,
+    claims: Watches<ClaimKey>,
     /// Claims of whole namespaces, only where a claim on this node belongs to a group: peers on
     /// other nodes set the group's size.
-    namespaces: HashMap<String, (Store<PersistentVolumeClaim>, JoinHandle<()>)>,
+    namespaces: Watches<String>,
     tasks: Vec<JoinHandle<()>>,
     on_restart: OnRestart,
 }
@@ -120,58 +149,30 @@ impl World {
     /// for them to list, so a scan sees a claim as soon as its pod is here), stops those no pod
     /// here mounts any more.
     pub async fn sync_claims(&mut self, wanted: &BTreeSet<ClaimKey>, wait: std::time::Duration) {
-        self.claims.retain(|key, (_, task)| {
-            let keep = wanted.contains(key);
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
-        let mut started = Vec::new();
-        for key in wanted {
-            if self.claims.contains_key(key) {
-                continue;
-            }
-            let (ns, name) = key;
-            let (store, task) = spawn_reflector(
-                Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns),
+        let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
+        sync_watches(&mut self.claims, wanted, wait, |(ns, name)| {
+            spawn_reflector(
+                Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
                 watcher::Config::default().fields(&format!("metadata.name={name}")),
                 format!("pvc {ns}/{name}"),
-                self.on_restart.clone(),
-            );
-            started.push(store.clone());
-            self.claims.insert(key.clone(), (store, task));
-        }
-        let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
-        // A claim whose watch has not listed in time is picked up by a later scan.
-        let _ = tokio::time::timeout(wait, ready).await;
+                on_restart.clone(),
+            )
+        })
+        .await;
     }
 
     /// Keeps one claim watch per namespace in `wanted` (see `namespaces`).
     pub async fn sync_namespaces(&mut self, wanted: &BTreeSet<String>, wait: std::time::Duration) {
-        self.namespaces.retain(|ns, (_, task)| {
-            let keep = wanted.contains(ns);
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
-        let mut started = Vec::new();
-        for ns in wanted {
-            if self.namespaces.contains_key(ns) {
-                continue;
-            }
-            let (store, task) = spawn_reflector(
-                Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns),
+        let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
+        sync_watches(&mut self.namespaces, wanted, wait, |ns| {
+            spawn_reflector(
+                Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
                 watcher::Config::default(),
                 format!("pvcs in {ns}"),
-                self.on_restart.clone(),
-            );
-            started.push(store.clone());
-            self.namespaces.insert(ns.clone(), (store, task));
-        }
-        let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
-        let _ = tokio::time::timeout(wait, ready).await;
+                on_restart.clone(),
+            )
+        })
+        .await;
     }
 
     /// The largest request in the group `key` of namespace `ns`, from that namespace's watch.

@@ -77,6 +77,8 @@ pub enum GrowKind {
     EmergencyGrow,
     /// A new member of a group (CloudNativePG cluster, StatefulSet) grown to its peers' size.
     GroupGrow,
+    /// An infeasible request lowered again (KEP-1790); never a decision of the engine.
+    Retry,
 }
 
 impl GrowKind {
@@ -86,6 +88,7 @@ impl GrowKind {
             GrowKind::ScheduledGrow => "ScheduledGrow",
             GrowKind::EmergencyGrow => "EmergencyGrow",
             GrowKind::GroupGrow => "GroupGrow",
+            GrowKind::Retry => "Retry",
         }
     }
 }

@@ -4,6 +4,7 @@ pub mod budget;
 pub mod decision;
 mod engine;
 pub mod inputs;
+pub mod recover;
 mod wal;
 
 pub use decision::{BlockReason, Decision, State, Verdict};
