@@ -4,41 +4,18 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
+    pub mod http;
     pub mod node;
     pub mod root;
 }
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use fake_api::FakeApi;
 use fake_api::fixtures::{bound_pvc, node, pod, storage_class};
 use k8s_openapi::api::core::v1::Pod;
+use support::http::{free_port, get};
 use support::node::{Agent, AgentOpts, KubeletRoot, MI, fill, wait_for};
-
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn endpoint_reports_the_measured_claim() {

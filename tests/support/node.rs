@@ -58,6 +58,12 @@ impl KubeletRoot {
         dir
     }
 
+    /// The (empty) mount point of a CSI filesystem volume, for a filesystem the caller mounts
+    /// and unmounts itself (e.g. ext4 on a loop device).
+    pub fn csi_mount_point(&self, pod_uid: &str, pv: &str) -> PathBuf {
+        self.volume_dir(pod_uid, pv).join("mount")
+    }
+
     /// A CSI filesystem volume backed by its own tmpfs of `bytes`.
     pub fn tmpfs_volume(&mut self, pod_uid: &str, pv: &str, bytes: u64) -> PathBuf {
         let mnt = self.volume_dir(pod_uid, pv).join("mount");

@@ -86,6 +86,14 @@ pub async fn serve(
         Ok(c) => c.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    lock(&shared.arrivals).push(RequestRecord {
+        method: method.clone(),
+        path: path.clone(),
+        query: raw_query.clone(),
+        status: 0,
+        content_type: content_type.clone(),
+        body: (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
+    });
     let delay = lock(&shared.faults).delay();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;

@@ -63,6 +63,8 @@ struct Shared {
     store: Mutex<Store>,
     faults: Mutex<Faults>,
     log: Mutex<Vec<RequestRecord>>,
+    /// Requests as they arrive, before any delay (status 0: not answered yet).
+    arrivals: Mutex<Vec<RequestRecord>>,
     stats: Mutex<HashMap<String, Value>>,
     features: Mutex<Features>,
 }
@@ -84,6 +86,7 @@ impl FakeApi {
             store: Mutex::new(Store::default()),
             faults: Mutex::new(Faults::default()),
             log: Mutex::new(Vec::new()),
+            arrivals: Mutex::new(Vec::new()),
             stats: Mutex::new(HashMap::new()),
             features: Mutex::new(Features::default()),
         });
@@ -231,6 +234,13 @@ impl FakeApi {
 
     pub fn clear_requests(&self) {
         lock(&self.shared.log).clear();
+        lock(&self.shared.arrivals).clear();
+    }
+
+    /// Requests as they arrived, answered or not (`status` 0): with `set_delay`, what is in
+    /// flight is in here and not yet in [`Self::requests`].
+    pub fn arrivals(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.arrivals).clone()
     }
 
     /// Watch streams currently open (readers that went away are not counted).

@@ -1,0 +1,455 @@
+//! Fleet-safe operation end to end (fake API server, real tmpfs volumes, `headroom agent` as a
+//! child process): node drains, SIGTERM during a patch, failed resizes, group sizing, the
+//! kubelet's numbers as a second source, topolvm annotations. Scheduled trims: `agent_reclaim.rs`.
+
+#[path = "support/fake_api/mod.rs"]
+mod fake_api;
+mod support {
+    pub mod cluster;
+    pub mod http;
+    pub mod node;
+    pub mod root;
+}
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Taint};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+use support::cluster::{Cluster, NODE, NS, history, status_field};
+use support::http::{self, claim_metric};
+use support::node::{CsiDriver, MI, capacity_of, fill, request_of, wait_for};
+
+fn needs_root(test: &str) -> bool {
+    support::root::require_root(test, &[])
+}
+
+/// Threshold 80 %, 16Mi steps, room for several actions. The emergency line is the 95 % used
+/// alone: the default 1Gi of critical free space would make every over-threshold volume of these
+/// sizes an emergency.
+const POLICY: &[(&str, &str)] = &[
+    ("enabled", "true"),
+    ("limit", "200Mi"),
+    ("step", "16Mi"),
+    ("max-actions-per-day", "5"),
+    ("emergency-grow-critical-minimum-free", "1Mi"),
+];
+
+fn csi(c: &Cluster, mounts: &[(&str, PathBuf)]) -> CsiDriver {
+    let volumes: BTreeMap<(String, String), Vec<PathBuf>> = mounts
+        .iter()
+        .map(|(n, m)| ((NS.to_string(), n.to_string()), vec![m.clone()]))
+        .collect();
+    CsiDriver::start(c.fake.clone(), volumes, Duration::from_millis(200))
+}
+
+fn blocked_reason(c: &Cluster, name: &str) -> Option<String> {
+    status_field(&c.get(name), "blockedReason")
+}
+
+/// Waits until the claim's status says `reason` about a measurement over `used_over` percent.
+fn wait_blocked(c: &Cluster, name: &str, reason: &str, used_over: f64) {
+    wait_for(
+        Duration::from_secs(15),
+        &format!("{name}: {reason}"),
+        || {
+            let p = c.get(name);
+            let used: f64 = status_field(&p, "usedPercent")?.parse().ok()?;
+            (used > used_over && status_field(&p, "blockedReason").as_deref() == Some(reason))
+                .then_some(())
+        },
+    );
+}
+
+fn wait_request(c: &Cluster, name: &str, bytes: u64) -> PersistentVolumeClaim {
+    wait_for(
+        Duration::from_secs(10),
+        &format!("{name}'s request to be {bytes}"),
+        || {
+            let p = c.get(name);
+            (request_of(&p) >= bytes).then_some(p)
+        },
+    )
+}
+
+fn kinds(pvc: &PersistentVolumeClaim) -> Vec<String> {
+    history(pvc)
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// (type, note) of the Events about `name` with `reason`.
+fn events(c: &Cluster, name: &str, reason: &str) -> Vec<(String, String)> {
+    c.events_for(name)
+        .into_iter()
+        .filter(|(r, _, _)| r == reason)
+        .map(|(_, t, n)| (t, n))
+        .collect()
+}
+
+async fn cordon_pauses_planned_growth_only(test: &str, cordon: fn(&mut Node, bool)) {
+    if !needs_root(test) {
+        return;
+    }
+    let mut c = Cluster::new().await;
+    let mount = c.claim("data", "fast", 64, POLICY);
+    let _csi = csi(&c, &[("data", mount.clone())]);
+    c.fake.update_with::<Node>("", NODE, |n| cordon(n, true));
+    // 56Mi of 64Mi: 87.5 %, over the 80 % threshold, under the 95 % emergency line.
+    fill(&mount, 56 * MI);
+    let _agent = c.agent("300ms");
+    wait_blocked(&c, "data", "node_draining", 85.0);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(c.resize_patches("data"), 0, "planned growth while cordoned");
+    assert_eq!(request_of(&c.get("data")), 64 * MI);
+
+    // 62Mi of 64Mi: 96.9 %, past the emergency line: grows although the node drains.
+    fill(&mount, 62 * MI);
+    let pvc = wait_request(&c, "data", 65 * MI);
+    assert_eq!(request_of(&pvc), 80 * MI);
+    assert_eq!(kinds(&pvc).len(), 1);
+    wait_for(Duration::from_secs(5), "the resize to finish", || {
+        (capacity_of(&c.get("data")) == 80 * MI).then_some(())
+    });
+
+    // 70Mi of 80Mi: 87.5 %, planned again: paused while cordoned, resumes once uncordoned.
+    fill(&mount, 70 * MI);
+    wait_blocked(&c, "data", "node_draining", 85.0);
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(c.resize_patches("data"), 1);
+    c.fake.update_with::<Node>("", NODE, |n| cordon(n, false));
+    let pvc = wait_request(&c, "data", 81 * MI);
+    assert_eq!(request_of(&pvc), 96 * MI);
+    assert_eq!(kinds(&pvc).len(), 2);
+    assert_eq!(c.resize_patches("data"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cordoned_node_pauses_planned_growth_but_not_emergencies() {
+    cordon_pauses_planned_growth_only(
+        "cordoned_node_pauses_planned_growth_but_not_emergencies",
+        |n, on| n.spec.get_or_insert_with(Default::default).unschedulable = Some(on),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unschedulable_taint_pauses_planned_growth_but_not_emergencies() {
+    cordon_pauses_planned_growth_only(
+        "unschedulable_taint_pauses_planned_growth_but_not_emergencies",
+        |n, on| {
+            let spec = n.spec.get_or_insert_with(Default::default);
+            spec.taints = on.then(|| {
+                vec![Taint {
+                    key: "node.kubernetes.io/unschedulable".into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                }]
+            });
+        },
+    )
+    .await;
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn sigterm(child: &Child) {
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+}
+
+/// Starts an agent on a 64Mi claim, slows the API down by `delay` and fills the claim past the
+/// threshold; returns once the resize PATCH has reached the server and is not answered yet.
+async fn agent_with_patch_in_flight(delay: Duration) -> (Cluster, support::node::Agent) {
+    let mut c = Cluster::new().await;
+    let mount = c.claim("data", "fast", 64, POLICY);
+    let flags = ["--api-timeout", "10s", "--shutdown-grace", "8s"];
+    let agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    wait_for(Duration::from_secs(15), "first status", || {
+        status_field(&c.get("data"), "state")
+    });
+    c.fake.set_delay(delay);
+    fill(&mount, 56 * MI);
+    let path = format!("/api/v1/namespaces/{NS}/persistentvolumeclaims/data");
+    wait_for(
+        Duration::from_secs(10),
+        "the resize PATCH to arrive",
+        || {
+            c.fake
+                .arrivals()
+                .iter()
+                .any(|r| {
+                    r.method == "PATCH"
+                        && r.path == path
+                        && r.body.as_deref().is_some_and(|b| b.contains("\"storage\""))
+                })
+                .then_some(())
+        },
+    );
+    assert_eq!(c.resize_patches("data"), 0, "the PATCH is still in flight");
+    (c, agent)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_during_a_patch_lets_it_finish_and_exits_zero() {
+    if !needs_root("sigterm_during_a_patch_lets_it_finish_and_exits_zero") {
+        return;
+    }
+    let (c, mut agent) = agent_with_patch_in_flight(Duration::from_secs(2)).await;
+    sigterm(&agent.child);
+    let status = wait_exit(&mut agent.child, Duration::from_secs(12))
+        .expect("the agent did not exit within its shutdown grace");
+    assert!(status.success(), "exit status {status:?}");
+    let pvc = c.get("data");
+    assert_eq!(request_of(&pvc), 80 * MI, "the patch in flight completed");
+    assert_eq!(kinds(&pvc), ["Grow"]);
+    assert_eq!(c.resize_patches("data"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn second_sigterm_exits_at_once() {
+    if !needs_root("second_sigterm_exits_at_once") {
+        return;
+    }
+    // The PATCH would take 6 s; the grace allows 8 s.
+    let (c, mut agent) = agent_with_patch_in_flight(Duration::from_secs(6)).await;
+    sigterm(&agent.child);
+    assert!(
+        wait_exit(&mut agent.child, Duration::from_millis(500)).is_none(),
+        "the first signal must wait for the patch in flight"
+    );
+    sigterm(&agent.child);
+    let status = wait_exit(&mut agent.child, Duration::from_secs(2))
+        .expect("the second signal did not end the agent at once");
+    assert!(!status.success(), "exit status {status:?}");
+    assert_eq!(c.resize_patches("data"), 0, "it did not wait for the patch");
+}
+
+/// A claim of 64Mi whose last resize (to `request_mi`) failed as `status` says, filled to 87.5 %.
+fn failed_claim(c: &mut Cluster, name: &str, request_mi: u64, status: serde_json::Value) {
+    c.pvc(name, "fast", 64, POLICY, |p| {
+        let requests = p.spec.as_mut().and_then(|s| s.resources.as_mut());
+        let requests = requests
+            .and_then(|r| r.requests.as_mut())
+            .expect("requests");
+        requests.insert("storage".into(), Quantity(format!("{request_mi}Mi")));
+        let mut st = serde_json::to_value(p.status.take()).expect("status");
+        for (k, v) in status.as_object().expect("object") {
+            st[k] = v.clone();
+        }
+        p.status = serde_json::from_value(st).expect("status");
+    });
+    let uid = c.pod(&format!("pod-{name}"), NODE, name);
+    let mount = c.root.tmpfs_volume(&uid, &format!("pv-{name}"), 64 * MI);
+    fill(&mount, 56 * MI);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_resizes_get_nothing_stacked_on_top_and_one_event() {
+    if !needs_root("failed_resizes_get_nothing_stacked_on_top_and_one_event") {
+        return;
+    }
+    let mut c = Cluster::new().await;
+    // A resize the quota refused: request 96Mi, capacity still 64Mi.
+    let infeasible =
+        json!({ "allocatedResourceStatuses": { "storage": "ControllerResizeInfeasible" } });
+    failed_claim(&mut c, "quota", 96, infeasible);
+    let error = json!({ "conditions": [{
+        "type": "ControllerResizeError", "status": "True",
+        "message": "resize volume: backend refused"
+    }]});
+    failed_claim(&mut c, "stuck", 80, error);
+    let _agent = c.agent("300ms");
+    for name in ["quota", "stuck"] {
+        wait_blocked(&c, name, "resize_failed", 85.0);
+    }
+    // Several more scans of volumes over the threshold.
+    std::thread::sleep(Duration::from_secs(2));
+    for (name, request, reason) in [
+        ("quota", 96, "ExpansionInfeasible"),
+        ("stuck", 80, "ExpansionStuck"),
+    ] {
+        assert_eq!(c.resize_patches(name), 0, "{name}: growth stacked on top");
+        assert_eq!(request_of(&c.get(name)), request * MI, "{name}'s request");
+        assert_eq!(blocked_reason(&c, name).as_deref(), Some("resize_failed"));
+        let said = events(&c, name, reason);
+        assert_eq!(said.len(), 1, "{name}: one {reason}, got {said:?}");
+        assert_eq!(said[0].0, "Warning");
+    }
+    assert!(
+        events(&c, "quota", "ExpansionInfeasible")[0]
+            .1
+            .contains("ControllerResizeInfeasible")
+    );
+    assert!(
+        events(&c, "stuck", "ExpansionStuck")[0]
+            .1
+            .contains("backend refused")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn new_group_member_is_grown_to_its_peers_size_once() {
+    if !needs_root("new_group_member_is_grown_to_its_peers_size_once") {
+        return;
+    }
+    // One action a day: the group growth must use it up. CloudNativePG keeps WAL on the data
+    // volume unless told otherwise; growing such a volume needs the WAL risk acknowledged.
+    let policy = [
+        ("enabled", "true"),
+        ("limit", "200Mi"),
+        ("step", "16Mi"),
+        ("max-actions-per-day", "1"),
+        ("emergency-grow-critical-minimum-free", "1Mi"),
+        ("wal-safety-acknowledge-wal-risk", "true"),
+    ];
+    let labels = |p: &mut PersistentVolumeClaim| {
+        p.metadata.labels = Some(BTreeMap::from([
+            ("cnpg.io/cluster".to_string(), "pg".to_string()),
+            ("cnpg.io/pvcRole".to_string(), "PG_DATA".to_string()),
+        ]));
+    };
+    let mut c = Cluster::new().await;
+    c.fake.insert(fake_api::fixtures::node("node-b"));
+    // The first instance, grown long ago, runs on another node: nothing of it is mounted here.
+    c.pvc("pg-1", "fast", 80, &policy, labels);
+    c.pod("pg-1", "node-b", "pg-1");
+    // A new replica at the template size, nearly empty.
+    c.pvc("pg-2", "fast", 64, &policy, labels);
+    let uid = c.pod("pg-2", NODE, "pg-2");
+    let mount = c.root.tmpfs_volume(&uid, "pv-pg-2", 64 * MI);
+    fill(&mount, MI);
+    let _csi = csi(&c, &[("pg-2", mount.clone())]);
+    let _agent = c.agent("300ms");
+
+    let pvc = wait_request(&c, "pg-2", 65 * MI);
+    assert_eq!(request_of(&pvc), 80 * MI, "the group's size");
+    assert_eq!(kinds(&pvc), ["GroupGrow"]);
+    wait_for(Duration::from_secs(5), "the resize to finish", || {
+        (capacity_of(&c.get("pg-2")) == 80 * MI).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.resize_patches("pg-2"), 1);
+    assert_eq!(c.resize_patches("pg-1"), 0);
+    assert_eq!(kinds(&c.get("pg-2")).len(), 1);
+    // It counted: 70Mi of 80Mi needs growth, and the day's one action is spent.
+    fill(&mount, 70 * MI);
+    wait_blocked(&c, "pg-2", "budget_exhausted", 85.0);
+    assert_eq!(c.resize_patches("pg-2"), 1);
+}
+
+fn kubelet_volume(claim: &str, capacity: u64, used: u64) -> serde_json::Value {
+    json!({
+        "time": jiff::Timestamp::now().to_string(), "name": "data",
+        "pvcRef": { "name": claim, "namespace": NS },
+        "capacityBytes": capacity, "usedBytes": used, "availableBytes": capacity - used,
+        "inodes": 16384, "inodesUsed": 2, "inodesFree": 16382,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubelet_numbers_that_disagree_show_in_the_metric() {
+    if !needs_root("kubelet_numbers_that_disagree_show_in_the_metric") {
+        return;
+    }
+    let mut c = Cluster::new().await;
+    let off = c.claim("off", "fast", 64, POLICY);
+    let same = c.claim("same", "fast", 64, POLICY);
+    fill(&off, 16 * MI);
+    fill(&same, 16 * MI);
+    // The kubelet says 16Mi + 20 % of 64Mi for one claim, and what statfs says for the other.
+    let pod = |claim: &str, used: u64| {
+        json!({ "podRef": { "name": format!("pod-{claim}"), "namespace": NS },
+                "volume": [kubelet_volume(claim, 64 * MI, used)] })
+    };
+    let summary = json!({
+        "node": { "nodeName": NODE },
+        "pods": [pod("off", 16 * MI + 64 * MI / 5), pod("same", 16 * MI)],
+    });
+    c.fake.set_stats_summary(NODE, summary);
+    let port = http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &["--listen", &listen]);
+    let name = "headroom_kubelet_statfs_disagreement_ratio";
+    let (off, same) = wait_for(Duration::from_secs(15), name, || {
+        Some((
+            claim_metric(port, name, "off")?,
+            claim_metric(port, name, "same")?,
+        ))
+    });
+    assert!(
+        (off - 0.2).abs() < 0.01,
+        "20 % apart, the metric says {off}"
+    );
+    assert!(same < 0.01, "in agreement, the metric says {same}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn topolvm_annotated_claims_grow_as_pvc_autoresizer_would() {
+    if !needs_root("topolvm_annotated_claims_grow_as_pvc_autoresizer_would") {
+        return;
+    }
+    let mut c = Cluster::new().await;
+    let mut class = fake_api::fixtures::storage_class("topolvm", true);
+    class.metadata.annotations = Some(BTreeMap::from([(
+        "resize.topolvm.io/enabled".to_string(),
+        "true".to_string(),
+    )]));
+    c.fake.insert::<StorageClass>(class);
+    let topolvm = |limit: &'static str| {
+        move |p: &mut PersistentVolumeClaim| {
+            let a = p.metadata.annotations.get_or_insert_with(Default::default);
+            for (k, v) in [
+                ("threshold", "20%"),
+                ("increase", "8Mi"),
+                ("storage_limit", limit),
+            ] {
+                a.insert(format!("resize.topolvm.io/{k}"), v.to_string());
+            }
+        }
+    };
+    // (claim, class, size, limit): each a 64Mi tmpfs filled to 86 % (14 % free, under 20 %).
+    let claims = [
+        ("small", "topolvm", "64Mi", "100Mi"),
+        ("large", "topolvm", "1Gi", "4Gi"),
+        ("not-enabled", "fast", "64Mi", "100Mi"),
+    ];
+    for (name, class, size, limit) in claims {
+        let mut pvc = fake_api::fixtures::bound_pvc(NS, name, class, size);
+        topolvm(limit)(&mut pvc);
+        c.fake.insert(pvc);
+        let uid = c.pod(&format!("pod-{name}"), NODE, name);
+        let mount = c.root.tmpfs_volume(&uid, &format!("pv-{name}"), 64 * MI);
+        fill(&mount, 55 * MI);
+    }
+    let _agent = c.agent("300ms");
+    // Below 1Gi headroom steps in whole Mi: +8Mi. (pvc-autoresizer rounds every new size up to
+    // a whole Gi, capped at the limit, which would make this one 100Mi.)
+    let small = wait_request(&c, "small", 65 * MI);
+    assert_eq!(request_of(&small), 72 * MI);
+    // From 1Gi both round up to whole Gi: 1Gi + 8Mi -> 2Gi, exactly pvc-autoresizer's choice.
+    let large = wait_request(&c, "large", 1025 * MI);
+    assert_eq!(request_of(&large), 2048 * MI);
+    assert_eq!(kinds(&small), ["Grow"]);
+    assert_eq!(kinds(&large), ["Grow"]);
+    std::thread::sleep(Duration::from_millis(900));
+    // The StorageClass does not enable pvc-autoresizer: its annotations mean nothing.
+    assert_eq!(c.resize_patches("not-enabled"), 0);
+    assert_eq!(c.resize_patches("small"), 1);
+    assert_eq!(c.resize_patches("large"), 1);
+}

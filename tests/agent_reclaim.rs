@@ -1,0 +1,137 @@
+//! Reclaim space end to end: a claim on ext4 over a loop device (sparse backing file) in the
+//! kubelet root, trimmed by the agent when its schedule comes due and recorded on the claim; a
+//! restarted agent does not trim again before the next due time, and trims once at once when an
+//! occurrence passed while it was down.
+
+#[path = "support/fake_api/mod.rs"]
+mod fake_api;
+mod support {
+    pub mod cluster;
+    pub mod http;
+    pub mod loop_ext4;
+    pub mod node;
+    pub mod root;
+}
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use support::cluster::{Cluster, NODE, NS};
+use support::http::{free_port, get};
+use support::loop_ext4::{self, LoopExt4, SLACK};
+use support::node::wait_for;
+
+/// (type, note) of the Events about the claim with `reason`.
+fn events(c: &Cluster, reason: &str) -> Vec<(String, String)> {
+    c.events_for("trim")
+        .into_iter()
+        .filter(|(r, _, _)| r == reason)
+        .map(|(_, t, n)| (t, n))
+        .collect()
+}
+
+fn reclaim_record(c: &Cluster) -> Option<serde_json::Value> {
+    let pvc = c.get("trim");
+    let text = pvc
+        .metadata
+        .annotations?
+        .get("headroom.dev/reclaim")?
+        .clone();
+    Some(serde_json::from_str(&text).expect("headroom.dev/reclaim is JSON"))
+}
+
+/// Daily at the second `secs` from now, UTC (the cron parser takes a seconds field).
+fn daily_in(secs: i64) -> String {
+    let at = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(secs))
+        .to_zoned(jiff::tz::TimeZone::UTC);
+    format!("{} {} {} * * *", at.second(), at.minute(), at.hour())
+}
+
+fn set_reclaim_schedule(c: &Cluster, schedule: &str) {
+    c.fake
+        .update_with::<PersistentVolumeClaim>(NS, "trim", |p| {
+            support::cluster::annotate(p, &[("reclaim-space-schedule", schedule)])
+        });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
+    if !support::root::require_root(
+        "due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once",
+        loop_ext4::TOOLS,
+    ) {
+        return;
+    }
+    let c = Cluster::new().await;
+    let annotations = [
+        ("reclaim-space-enabled", "true"),
+        ("reclaim-space-timezone", "UTC"),
+        // Yearly, far from now: the agent first sees the volume with nothing due.
+        ("reclaim-space-schedule", "0 0 1 1 *"),
+    ];
+    c.pvc("trim", "fast", 256, &annotations, |_| {});
+    let uid = c.pod("pod-trim", NODE, "trim");
+    let fs = LoopExt4::new_at(&c.root.csi_mount_point(&uid, "pv-trim"));
+    let before = fs.write_and_delete();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let flags = ["--listen", listen.as_str()];
+    let mut agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    wait_for(Duration::from_secs(15), "/ready", || {
+        get(port, "/ready").filter(|(code, _)| *code == 200)
+    });
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(reclaim_record(&c).is_none(), "trimmed before its schedule");
+
+    set_reclaim_schedule(&c, &daily_in(3));
+    let record = wait_for(Duration::from_secs(15), "the trim record", || {
+        reclaim_record(&c)
+    });
+    assert_eq!(record["result"], "Succeeded", "{record}");
+    assert_eq!(record["node"], NODE);
+    let bytes = record["bytes"].as_u64().expect("bytes");
+    fs.assert_reclaimed(before, bytes);
+    let said = wait_for(Duration::from_secs(5), "SpaceReclaimed", || {
+        Some(events(&c, "SpaceReclaimed")).filter(|e| !e.is_empty())
+    });
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(said[0].0, "Normal");
+
+    // Freed again and left untrimmed: a second trim would show in the backing file.
+    let before = fs.write_and_delete();
+    agent.kill();
+    let mut agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    wait_for(Duration::from_secs(15), "/ready after the restart", || {
+        get(port, "/ready").filter(|(code, _)| *code == 200)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        agent.child.try_wait().expect("try_wait").is_none(),
+        "the agent exited"
+    );
+    assert_eq!(
+        reclaim_record(&c).as_ref(),
+        Some(&record),
+        "trimmed again after a restart"
+    );
+    assert_eq!(events(&c, "SpaceReclaimed").len(), 1);
+    assert!(
+        fs.allocated() + SLACK >= before,
+        "the backing file shrank: trimmed again"
+    );
+
+    // Down while an occurrence passes: the restarted agent trims once, at once, because the
+    // claim's record says the last trim was before that occurrence.
+    agent.kill();
+    set_reclaim_schedule(&c, &daily_in(1));
+    std::thread::sleep(Duration::from_secs(2));
+    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let late = wait_for(Duration::from_secs(15), "the overdue trim", || {
+        reclaim_record(&c).filter(|r| r["at"] != record["at"])
+    });
+    assert_eq!(late["result"], "Succeeded", "{late}");
+    fs.assert_reclaimed(before, late["bytes"].as_u64().expect("bytes"));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(reclaim_record(&c).as_ref(), Some(&late), "trimmed twice");
+    assert_eq!(events(&c, "SpaceReclaimed").len(), 2);
+}

@@ -1,0 +1,41 @@
+//! Plain HTTP/1.1 GETs against the agent's own endpoint (/metrics, /live, /ready, /volumes).
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// (status code, body), or `None` while nothing answers.
+pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// A port nothing listens on right now, for the agent's `--listen`.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// The value of `metric` for claim `claim` on /metrics, once the agent reports it.
+pub fn claim_metric(port: u16, metric: &str, claim: &str) -> Option<f64> {
+    let (_, text) = get(port, "/metrics").filter(|(code, _)| *code == 200)?;
+    let label = format!("persistentvolumeclaim=\"{claim}\"");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&label))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
