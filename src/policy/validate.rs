@@ -247,6 +247,11 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         if spec.get("minAvailable").is_some() && min_available > current {
             c.warn("minAvailable", format!("{} is more than the whole volume ({}), so it triggers on every check; write a value well below {}", q(min_available), q(current), q(current)));
         }
+        // The emergency line also decides what proceeds during a node drain: on a volume not much
+        // larger than criticalMinimumFree, nearly every growth counts as an emergency.
+        if critical_minimum_free > 0 && critical_minimum_free.saturating_mul(2) >= current {
+            c.warn("emergencyGrow.criticalMinimumFree", format!("{} is half or more of the volume ({}), so nearly every check counts as an emergency (growing outside windows and during drains); write a value well below {}", q(critical_minimum_free), q(current), q(current / 2)));
+        }
     }
     if mode == Mode::Convergent && !spec.has("maintenanceWindow") {
         c.warn(

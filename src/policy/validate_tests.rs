@@ -370,3 +370,33 @@ fn warning_convergent_without_window() {
         "{msg}"
     );
 }
+
+#[test]
+fn critical_minimum_free_near_the_volume_size() {
+    let small = Context {
+        current_size: Some(2 * GI),
+        wal_has_own_volume: None,
+    };
+    let v = check_with(
+        "limit: 10Gi\nmode: convergent\nmaintenanceWindow: { schedule: \"0 3 * * 0\" }\n",
+        small,
+    );
+    assert!(
+        warning_fields(&v).contains(&"emergencyGrow.criticalMinimumFree"),
+        "{:?}",
+        v.warnings
+    );
+    let big = Context {
+        current_size: Some(20 * GI),
+        wal_has_own_volume: None,
+    };
+    let v = check_with(
+        "limit: 100Gi\nmode: convergent\nmaintenanceWindow: { schedule: \"0 3 * * 0\" }\n",
+        big,
+    );
+    assert!(
+        !warning_fields(&v).contains(&"emergencyGrow.criticalMinimumFree"),
+        "{:?}",
+        v.warnings
+    );
+}

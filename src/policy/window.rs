@@ -36,7 +36,8 @@ impl PartialEq for MaintenanceWindow {
     }
 }
 
-/// Parses a cron expression (5 fields, or `@daily`-style nicknames).
+/// Parses a cron expression: 5 fields, or 6 with leading seconds (and an optional 7th, the year),
+/// or `@daily`-style nicknames (croner's defaults).
 pub fn parse_cron(schedule: &str) -> Result<Cron, WindowError> {
     Cron::from_str(schedule).map_err(|e| WindowError::Schedule(schedule.to_string(), e.to_string()))
 }
