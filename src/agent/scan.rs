@@ -318,10 +318,16 @@ impl Scanner {
                 p.wal_safety.max_pending_wal_files
             });
         let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone());
-        let sql = match (creds.for_cluster(cluster.as_deref()), pod_ip) {
-            (Some(cred), Some(ip)) => pgconn::target(cred, &ip)
-                .map_err(|e| tracing::warn!(error = %e, "Postgres credential unusable"))
-                .ok(),
+        let sql = match (creds.for_cluster(cluster.as_deref()).cloned(), pod_ip) {
+            // Reading the password file is blocking I/O: keep it off the async workers.
+            (Some(cred), Some(ip)) => {
+                tokio::task::spawn_blocking(move || pgconn::target(&cred, &ip))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .map_err(|e| tracing::warn!(error = %e, "Postgres credential unusable"))
+                    .ok()
+            }
             _ => None,
         };
         Some(crate::postgres::gather(Some(&s.volume.path), sql.as_ref(), max_pending, now).await)
