@@ -67,9 +67,14 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(bin: &Path, opts: &Options) -> Cluster {
+        Self::start_in(bin, opts, &std::env::temp_dir())
+    }
+
+    /// A cluster whose directory (data, archive, logs) lives under `parent`, e.g. a volume's mount.
+    pub fn start_in(bin: &Path, opts: &Options, parent: &Path) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("headroom-pg")
-            .tempdir()
+            .tempdir_in(parent)
             .expect("temp dir");
         let owner = if nix::unistd::geteuid().is_root() {
             let user = nix::unistd::User::from_name("postgres")

@@ -1,0 +1,136 @@
+//! The agent and a real PostgreSQL on a claim: broken WAL archiving blocks the growth that would
+//! hide it, seen from the volume and over SQL with the credential the ConfigMap names; once
+//! archiving works again, the volume grows.
+
+#[path = "support/fake_api/mod.rs"]
+mod fake_api;
+mod support {
+    pub mod cluster;
+    pub mod http;
+    pub mod node;
+    pub mod pg;
+    pub mod root;
+}
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use support::cluster::{Cluster, NODE, NS, status_field};
+use support::http::{free_port, get};
+use support::node::{MI, fill, request_of, wait_for};
+use support::pg::{Options, require_postgres};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_archiving_blocks_growth_until_it_is_fixed() {
+    if !support::root::require_root("broken_archiving_blocks_growth", &[]) {
+        return;
+    }
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let mut c = Cluster::new().await;
+    c.pvc(
+        "pgdata",
+        "fast",
+        512,
+        &[
+            ("enabled", "true"),
+            ("limit", "2Gi"),
+            ("step", "64Mi"),
+            ("postgres-role", "data"),
+            ("wal-safety-acknowledge-wal-risk", "true"),
+            ("wal-safety-max-pending-wal-files", "3"),
+        ],
+        |_| {},
+    );
+    let uid = c.pod("pg-0", NODE, "pgdata");
+    c.fake.update_with::<Pod>(NS, "pg-0", |p| {
+        p.status.get_or_insert_with(Default::default).pod_ip = Some("127.0.0.1".into());
+    });
+    // The server lives on its own tmpfs (a short path keeps its Unix socket under the length
+    // limit), bind-mounted as the claim's volume: WAL on the data volume, as with CloudNativePG.
+    let disk = c.root.scratch_tmpfs(512 * MI);
+    let mount = c.root.bind_volume(&uid, "pv-pgdata", &disk);
+    // Archives go to another disk, as in production (object storage): copying them must not eat
+    // the space of the volume that is filling.
+    let archive = tempfile::tempdir().expect("archive dir");
+    let postgres = nix::unistd::User::from_name("postgres")
+        .ok()
+        .flatten()
+        .expect("postgres user");
+    nix::unistd::chown(archive.path(), Some(postgres.uid), Some(postgres.gid))
+        .expect("chown archive");
+    let marker = archive.path().join("broken");
+    let command: &'static str = Box::leak(
+        format!(
+            "test ! -e {0}/broken && cp %p {0}/%f",
+            archive.path().display()
+        )
+        .into_boxed_str(),
+    );
+    let pg = support::pg::Cluster::start_in(&bin, &Options::archiving(command), &disk);
+    let password_file = pg.monitor_role().await;
+    let su = pg.superuser().await;
+    std::fs::write(&marker, b"").expect("break archiving");
+    pg.generate_wal(&su, 5).await;
+
+    let postgres_yaml = format!(
+        "default: {{ user: headroom, passwordFile: {}, port: {}, sslmode: disable }}\n",
+        password_file.display(),
+        pg.port
+    );
+    c.fake.insert::<ConfigMap>(
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "headroom", "namespace": "headroom" },
+            "data": { "postgres.yaml": postgres_yaml },
+        }))
+        .expect("configmap"),
+    );
+    // Over the 80% threshold: growth is needed.
+    let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
+    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
+    fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = c.agent_on(NODE, c.root.path(), "500ms", &["--listen", &listen]);
+    wait_for(Duration::from_secs(20), "wal_pending_files", || {
+        (status_field(&c.get("pgdata"), "blockedReason").as_deref() == Some("wal_pending_files"))
+            .then_some(())
+    });
+    assert_eq!(
+        request_of(&c.get("pgdata")),
+        512 * MI,
+        "grew while WAL could not be archived"
+    );
+    let (_, body) = get(port, "/volumes").expect("/volumes");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let wal = &v["volumes"][0]["wal"];
+    assert_eq!(
+        wal["sources"],
+        serde_json::json!({ "volume": true, "sql": true }),
+        "{wal}"
+    );
+    assert_eq!(wal["archive_healthy"], false, "{wal}");
+    assert!(wal["pending_files"].as_u64().unwrap_or(0) >= 4, "{wal}");
+    assert!(
+        wal["failed_count"].as_u64().unwrap_or(0) > 0,
+        "SQL did not answer: {wal}"
+    );
+    let events = c.events_for("pgdata");
+    assert!(
+        events
+            .iter()
+            .any(|(r, _, n)| r == "ResizeBlocked" && n.contains("wal_pending_files")),
+        "{events:?}"
+    );
+
+    // Archiving works again: the archiver drains the backlog at the next segment, and growth the
+    // volume needed all along happens.
+    std::fs::remove_file(&marker).expect("fix archiving");
+    pg.generate_wal(&su, 1).await;
+    wait_for(Duration::from_secs(60), "growth after the fix", || {
+        (request_of(&c.get("pgdata")) > 512 * MI).then_some(())
+    });
+    assert_eq!(request_of(&c.get("pgdata")), 576 * MI);
+}
