@@ -84,6 +84,15 @@ async fn endpoint_reports_the_measured_claim() {
         metrics.contains("headroom_volume_limit_bytes{")
             && metrics.contains(&(64 * MI).to_string())
     );
+    // Every request of the agent's client is counted, watches and lists included.
+    for verb in ["list", "watch"] {
+        let counted = metrics.lines().any(|l| {
+            l.starts_with("headroom_api_requests_total{")
+                && l.contains(&format!("verb=\"{verb}\""))
+                && l.contains("code=\"200\"")
+        });
+        assert!(counted, "no {verb} requests counted in:\n{metrics}");
+    }
 
     let (_, volumes) = get(port, "/volumes").expect("volumes");
     let v: serde_json::Value = serde_json::from_str(&volumes).expect("json");

@@ -44,14 +44,6 @@ enum PatchError {
     Other(String),
 }
 
-/// The HTTP status of a failed API call, 0 when there was none (connection, timeout, decoding).
-pub fn api_code(e: &kube::Error) -> u16 {
-    match e {
-        kube::Error::Api(s) => s.code,
-        _ => 0,
-    }
-}
-
 impl Actor<'_> {
     async fn patch(&self, name: &str, body: &Value) -> Result<PersistentVolumeClaim, PatchError> {
         // Shutting down: start nothing new (a patch already sent is awaited by the caller).

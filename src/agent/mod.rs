@@ -1,6 +1,7 @@
 //! The agent: scan -> resolve -> decide -> act, every interval, for the volumes on this node.
 
 mod act;
+pub mod api_metrics;
 pub mod evaluate;
 pub mod events;
 pub mod kubelet;
@@ -17,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::cli::AgentArgs;
@@ -133,7 +133,19 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         let _ = http_stopped.await;
     }));
 
-    let client = Client::try_default().await?;
+    let counted = {
+        let admin = admin.clone();
+        api_metrics::CountRequests(Arc::new(move |verb: &'static str, code: u16| {
+            admin.metrics().api_request(verb, code)
+        }))
+    };
+    let client = kube::client::ClientBuilder::try_from(
+        kube::Config::infer()
+            .await
+            .map_err(|e| AgentError::Config(e.to_string()))?,
+    )?
+    .with_layer(&counted)
+    .build();
     let on_restart: world::OnRestart = {
         let admin = admin.clone();
         Arc::new(move |name: &str| admin.metrics().watch_restart(name))

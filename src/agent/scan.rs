@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::{Api, Client};
 
-use super::act::{Actor, Applied, api_code};
+use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, evaluate, postgres_facts};
 use super::events::Events;
 use super::kubelet::{KubeletStats, KubeletVolume};
@@ -283,15 +283,8 @@ impl Scanner {
                 Applied::Done => return eval.report,
                 Applied::Conflict if attempt < CONFLICT_RETRIES => {
                     match tokio::time::timeout(self.cfg.api_timeout, api.get(&name)).await {
-                        Ok(Ok(fresh)) => {
-                            self.admin.metrics().api_request("get", 200);
-                            pvc = fresh;
-                        }
-                        Ok(Err(e)) => {
-                            self.admin.metrics().api_request("get", api_code(&e));
-                            return eval.report;
-                        }
-                        Err(_) => return eval.report,
+                        Ok(Ok(fresh)) => pvc = fresh,
+                        _ => return eval.report,
                     }
                 }
                 Applied::Conflict => return eval.report,
