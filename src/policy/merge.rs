@@ -183,12 +183,7 @@ mod tests {
     use crate::policy::validate::{Context, validate};
     use crate::quantity::GI;
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::policy::test_map as map;
 
     fn central() -> CentralPolicy {
         let c = parse_configmap(

@@ -168,3 +168,12 @@ impl Policy {
         }
     }
 }
+
+/// An annotation or ConfigMap data map from pairs, for the policy tests.
+#[cfg(test)]
+pub(crate) fn test_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}

@@ -4,12 +4,7 @@ use super::merge::{POLICY_KEY, STORAGE_CLASSES_KEY, Source, parse_configmap};
 use super::reclaim::{CSI_ADDONS_SCHEDULE, GLOBAL_KEY, Resolved, resolve};
 use super::validate::{Context, parse_policy_yaml};
 
-fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::policy::test_map as map;
 
 fn central(extra: &[(&str, &str)]) -> super::CentralPolicy {
     let mut data = map(&[

@@ -8,12 +8,7 @@ use crate::policy::validate::{Context, Validation, validate};
 use crate::policy::{Step, defaults};
 use crate::quantity::GI;
 
-fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::policy::test_map as map;
 
 fn enabled_class() -> BTreeMap<String, String> {
     map(&[(ENABLED, "true")])
