@@ -18,16 +18,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use support::cluster::{Cluster, NS, annotate, history_len, status_field};
 use support::node::{CsiDriver, MI, capacity_of, fill, request_of, wait_for};
 
-fn needs_root(test: &str) -> bool {
-    support::root::require_root(test, &[])
-}
+use support::root::needs_root;
 
-const ENABLED: &[(&str, &str)] = &[
-    ("enabled", "true"),
-    ("limit", "100Mi"),
-    ("step", "16Mi"),
-    ("max-actions-per-day", "2"),
-];
+use support::cluster::ENABLED;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fills_grow_until_budget_then_limit() {

@@ -22,16 +22,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use support::cluster::{Cluster, NODE, NS, history, history_len, status_field};
 use support::node::{CsiDriver, KubeletRoot, MI, capacity_of, fill, request_of, wait_for};
 
-fn needs_root(test: &str) -> bool {
-    support::root::require_root(test, &[])
-}
+use support::root::needs_root;
 
-const ENABLED: &[(&str, &str)] = &[
-    ("enabled", "true"),
-    ("limit", "100Mi"),
-    ("step", "16Mi"),
-    ("max-actions-per-day", "2"),
-];
+use support::cluster::ENABLED;
 
 fn csi(c: &Cluster, mounts: &[(&str, PathBuf)], delay_ms: u64) -> CsiDriver {
     let mut volumes: BTreeMap<(String, String), Vec<PathBuf>> = BTreeMap::new();
@@ -100,18 +93,7 @@ async fn two_agents_on_one_rwx_claim_resize_it_once() {
     eprintln!("{collisions} collision(s) in {ROUNDS} rounds");
 }
 
-/// splitmix64: a few lines of deterministic randomness, one seed per run.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
+use support::node::SplitMix;
 
 type Versions = Arc<Mutex<HashMap<String, (u64, u64)>>>;
 

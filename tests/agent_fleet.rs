@@ -26,9 +26,7 @@ use support::cluster::{Cluster, NODE, NS, history, status_field};
 use support::http::{self, claim_metric};
 use support::node::{CsiDriver, MI, capacity_of, fill, request_of, wait_for};
 
-fn needs_root(test: &str) -> bool {
-    support::root::require_root(test, &[])
-}
+use support::root::needs_root;
 
 /// Threshold 80 %, 16Mi steps, room for several actions. The emergency line is the 95 % used
 /// alone: the default 1Gi of critical free space would make every over-threshold volume of these

@@ -15,6 +15,14 @@ use crate::fake_api::fixtures::{bound_pvc, node, pod, storage_class};
 pub const NODE: &str = "node-a";
 pub const NS: &str = "db";
 
+/// A policy most end-to-end claims use: 16Mi steps up to 100Mi, two actions a day.
+pub const ENABLED: &[(&str, &str)] = &[
+    ("enabled", "true"),
+    ("limit", "100Mi"),
+    ("step", "16Mi"),
+    ("max-actions-per-day", "2"),
+];
+
 pub fn annotate(pvc: &mut PersistentVolumeClaim, pairs: &[(&str, &str)]) {
     let a = pvc
         .metadata

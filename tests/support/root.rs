@@ -27,6 +27,11 @@ pub fn require_root(test: &str, tools: &[(&str, &str)]) -> bool {
     false
 }
 
+/// [`require_root`] for a test that runs no outside tool.
+pub fn needs_root(test: &str) -> bool {
+    require_root(test, &[])
+}
+
 fn on_path(tool: &str) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
