@@ -37,18 +37,6 @@ pub struct Scanner {
     retried: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
-fn claim_names(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|v| {
-            v.persistent_volume_claim
-                .as_ref()
-                .map(|c| c.claim_name.clone())
-        })
-        .collect()
-}
-
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
 pub fn node_draining(node: Option<&Node>) -> bool {
     let Some(spec) = node.and_then(|n| n.spec.as_ref()) else {
@@ -104,7 +92,9 @@ impl Scanner {
             .values()
             .flat_map(|p| {
                 let ns = p.metadata.namespace.clone().unwrap_or_default();
-                claim_names(p).into_iter().map(move |c| (ns.clone(), c))
+                roles::pod_claim_names(p)
+                    .into_iter()
+                    .map(move |c| (ns.clone(), c))
             })
             .collect();
         world.sync_claims(&wanted, self.cfg.api_timeout).await;
@@ -134,7 +124,7 @@ impl Scanner {
             .values()
             .filter_map(|p| {
                 let ns = p.metadata.namespace.clone().unwrap_or_default();
-                let any = claim_names(p)
+                let any = roles::pod_claim_names(p)
                     .iter()
                     .filter_map(|c| world.claim(&ns, c))
                     .any(|c| roles::group_key(&c, Some(p)).is_some());
@@ -158,7 +148,7 @@ impl Scanner {
                 continue;
             };
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let claims: Vec<Arc<PersistentVolumeClaim>> = claim_names(&pod)
+            let claims: Vec<Arc<PersistentVolumeClaim>> = roles::pod_claim_names(&pod)
                 .iter()
                 .filter_map(|c| world.claim(&ns, c))
                 .collect();
