@@ -140,20 +140,7 @@ impl Events {
 
     /// Publishes unconditionally (actions are each worth an Event).
     pub async fn publish(&self, pvc: &PersistentVolumeClaim, n: Notice) {
-        let event = Event {
-            type_: if n.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: n.reason.to_string(),
-            note: Some(n.note),
-            action: "Resize".to_string(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &pvc.object_ref(&())).await {
-            tracing::warn!(error = %e, reason = n.reason, "could not publish event");
-        }
+        publish(&self.recorder, pvc, &n, "Resize").await;
     }
 
     /// Forgets claims no longer on this node.
@@ -161,5 +148,23 @@ impl Events {
         if let Ok(mut last) = self.last.lock() {
             last.retain(|k, _| keep(k));
         }
+    }
+}
+
+/// Publishes one Event about `pvc`; a failure is logged, never fatal (Events are a courtesy).
+pub async fn publish(recorder: &Recorder, pvc: &PersistentVolumeClaim, n: &Notice, action: &str) {
+    let event = Event {
+        type_: if n.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: n.reason.to_string(),
+        note: Some(n.note.clone()),
+        action: action.to_string(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &pvc.object_ref(&())).await {
+        tracing::warn!(error = %e, reason = n.reason, "could not publish event");
     }
 }

@@ -12,14 +12,15 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client, Resource};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client};
 use tokio::sync::Semaphore;
 
 use super::metrics::ReclaimMetrics;
 use super::schedule;
 use super::state::{self, Outcome, ReclaimRecord};
 use super::{ReclaimError, fitrim};
+use crate::agent::events::{Notice, publish};
 use crate::policy::merge::CentralPolicy;
 use crate::policy::reclaim::{Resolved, resolve};
 use crate::policy::validate::Finding;
@@ -258,28 +259,15 @@ impl Reclaimer {
         &self,
         pvc: &PersistentVolumeClaim,
         warning: bool,
-        reason: &str,
+        reason: &'static str,
         note: String,
     ) {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(note),
-            action: "ReclaimSpace".to_string(),
-            secondary: None,
+        let notice = Notice {
+            warning,
+            reason,
+            note,
         };
-        if let Err(e) = self
-            .inner
-            .recorder
-            .publish(&event, &pvc.object_ref(&()))
-            .await
-        {
-            tracing::warn!(error = %e, reason, "could not publish event");
-        }
+        publish(&self.inner.recorder, pvc, &notice, "ReclaimSpace").await;
     }
 
     async fn trim(self, job: Job) {
