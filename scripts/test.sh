@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh Debian machine as root: installs what the tests need
-# from Debian's packages (PostgreSQL, e2fsprogs, mount, and promtool from prometheus), then runs
-# every test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
+# from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, etcd, openssl,
+# curl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
+# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time), then
+# runs every test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
 # cannot run; on a laptop they skip with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,9 @@ need '/usr/lib/postgresql/*/bin/initdb' postgresql
 need '/usr/sbin/mkfs.ext4' e2fsprogs
 need '/usr/sbin/losetup' mount
 need '/usr/bin/promtool' prometheus
+need '/usr/bin/etcd' etcd-server
+need '/usr/bin/openssl' openssl
+need '/usr/bin/curl' curl
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -34,6 +39,14 @@ elif [ -n "${CI:-}" ]; then
   exit 1
 else
   echo "test.sh: skipping the manifest schema check: kubernetes-validate is not installed (no network?)" >&2
+fi
+
+# The real API server the agent's end-to-end tests run against (tests/support/kube).
+if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
+  HEADROOM_KUBE_APISERVER="$(./scripts/kube-apiserver.sh)"
+  export HEADROOM_KUBE_APISERVER
+else
+  echo "test.sh: not root: the real-API-server tests will skip (set CI to make that a failure)" >&2
 fi
 
 # --no-fail-fast: one failing test binary must not hide the results of the others.

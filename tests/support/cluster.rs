@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 
-use super::node::{Agent, AgentOpts, KubeletRoot, MI};
+use super::node::{Agent, AgentOpts, ClaimStore, KubeletRoot, MI};
 use crate::fake_api::FakeApi;
 use crate::fake_api::fixtures::{bound_pvc, node, pod, storage_class};
 
@@ -178,5 +178,21 @@ impl Cluster {
                 )
             })
             .collect()
+    }
+}
+
+impl ClaimStore for FakeApi {
+    fn claim(&self, ns: &str, name: &str) -> Option<PersistentVolumeClaim> {
+        self.get::<PersistentVolumeClaim>(ns, name)
+    }
+
+    fn set_capacity(&self, ns: &str, name: &str, bytes: u64) {
+        self.update_with::<PersistentVolumeClaim>(ns, name, |p| {
+            let status = p.status.get_or_insert_with(Default::default);
+            status.capacity.get_or_insert_with(Default::default).insert(
+                "storage".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(bytes.to_string()),
+            );
+        });
     }
 }

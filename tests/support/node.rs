@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
-use crate::fake_api::FakeApi;
 
 pub const MI: u64 = 1 << 20;
 
@@ -177,6 +176,13 @@ pub fn capacity_of(pvc: &PersistentVolumeClaim) -> u64 {
     )
 }
 
+/// What the simulated storage system needs of an API server (the fake or a real one): read a
+/// claim, and set its `status.capacity` as the kubelet does once the filesystem grew.
+pub trait ClaimStore: Send + Sync + 'static {
+    fn claim(&self, ns: &str, name: &str) -> Option<PersistentVolumeClaim>;
+    fn set_capacity(&self, ns: &str, name: &str, bytes: u64);
+}
+
 /// The storage system: after `delay`, each claim whose request exceeds its capacity has its tmpfs
 /// remounted at the new size and `status.capacity` set, as a CSI driver and the kubelet would.
 pub struct CsiDriver {
@@ -186,7 +192,7 @@ pub struct CsiDriver {
 
 impl CsiDriver {
     pub fn start(
-        fake: Arc<FakeApi>,
+        store: Arc<dyn ClaimStore>,
         volumes: BTreeMap<(String, String), Vec<PathBuf>>,
         delay: Duration,
     ) -> Self {
@@ -196,7 +202,7 @@ impl CsiDriver {
             let mut seen: BTreeMap<(String, String), Instant> = BTreeMap::new();
             while !*stopped.lock().expect("stop flag") {
                 for ((ns, name), mounts) in &volumes {
-                    let Some(pvc) = fake.get::<PersistentVolumeClaim>(ns, name) else {
+                    let Some(pvc) = store.claim(ns, name) else {
                         continue;
                     };
                     let (req, cap) = (request_of(&pvc), capacity_of(&pvc));
@@ -221,13 +227,7 @@ impl CsiDriver {
                         )
                         .expect("remount");
                     }
-                    fake.update_with::<PersistentVolumeClaim>(ns, name, |p| {
-                        let status = p.status.get_or_insert_with(Default::default);
-                        status
-                            .capacity
-                            .get_or_insert_with(Default::default)
-                            .insert("storage".into(), Quantity(req.to_string()));
-                    });
+                    store.set_capacity(ns, name, req);
                     seen.remove(&(ns.clone(), name.clone()));
                 }
                 std::thread::sleep(Duration::from_millis(50));

@@ -1,0 +1,249 @@
+//! The agent against a real kube-apiserver 1.20 + etcd (tests/support/kube), as its own service
+//! account with exactly the project's `rbac/`: admission, validation, field selectors, the status
+//! subresource and events.k8s.io are the real server's. The test plays the PV binder, the
+//! scheduler and the kubelet + CSI driver (tmpfs remounted bigger, `status.capacity` set).
+//! Growth, refusals, opt-in, live policy, dry run. Fleet behaviour (RWX, kills, cordon, restarts)
+//! is in `kube_fleet.rs`; faults only a fake can produce are on the fake API (tests/README.md).
+
+mod support {
+    pub mod http;
+    pub mod kube;
+    pub mod node;
+    pub mod root;
+}
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde_json::json;
+use support::kube::cluster::{KubeCluster, POLICY, annotation};
+use support::kube::server;
+use support::node::{MI, capacity_of, fill, request_of, wait_for};
+
+#[test]
+fn threshold_grow_is_accepted_and_waits_for_the_resize() {
+    if !server::available("threshold_grow_is_accepted_and_waits_for_the_resize") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
+    let _agent = c.agent("500ms", &[]);
+    wait_for(Duration::from_secs(20), "the first status", || {
+        c.status_field("data", "state")
+    });
+    assert_eq!(c.resize_patches("data"), 0, "a balanced claim was resized");
+
+    // 56Mi of 64Mi is 87.5 % >= 80 %: +16Mi. No resizer yet: the resize stays in flight.
+    fill(&mount, 56 * MI);
+    c.wait_request("data", 80 * MI);
+    std::thread::sleep(Duration::from_secs(3));
+    let pvc = c.get("data");
+    assert_eq!(request_of(&pvc), 80 * MI, "grown again while in flight");
+    assert_eq!(capacity_of(&pvc), 64 * MI);
+    assert_eq!(c.resize_patches("data"), 1);
+    assert_eq!(c.history_len("data"), 1);
+    c.assert_one_event("data", "Resized", "Normal", "64Mi -> 80Mi");
+
+    // The storage system completes it (tmpfs remounted at 80Mi, status.capacity set).
+    let _csi = c.csi(&[("data", mount.clone())], 100);
+    c.wait_capacity("data", 80 * MI);
+    // 72Mi of 80Mi is 90 %: the next step, 96Mi.
+    fill(&mount, 72 * MI);
+    c.wait_request("data", 96 * MI);
+    c.wait_capacity("data", 96 * MI);
+    assert_eq!(c.resize_patches("data"), 2);
+    assert_eq!(c.history_len("data"), 2);
+    // Every write carried the resourceVersion precondition and none was refused otherwise.
+    for w in c.claim_writes("data") {
+        assert!(w.code() == 200 || w.code() == 409, "write refused: {w:?}");
+    }
+}
+
+#[test]
+fn fills_grow_until_budget_then_limit() {
+    if !server::available("fills_grow_until_budget_then_limit") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let policy = [
+        ("enabled", "true"),
+        ("limit", "100Mi"),
+        ("step", "16Mi"),
+        ("max-actions-per-day", "2"),
+    ];
+    let mount = c.claim("data", &c.fast.clone(), 64, &policy);
+    let _csi = c.csi(&[("data", mount.clone())], 200);
+    let _agent = c.agent("500ms", &[]);
+    fill(&mount, 56 * MI);
+    c.wait_capacity("data", 80 * MI);
+    fill(&mount, 72 * MI);
+    c.wait_capacity("data", 96 * MI);
+    // 90Mi of 96Mi: growth needed, budget spent.
+    fill(&mount, 90 * MI);
+    c.wait_blocked("data", "budget_exhausted");
+    // A bigger budget (a live policy change) allows one more action, capped at the 100Mi limit.
+    c.patch_claim(
+        "data",
+        json!({"metadata": {"annotations": {"headroom.dev/max-actions-per-day": "5"}}}),
+    );
+    c.wait_capacity("data", 100 * MI);
+    fill(&mount, 95 * MI);
+    c.wait_blocked("data", "at_limit");
+    assert_eq!(c.history_len("data"), 3);
+    assert_eq!(c.resize_patches("data"), 3);
+    c.assert_one_event("data", "BudgetExhausted", "Warning", "");
+    c.assert_one_event("data", "AtLimit", "Warning", "");
+}
+
+#[test]
+fn refusals_say_why_and_never_write_a_size() {
+    if !server::available("refusals_say_why_and_never_write_a_size") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    let node = c.node.clone();
+    let fixed = c.claim("fixed", &c.fixed.clone(), 64, POLICY);
+    fill(&fixed, 56 * MI);
+    // Two claims whose volumes are directories of one node disk: statfs answers for the disk.
+    let disk = c.root.scratch_tmpfs(64 * MI);
+    for name in ["shared-a", "shared-b"] {
+        let dir = disk.join(name);
+        std::fs::create_dir_all(&dir).expect("shared dir");
+        c.pvc(name, &fast, 64, POLICY, |_| {});
+        let uid = c.pod(&format!("pod-{name}"), &node, name);
+        let pv = c.pv_name(name);
+        c.root.bind_volume(&uid, &pv, &dir);
+    }
+    fill(&disk.join("shared-a"), 56 * MI);
+    c.pvc("raw", &fast, 64, POLICY, |p| {
+        p["spec"]["volumeMode"] = json!("Block");
+    });
+    let uid = c.pod("pod-raw", &node, "raw");
+    let pv = c.pv_name("raw");
+    c.root.block_volume(&uid, &pv);
+    let mut bad_policy = POLICY.to_vec();
+    bad_policy.push(("usage-threshold", "120"));
+    let bad = c.claim("bad", &fast, 64, &bad_policy);
+    fill(&bad, 56 * MI);
+
+    let _agent = c.agent("500ms", &[]);
+    let expected = [
+        ("fixed", "not_expandable"),
+        ("shared-a", "shared_filesystem"),
+        ("shared-b", "shared_filesystem"),
+        ("raw", "block_mode"),
+        ("bad", "invalid_policy"),
+    ];
+    for (name, reason) in expected {
+        c.wait_blocked(name, reason);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for (name, _) in expected {
+        assert_eq!(c.resize_patches(name), 0, "{name} was resized");
+        assert_eq!(request_of(&c.get(name)), 64 * MI, "{name}'s request");
+    }
+    c.assert_one_event("fixed", "ResizeBlocked", "Warning", "not_expandable");
+    c.assert_one_event("shared-a", "SharedFilesystem", "Warning", "directory");
+    c.assert_one_event("shared-b", "SharedFilesystem", "Warning", "directory");
+    c.assert_one_event("raw", "ResizeBlocked", "Warning", "block_mode");
+    c.assert_one_event("bad", "InvalidPolicy", "Warning", "usage-threshold");
+    // The real server's own refusal, for the record: a class without allowVolumeExpansion.
+    let api: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(c.admin.0.clone(), &c.ns);
+    let body = json!({"spec": {"resources": {"requests": {"storage": "80Mi"}}}});
+    let refused =
+        support::kube::block(api.patch("fixed", &Default::default(), &kube::api::Patch::Merge(body)));
+    assert!(
+        matches!(refused, Err(kube::Error::Api(ref e)) if e.code == 403),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_claim_that_did_not_opt_in_is_never_written() {
+    if !server::available("a_claim_that_did_not_opt_in_is_never_written") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let quiet = c.claim("quiet", &c.fast.clone(), 64, &[("limit", "200Mi")]);
+    let loud = c.claim("loud", &c.fast.clone(), 64, POLICY);
+    fill(&quiet, 62 * MI);
+    fill(&loud, 8 * MI);
+    let port = support::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = c.agent("300ms", &["--listen", &listen]);
+    // The opted-in neighbour proves scans ran; the quiet one is measured for metrics only.
+    wait_for(Duration::from_secs(20), "the opted-in claim's status", || {
+        c.status_field("loud", "state")
+    });
+    wait_for(Duration::from_secs(10), "the quiet claim's metric", || {
+        support::http::claim_metric(port, "headroom_volume_used_bytes", "quiet")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(c.claim_writes("quiet").len(), 0, "{:?}", c.claim_writes("quiet"));
+    assert!(annotation(&c.get("quiet"), "headroom.dev/status").is_none());
+    assert_eq!(c.events_for("quiet"), vec![], "Events about a claim that did not opt in");
+}
+
+#[test]
+fn storage_class_annotation_change_applies_at_the_next_scan() {
+    if !server::available("storage_class_annotation_change_applies_at_the_next_scan") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    let threshold = |pct: &str| {
+        json!({"metadata": {"annotations": {"headroom.dev/usage-threshold": pct}}})
+    };
+    c.patch_cluster::<StorageClass>(&fast, threshold("95"));
+    let mount = c.claim("data", &fast, 64, POLICY);
+    let _csi = c.csi(&[("data", mount.clone())], 200);
+    // 56Mi of 64Mi is 87.5 %: under the class's 95 %, over the 80 % it will say next.
+    fill(&mount, 56 * MI);
+    let _agent = c.agent("500ms", &[]);
+    wait_for(Duration::from_secs(20), "a status with the fill", || {
+        let used: f64 = c.status_field("data", "usedPercent")?.parse().ok()?;
+        (used > 85.0).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.resize_patches("data"), 0);
+    assert_eq!(c.status_field("data", "state").as_deref(), Some("Balanced"));
+
+    c.patch_cluster::<StorageClass>(&fast, threshold("80"));
+    c.wait_capacity("data", 80 * MI);
+    assert_eq!(c.resize_patches("data"), 1);
+    assert_eq!(c.history_len("data"), 1);
+}
+
+#[test]
+fn dry_run_decides_but_never_writes() {
+    if !server::available("dry_run_decides_but_never_writes") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
+    fill(&mount, 60 * MI);
+    let port = support::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut agent = c.agent("300ms", &["--dry-run", "--listen", &listen]);
+    // The claim was read (the watcher's LIST) and its volume measured and decided.
+    wait_for(Duration::from_secs(20), "the claim's metrics", || {
+        support::http::claim_metric(port, "headroom_volume_used_bytes", "data")
+    });
+    assert!(
+        c.agent_requests()
+            .iter()
+            .any(|e| e.resource() == "persistentvolumeclaims" && e.verb == "list"),
+        "the agent never read the claim"
+    );
+    // Several scans over a volume at 94 %: decided (logged "would grow"), never written.
+    std::thread::sleep(Duration::from_secs(3));
+    let writes: Vec<_> = c.agent_requests().into_iter().filter(|e| e.is_write()).collect();
+    assert!(
+        writes.iter().all(|e| e.resource() != "persistentvolumeclaims"),
+        "dry run wrote a claim: {writes:?}"
+    );
+    assert_eq!(request_of(&c.get("data")), 64 * MI);
+    assert!(agent.child.try_wait().expect("wait").is_none(), "the agent exited");
+}

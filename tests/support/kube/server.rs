@@ -1,0 +1,281 @@
+//! A real kube-apiserver (1.20.2, built from Debian's `kubernetes` source package by
+//! `scripts/kube-apiserver.sh`) on etcd 3.4 (Debian's `etcd-server`), on free loopback ports, as
+//! controller-runtime's envtest runs one for Go controllers. No controller manager, scheduler or
+//! kubelet: tests play those parts (binding claims, setting `status.capacity`, pod IPs).
+//!
+//! Authentication is a static token file: `admin` (system:masters) and the agent's service
+//! account identity `system:serviceaccount:headroom:headroom`, which only the project's own
+//! `rbac/` manifests authorise. An audit log records every request with the user, verb, object
+//! and status code, so tests count the agent's writes on the server's own record.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub const ADMIN_TOKEN: &str = "headroom-test-admin";
+pub const AGENT_TOKEN: &str = "headroom-test-agent";
+pub const AGENT_USER: &str = "system:serviceaccount:headroom:headroom";
+
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Request
+    resources:
+      - group: ""
+        resources: ["persistentvolumeclaims"]
+    verbs: ["patch", "update", "create"]
+  - level: Metadata
+"#;
+
+/// Where the API server binary is: `HEADROOM_KUBE_APISERVER`, else the per-machine cache that
+/// `scripts/kube-apiserver.sh` fills.
+pub fn apiserver_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("HEADROOM_KUBE_APISERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let home = std::env::var_os("HOME")?;
+    let cache = std::env::var_os("HEADROOM_KUBE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&home).join(".cache/headroom"));
+    Some(cache.join("kube-apiserver-1.20.2")).filter(|p| p.is_file())
+}
+
+/// True when the real-server tests may run; with `CI` set a missing part fails the test.
+pub fn available(test: &str) -> bool {
+    let mut missing = Vec::new();
+    if apiserver_binary().is_none() {
+        missing.push("kube-apiserver (run scripts/kube-apiserver.sh, or ./scripts/test.sh)");
+    }
+    if !Path::new("/usr/bin/etcd").is_file() {
+        missing.push("etcd (Debian package etcd-server)");
+    }
+    if !Path::new("/usr/bin/openssl").is_file() {
+        missing.push("openssl (Debian package openssl)");
+    }
+    if !nix::unistd::geteuid().is_root() {
+        missing.push("root (the tests mount tmpfs volumes)");
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let why = missing.join(", ");
+    if std::env::var_os("CI").is_some() {
+        panic!("{test} cannot run: it needs {why}, and CI is set so it may not skip");
+    }
+    eprintln!("skipping {test}: needs {why} (set CI to make this a failure)");
+    false
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// Spawns `cmd` from a thread that lives as long as the test process, with PR_SET_PDEATHSIG:
+/// the child is killed when the test process ends, however it ends (the signal follows the
+/// thread that forked, so it must not be a test's own thread).
+fn spawn_tied(mut cmd: Command) -> Child {
+    use std::os::unix::process::CommandExt;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let _ = tx.send(cmd.spawn());
+        loop {
+            std::thread::park();
+        }
+    });
+    rx.recv().expect("spawner thread").expect("spawn server process")
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("run command");
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// One etcd + kube-apiserver pair with its own data directory.
+pub struct Server {
+    pub dir: PathBuf,
+    pub port: u16,
+    etcd_port: u16,
+    etcd: Mutex<Option<Child>>,
+    apiserver: Mutex<Option<Child>>,
+}
+
+impl Server {
+    /// The server shared by every test of this process (each test works in its own namespace,
+    /// node and class names, so tests run in parallel).
+    pub fn shared() -> Arc<Server> {
+        static SHARED: OnceLock<Arc<Server>> = OnceLock::new();
+        SHARED.get_or_init(|| Arc::new(Server::start())).clone()
+    }
+
+    /// A server of its own, for tests that stop and restart it.
+    pub fn start() -> Server {
+        let dir = std::env::temp_dir().join(format!(
+            "headroom-kube-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("pki")).expect("server dir");
+        run(Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(dir.join("sa.key"))
+            .arg("2048")
+            .stderr(Stdio::piped()));
+        run(Command::new("openssl")
+            .arg("rsa")
+            .arg("-in")
+            .arg(dir.join("sa.key"))
+            .args(["-pubout", "-out"])
+            .arg(dir.join("sa.pub"))
+            .stderr(Stdio::piped()));
+        std::fs::write(
+            dir.join("tokens.csv"),
+            format!(
+                "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"\n\
+                 {AGENT_TOKEN},{AGENT_USER},headroom-sa-uid,\"system:serviceaccounts,system:serviceaccounts:headroom\"\n"
+            ),
+        )
+        .expect("token file");
+        std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY).expect("audit policy");
+        let server = Server {
+            port: free_port(),
+            etcd_port: free_port(),
+            etcd: Mutex::new(None),
+            apiserver: Mutex::new(None),
+            dir,
+        };
+        server.start_etcd();
+        server.start_apiserver();
+        server
+    }
+
+    fn start_etcd(&self) {
+        let peer = free_port();
+        let client = format!("http://127.0.0.1:{}", self.etcd_port);
+        let peer = format!("http://127.0.0.1:{peer}");
+        let mut cmd = Command::new("/usr/bin/etcd");
+        cmd.arg("--name=test")
+            .arg(format!("--data-dir={}", self.dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=test={peer}"))
+            .arg("--logger=zap")
+            .arg("--log-level=error")
+            .stdout(Stdio::null())
+            .stderr(log_file(&self.dir, "etcd.log"));
+        *self.etcd.lock().expect("etcd lock") = Some(spawn_tied(cmd));
+    }
+
+    /// Starts the API server (again, after [`Server::stop_apiserver`]) on the same port and
+    /// waits until it is ready.
+    pub fn start_apiserver(&self) {
+        let bin = apiserver_binary().expect("kube-apiserver binary");
+        let d = |f: &str| self.dir.join(f).display().to_string();
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_port))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={}", self.port))
+            .arg("--insecure-port=0")
+            .arg(format!("--cert-dir={}", d("pki")))
+            .arg(format!("--token-auth-file={}", d("tokens.csv")))
+            .arg("--authorization-mode=RBAC")
+            .arg(format!("--service-account-key-file={}", d("sa.pub")))
+            .arg(format!("--service-account-signing-key-file={}", d("sa.key")))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg(format!("--audit-policy-file={}", d("audit-policy.yaml")))
+            .arg(format!("--audit-log-path={}", d("audit.log")))
+            .arg("--audit-log-format=json")
+            .arg("--audit-log-mode=blocking")
+            .arg("--v=0")
+            .stdout(Stdio::null())
+            .stderr(log_file(&self.dir, "apiserver.log"));
+        *self.apiserver.lock().expect("apiserver lock") = Some(spawn_tied(cmd));
+        self.wait_ready(Duration::from_secs(90));
+    }
+
+    /// Kills the API server (SIGKILL: connections drop as in a crash); etcd keeps the data.
+    pub fn stop_apiserver(&self) {
+        if let Some(mut c) = self.apiserver.lock().expect("apiserver lock").take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn wait_ready(&self, within: Duration) {
+        let start = Instant::now();
+        loop {
+            let out = Command::new("curl")
+                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+                .arg(format!("Authorization: Bearer {ADMIN_TOKEN}"))
+                .arg(format!("https://127.0.0.1:{}/readyz", self.port))
+                .output();
+            if out.is_ok_and(|o| o.stdout == b"200") {
+                return;
+            }
+            if let Some(c) = self.apiserver.lock().expect("apiserver lock").as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                panic!("kube-apiserver exited ({status}); see {}", self.dir.join("apiserver.log").display());
+            }
+            assert!(
+                start.elapsed() < within,
+                "kube-apiserver not ready within {within:?}; see {}",
+                self.dir.join("apiserver.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// A kubeconfig for `token` (admin or agent), trusting the server's self-signed CA.
+    pub fn kubeconfig(&self, token: &str, path: &Path) {
+        let ca = self.dir.join("pki/apiserver.crt");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: test\n    user: u\n    namespace: default\ncurrent-context: c\n",
+            self.port,
+            ca.display()
+        );
+        std::fs::write(path, text).expect("write kubeconfig");
+    }
+
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join("audit.log")
+    }
+}
+
+fn log_file(dir: &Path, name: &str) -> Stdio {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(name))
+        .map(Stdio::from)
+        .unwrap_or(Stdio::null())
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_apiserver();
+        if let Some(mut c) = self.etcd.lock().map(|mut e| e.take()).ok().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
