@@ -1,28 +1,27 @@
 //! Time from a fill crossing the usage threshold to the agent's resize PATCH, at the default
-//! 10 s scan interval: `headroom agent` as a child process, the fake API server, real tmpfs
-//! volumes (the end-to-end tests' setup). Needs root for the mounts.
+//! 10 s scan interval, against the real test API server (kube-apiserver 1.20.2 + etcd, see
+//! tests/support/kube): `headroom agent` as a child process with the project's RBAC, real tmpfs
+//! volumes. Also counts the agent's established connections to the API server and its watch
+//! requests (from the server's audit log) with all claims mounted. Needs root and the server.
 //!
 //! `cargo bench --bench reaction` measures 60 crossings (two rounds of 30 claims, each claim
 //! crossing once, at moments spread uniformly over one interval). Without `--bench` (e.g.
 //! `cargo test --benches`) it runs a smoke pass of two crossings at a 1 s interval.
 
-#[path = "../tests/support/cluster.rs"]
-mod cluster;
-#[allow(unused_imports)] // its unit tests are not compiled into a bench
-#[path = "../tests/support/fake_api/mod.rs"]
-mod fake_api;
-#[path = "../tests/support/node.rs"]
-mod node;
-#[path = "../tests/support/root.rs"]
-mod root;
+mod support;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster::{Cluster, status_field};
-use node::{MI, fill, request_of, wait_for};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use support::kube::cluster::KubeCluster;
+use support::kube::server;
+use support::node::{MI, SplitMix, fill, request_of, wait_for};
 
 const SIZE_MI: u64 = 8;
 const POLICY: &[(&str, &str)] = &[
@@ -39,11 +38,9 @@ struct Plan {
     rounds: usize,
 }
 
-use node::SplitMix;
-
 fn main() -> ExitCode {
     let full = std::env::args().any(|a| a == "--bench");
-    if !root::require_root("bench reaction", &[]) {
+    if !server::available("bench reaction") {
         return ExitCode::SUCCESS;
     }
     let plan = if full {
@@ -61,45 +58,52 @@ fn main() -> ExitCode {
             rounds: 1,
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let samples = rt.block_on(measure(&plan));
+    let samples = measure(&plan);
     report(&plan, samples);
     ExitCode::SUCCESS
 }
 
-async fn measure(plan: &Plan) -> Vec<Duration> {
-    let mut c = Cluster::new().await;
+fn measure(plan: &Plan) -> Vec<Duration> {
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
     let total = plan.per_round * plan.rounds;
     let names: Vec<String> = (0..total).map(|i| format!("r-{i}")).collect();
     let mounts: Vec<PathBuf> = names
         .iter()
-        .map(|n| c.claim(n, "fast", SIZE_MI, POLICY))
+        .map(|n| c.claim(n, &fast, SIZE_MI, POLICY))
         .collect();
     // Just under the threshold: the crossing is the last small write, timed from its start.
     for m in &mounts {
         fill(m, SIZE_MI * MI * 79 / 100);
     }
-    let _agent = c.agent(plan.interval_arg);
+    let agent = c.agent(plan.interval_arg, &[]);
     wait_for(
-        plan.interval * 3 + Duration::from_secs(10),
+        plan.interval * 3 + Duration::from_secs(20),
         "first statuses",
         || {
             names
                 .iter()
-                .all(|n| status_field(&c.get(n), "state").is_some())
+                .all(|n| c.status_field(n, "state").is_some())
                 .then_some(())
         },
     );
+    let conns = server::connections(agent.child.id(), c.server.port);
+    let watches = c
+        .agent_requests()
+        .iter()
+        .filter(|e| e.verb == "watch" || e.verb == "list")
+        .count();
+    println!(
+        "{total} claims mounted: the agent holds {conns} connection(s) to the API server; \
+         {watches} list/watch audit record(s) in the claims' namespace so far"
+    );
 
+    let patched: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
+    spawn_recorder(&c, &names, patched.clone());
     let mut rng = SplitMix(0x6865_6164_726f_6f6d);
     let mut samples = Vec::new();
     for round in 0..plan.rounds {
         let ids: Vec<usize> = (round * plan.per_round..(round + 1) * plan.per_round).collect();
-        let patched: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
-        let poller = spawn_poller(&c, &names, &ids, patched.clone());
         let mut offsets: Vec<(Duration, usize)> = ids
             .iter()
             .map(|&i| {
@@ -117,43 +121,43 @@ async fn measure(plan: &Plan) -> Vec<Duration> {
             crossed[i] = Some(Instant::now());
             fill(&mounts[i], SIZE_MI * MI * 85 / 100);
         }
-        poller.join().expect("poller");
-        let patched = patched.lock().expect("patched");
+        wait_for(
+            Duration::from_secs(120),
+            "every claim of the round patched",
+            || {
+                let p = patched.lock().expect("patched");
+                ids.iter().all(|&i| p[i].is_some()).then_some(())
+            },
+        );
+        let p = patched.lock().expect("patched");
         for &i in &ids {
-            let (Some(t0), Some(t1)) = (crossed[i], patched[i]) else {
+            let (Some(t0), Some(t1)) = (crossed[i], p[i]) else {
                 panic!("claim {} was not patched", names[i]);
             };
             samples.push(t1.saturating_duration_since(t0));
         }
     }
+    drop(agent);
     samples
 }
 
-/// Notes, every 2 ms, the first moment each claim's request grew; returns once all have.
-fn spawn_poller(
-    c: &Cluster,
-    names: &[String],
-    ids: &[usize],
-    patched: Arc<Mutex<Vec<Option<Instant>>>>,
-) -> std::thread::JoinHandle<()> {
-    let fake = c.fake.clone();
-    let watch: Vec<(usize, String)> = ids.iter().map(|&i| (i, names[i].clone())).collect();
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mut left = watch;
-        while !left.is_empty() && Instant::now() < deadline {
-            left.retain(|(i, name)| {
-                let grown = fake
-                    .get::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(cluster::NS, name)
-                    .is_some_and(|p| request_of(&p) > SIZE_MI * MI);
-                if grown {
-                    patched.lock().expect("patched")[*i] = Some(Instant::now());
-                }
-                !grown
-            });
-            std::thread::sleep(Duration::from_millis(2));
+/// Notes the first moment each claim's request grew, from a watch on the namespace.
+fn spawn_recorder(c: &KubeCluster, names: &[String], patched: Arc<Mutex<Vec<Option<Instant>>>>) {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(c.admin.0.clone(), &c.ns);
+    let names = names.to_vec();
+    support::kube::runtime().spawn(async move {
+        let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+        while let Some(Ok(p)) = stream.next().await {
+            let at = Instant::now();
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let Some(i) = names.iter().position(|n| *n == name) else {
+                continue;
+            };
+            if request_of(&p) > SIZE_MI * MI {
+                patched.lock().expect("patched")[i].get_or_insert(at);
+            }
         }
-    })
+    });
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> Duration {

@@ -1,6 +1,8 @@
-//! Fleet-safe operation end to end (fake API server, real tmpfs volumes, `headroom agent` as a
-//! child process): node drains, SIGTERM during a patch, failed resizes, group sizing, the
-//! kubelet's numbers as a second source, topolvm annotations. Scheduled trims: `agent_reclaim.rs`.
+//! Fleet-safe operation end to end on the fake API server (real tmpfs volumes, `headroom agent`
+//! as a child process): SIGTERM during a patch (the fake holds the PATCH open), failed resizes
+//! (resize status fields newer than the real test server's 1.20), the kubelet's
+//! numbers as a second source, topolvm annotations. Drains and group sizing run on
+//! the real server (kube_fleet.rs, kube_agent.rs); scheduled trims in `agent_reclaim.rs`.
 
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
@@ -12,11 +14,10 @@ mod support {
 }
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Taint};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::sys::signal::{Signal, kill};
@@ -24,7 +25,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 use support::cluster::{Cluster, NODE, NS, history, status_field};
 use support::http::{self, claim_metric};
-use support::node::{CsiDriver, MI, capacity_of, fill, request_of, wait_for};
+use support::node::{MI, fill, request_of, wait_for};
 
 use support::root::needs_root;
 
@@ -38,14 +39,6 @@ const POLICY: &[(&str, &str)] = &[
     ("max-actions-per-day", "5"),
     ("emergency-grow-critical-minimum-free", "1Mi"),
 ];
-
-fn csi(c: &Cluster, mounts: &[(&str, PathBuf)]) -> CsiDriver {
-    let volumes: BTreeMap<(String, String), Vec<PathBuf>> = mounts
-        .iter()
-        .map(|(n, m)| ((NS.to_string(), n.to_string()), vec![m.clone()]))
-        .collect();
-    CsiDriver::start(c.fake.clone(), volumes, Duration::from_millis(200))
-}
 
 fn blocked_reason(c: &Cluster, name: &str) -> Option<String> {
     status_field(&c.get(name), "blockedReason")
@@ -90,70 +83,6 @@ fn events(c: &Cluster, name: &str, reason: &str) -> Vec<(String, String)> {
         .filter(|(r, _, _)| r == reason)
         .map(|(_, t, n)| (t, n))
         .collect()
-}
-
-async fn cordon_pauses_planned_growth_only(test: &str, cordon: fn(&mut Node, bool)) {
-    if !needs_root(test) {
-        return;
-    }
-    let mut c = Cluster::new().await;
-    let mount = c.claim("data", "fast", 64, POLICY);
-    let _csi = csi(&c, &[("data", mount.clone())]);
-    c.fake.update_with::<Node>("", NODE, |n| cordon(n, true));
-    // 56Mi of 64Mi: 87.5 %, over the 80 % threshold, under the 95 % emergency line.
-    fill(&mount, 56 * MI);
-    let _agent = c.agent("300ms");
-    wait_blocked(&c, "data", "node_draining", 85.0);
-    std::thread::sleep(Duration::from_millis(1200));
-    assert_eq!(c.resize_patches("data"), 0, "planned growth while cordoned");
-    assert_eq!(request_of(&c.get("data")), 64 * MI);
-
-    // 62Mi of 64Mi: 96.9 %, past the emergency line: grows although the node drains.
-    fill(&mount, 62 * MI);
-    let pvc = wait_request(&c, "data", 65 * MI);
-    assert_eq!(request_of(&pvc), 80 * MI);
-    assert_eq!(kinds(&pvc).len(), 1);
-    wait_for(Duration::from_secs(5), "the resize to finish", || {
-        (capacity_of(&c.get("data")) == 80 * MI).then_some(())
-    });
-
-    // 70Mi of 80Mi: 87.5 %, planned again: paused while cordoned, resumes once uncordoned.
-    fill(&mount, 70 * MI);
-    wait_blocked(&c, "data", "node_draining", 85.0);
-    std::thread::sleep(Duration::from_millis(900));
-    assert_eq!(c.resize_patches("data"), 1);
-    c.fake.update_with::<Node>("", NODE, |n| cordon(n, false));
-    let pvc = wait_request(&c, "data", 81 * MI);
-    assert_eq!(request_of(&pvc), 96 * MI);
-    assert_eq!(kinds(&pvc).len(), 2);
-    assert_eq!(c.resize_patches("data"), 2);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn cordoned_node_pauses_planned_growth_but_not_emergencies() {
-    cordon_pauses_planned_growth_only(
-        "cordoned_node_pauses_planned_growth_but_not_emergencies",
-        |n, on| n.spec.get_or_insert_with(Default::default).unschedulable = Some(on),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn unschedulable_taint_pauses_planned_growth_but_not_emergencies() {
-    cordon_pauses_planned_growth_only(
-        "unschedulable_taint_pauses_planned_growth_but_not_emergencies",
-        |n, on| {
-            let spec = n.spec.get_or_insert_with(Default::default);
-            spec.taints = on.then(|| {
-                vec![Taint {
-                    key: "node.kubernetes.io/unschedulable".into(),
-                    effect: "NoSchedule".into(),
-                    ..Default::default()
-                }]
-            });
-        },
-    )
-    .await;
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
@@ -299,56 +228,6 @@ async fn failed_resizes_get_nothing_stacked_on_top_and_one_event() {
             .1
             .contains("backend refused")
     );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn new_group_member_is_grown_to_its_peers_size_once() {
-    if !needs_root("new_group_member_is_grown_to_its_peers_size_once") {
-        return;
-    }
-    // One action a day: the group growth must use it up. CloudNativePG keeps WAL on the data
-    // volume unless told otherwise; growing such a volume needs the WAL risk acknowledged.
-    let policy = [
-        ("enabled", "true"),
-        ("limit", "200Mi"),
-        ("step", "16Mi"),
-        ("max-actions-per-day", "1"),
-        ("emergency-grow-critical-minimum-free", "1Mi"),
-        ("wal-safety-acknowledge-wal-risk", "true"),
-    ];
-    let labels = |p: &mut PersistentVolumeClaim| {
-        p.metadata.labels = Some(BTreeMap::from([
-            ("cnpg.io/cluster".to_string(), "pg".to_string()),
-            ("cnpg.io/pvcRole".to_string(), "PG_DATA".to_string()),
-        ]));
-    };
-    let mut c = Cluster::new().await;
-    c.fake.insert(fake_api::fixtures::node("node-b"));
-    // The first instance, grown long ago, runs on another node: nothing of it is mounted here.
-    c.pvc("pg-1", "fast", 80, &policy, labels);
-    c.pod("pg-1", "node-b", "pg-1");
-    // A new replica at the template size, nearly empty.
-    c.pvc("pg-2", "fast", 64, &policy, labels);
-    let uid = c.pod("pg-2", NODE, "pg-2");
-    let mount = c.root.tmpfs_volume(&uid, "pv-pg-2", 64 * MI);
-    fill(&mount, MI);
-    let _csi = csi(&c, &[("pg-2", mount.clone())]);
-    let _agent = c.agent("300ms");
-
-    let pvc = wait_request(&c, "pg-2", 65 * MI);
-    assert_eq!(request_of(&pvc), 80 * MI, "the group's size");
-    assert_eq!(kinds(&pvc), ["GroupGrow"]);
-    wait_for(Duration::from_secs(5), "the resize to finish", || {
-        (capacity_of(&c.get("pg-2")) == 80 * MI).then_some(())
-    });
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.resize_patches("pg-2"), 1);
-    assert_eq!(c.resize_patches("pg-1"), 0);
-    assert_eq!(kinds(&c.get("pg-2")).len(), 1);
-    // It counted: 70Mi of 80Mi needs growth, and the day's one action is spent.
-    fill(&mount, 70 * MI);
-    wait_blocked(&c, "pg-2", "budget_exhausted", 85.0);
-    assert_eq!(c.resize_patches("pg-2"), 1);
 }
 
 fn kubelet_volume(claim: &str, capacity: u64, used: u64) -> serde_json::Value {

@@ -152,8 +152,11 @@ fn refusals_say_why_and_never_write_a_size() {
     // The real server's own refusal, for the record: a class without allowVolumeExpansion.
     let api: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(c.admin.0.clone(), &c.ns);
     let body = json!({"spec": {"resources": {"requests": {"storage": "80Mi"}}}});
-    let refused =
-        support::kube::block(api.patch("fixed", &Default::default(), &kube::api::Patch::Merge(body)));
+    let refused = support::kube::block(api.patch(
+        "fixed",
+        &Default::default(),
+        &kube::api::Patch::Merge(body),
+    ));
     assert!(
         matches!(refused, Err(kube::Error::Api(ref e)) if e.code == 403),
         "{refused:?}"
@@ -174,16 +177,27 @@ fn a_claim_that_did_not_opt_in_is_never_written() {
     let listen = format!("127.0.0.1:{port}");
     let _agent = c.agent("300ms", &["--listen", &listen]);
     // The opted-in neighbour proves scans ran; the quiet one is measured for metrics only.
-    wait_for(Duration::from_secs(20), "the opted-in claim's status", || {
-        c.status_field("loud", "state")
-    });
+    wait_for(
+        Duration::from_secs(20),
+        "the opted-in claim's status",
+        || c.status_field("loud", "state"),
+    );
     wait_for(Duration::from_secs(10), "the quiet claim's metric", || {
         support::http::claim_metric(port, "headroom_volume_used_bytes", "quiet")
     });
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(c.claim_writes("quiet").len(), 0, "{:?}", c.claim_writes("quiet"));
+    assert_eq!(
+        c.claim_writes("quiet").len(),
+        0,
+        "{:?}",
+        c.claim_writes("quiet")
+    );
     assert!(annotation(&c.get("quiet"), "headroom.dev/status").is_none());
-    assert_eq!(c.events_for("quiet"), vec![], "Events about a claim that did not opt in");
+    assert_eq!(
+        c.events_for("quiet"),
+        vec![],
+        "Events about a claim that did not opt in"
+    );
 }
 
 #[test]
@@ -193,9 +207,8 @@ fn storage_class_annotation_change_applies_at_the_next_scan() {
     }
     let mut c = KubeCluster::new();
     let fast = c.fast.clone();
-    let threshold = |pct: &str| {
-        json!({"metadata": {"annotations": {"headroom.dev/usage-threshold": pct}}})
-    };
+    let threshold =
+        |pct: &str| json!({"metadata": {"annotations": {"headroom.dev/usage-threshold": pct}}});
     c.patch_cluster::<StorageClass>(&fast, threshold("95"));
     let mount = c.claim("data", &fast, 64, POLICY);
     let _csi = c.csi(&[("data", mount.clone())], 200);
@@ -239,11 +252,67 @@ fn dry_run_decides_but_never_writes() {
     );
     // Several scans over a volume at 94 %: decided (logged "would grow"), never written.
     std::thread::sleep(Duration::from_secs(3));
-    let writes: Vec<_> = c.agent_requests().into_iter().filter(|e| e.is_write()).collect();
+    let writes: Vec<_> = c
+        .agent_requests()
+        .into_iter()
+        .filter(|e| e.is_write())
+        .collect();
     assert!(
-        writes.iter().all(|e| e.resource() != "persistentvolumeclaims"),
+        writes
+            .iter()
+            .all(|e| e.resource() != "persistentvolumeclaims"),
         "dry run wrote a claim: {writes:?}"
     );
     assert_eq!(request_of(&c.get("data")), 64 * MI);
-    assert!(agent.child.try_wait().expect("wait").is_none(), "the agent exited");
+    assert!(
+        agent.child.try_wait().expect("wait").is_none(),
+        "the agent exited"
+    );
+}
+
+#[test]
+fn new_group_member_is_grown_to_its_peers_size_once() {
+    if !server::available("new_group_member_is_grown_to_its_peers_size_once") {
+        return;
+    }
+    // One action a day: the group growth must use it up. CloudNativePG keeps WAL on the data
+    // volume unless told otherwise; growing such a volume needs the WAL risk acknowledged.
+    let policy = [
+        ("enabled", "true"),
+        ("limit", "200Mi"),
+        ("step", "16Mi"),
+        ("max-actions-per-day", "1"),
+        ("emergency-grow-critical-minimum-free", "1Mi"),
+        ("wal-safety-acknowledge-wal-risk", "true"),
+    ];
+    let labels = |p: &mut serde_json::Value| {
+        p["metadata"]["labels"] = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
+    };
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    let node_b = format!("{}-b", c.node);
+    c.add_node(&node_b);
+    // The first instance, grown long ago, runs on another node: nothing of it is mounted here.
+    c.pvc("pg-1", &fast, 80, &policy, labels);
+    c.pod("pg-1", &node_b, "pg-1");
+    // A new replica at the template size, nearly empty.
+    c.pvc("pg-2", &fast, 64, &policy, labels);
+    let uid = c.pod("pg-2", &c.node.clone(), "pg-2");
+    let pv = c.pv_name("pg-2");
+    let mount = c.root.tmpfs_volume(&uid, &pv, 64 * MI);
+    fill(&mount, MI);
+    let _csi = c.csi(&[("pg-2", mount.clone())], 200);
+    let _agent = c.agent("300ms", &[]);
+
+    c.wait_capacity("pg-2", 80 * MI);
+    let history = annotation(&c.get("pg-2"), "headroom.dev/history").expect("history");
+    assert!(history.contains("GroupGrow"), "{history}");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.resize_patches("pg-2"), 1);
+    assert_eq!(c.resize_patches("pg-1"), 0);
+    assert_eq!(c.history_len("pg-2"), 1);
+    // It counted: 70Mi of 80Mi needs growth, and the day's one action is spent.
+    fill(&mount, 70 * MI);
+    c.wait_blocked("pg-2", "budget_exhausted");
+    assert_eq!(c.resize_patches("pg-2"), 1);
 }

@@ -10,82 +10,208 @@ mod support {
     pub mod root;
 }
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::SelfSubjectRulesReview;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use support::kube::cluster::{KubeCluster, POLICY, client_for};
+use support::kube::cluster::{KubeCluster, POLICY, annotation, client_for};
 use support::kube::server::{self, Server};
-use support::node::{MI, fill, request_of, wait_for};
+use support::node::{MI, SplitMix, capacity_of, fill, request_of, wait_for};
 
 #[test]
 fn two_agents_on_one_rwx_claim_grow_it_once() {
     if !server::available("two_agents_on_one_rwx_claim_grow_it_once") {
         return;
     }
-    let mut c = KubeCluster::new();
-    let node_b = format!("{}-b", c.node);
-    c.add_node(&node_b);
-    c.pvc("shared", &c.fast.clone(), 64, POLICY, |p| {
-        p["spec"]["accessModes"] = json!(["ReadWriteMany"]);
+    const ROUNDS: usize = 3;
+    let mut collisions = 0;
+    for round in 0..ROUNDS {
+        let mut c = KubeCluster::new();
+        let node_b = format!("{}-b", c.node);
+        c.add_node(&node_b);
+        c.pvc("shared", &c.fast.clone(), 64, POLICY, |p| {
+            p["spec"]["accessModes"] = json!(["ReadWriteMany"]);
+        });
+        let uid_a = c.pod("pod-a", &c.node.clone(), "shared");
+        let uid_b = c.pod("pod-b", &node_b, "shared");
+        let pv = c.pv_name("shared");
+        // One filesystem, mounted by a pod on each node; already over the threshold when both
+        // agents start, so both decide from the same resourceVersion.
+        let mount = c.root.tmpfs_volume(&uid_a, &pv, 64 * MI);
+        let mut root_b = support::node::KubeletRoot::new();
+        root_b.bind_volume(&uid_b, &pv, &mount);
+        fill(&mount, 56 * MI);
+        let _csi = c.csi(&[("shared", mount.clone())], 300);
+        let _a = c.agent("200ms", &[]);
+        let _b = c.agent_on(&node_b, root_b.path(), "200ms", &[]);
+        c.wait_capacity("shared", 80 * MI);
+        // Several more scans by both, on a volume now at 70 %.
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(
+            request_of(&c.get("shared")),
+            80 * MI,
+            "round {round}: grown twice"
+        );
+        assert_eq!(
+            c.resize_patches("shared"),
+            1,
+            "round {round}: resize patches"
+        );
+        assert_eq!(c.history_len("shared"), 1, "round {round}: history");
+        let conflicts = c
+            .claim_writes("shared")
+            .iter()
+            .filter(|e| e.code() == 409)
+            .count();
+        eprintln!("round {round}: {conflicts} write(s) refused with 409 by the real server");
+        collisions += conflicts;
+    }
+    eprintln!("{collisions} collision(s) in {ROUNDS} rounds");
+}
+
+type Versions = Arc<Mutex<HashMap<String, (u64, u64)>>>;
+
+/// Every version of every claim in the namespace, by resourceVersion: (request, capacity).
+fn record_versions(c: &KubeCluster, expect: usize) -> Versions {
+    let versions: Versions = Arc::default();
+    let seen = versions.clone();
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(c.admin.0.clone(), &c.ns);
+    support::kube::runtime().spawn(async move {
+        let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+        while let Some(Ok(p)) = stream.next().await {
+            let rv = p.metadata.resource_version.clone().unwrap_or_default();
+            let sizes = (request_of(&p), capacity_of(&p));
+            seen.lock().expect("versions").insert(rv, sizes);
+        }
     });
-    let uid_a = c.pod("pod-a", &c.node.clone(), "shared");
-    let uid_b = c.pod("pod-b", &node_b, "shared");
-    let pv = c.pv_name("shared");
-    let mount = c.root.tmpfs_volume(&uid_a, &pv, 64 * MI);
-    // The same filesystem, seen by the second node's kubelet.
-    let mut root_b = support::node::KubeletRoot::new();
-    root_b.bind_volume(&uid_b, &pv, &mount);
-    let _csi = c.csi(&[("shared", mount.clone())], 300);
-    let _a = c.agent("200ms", &[]);
-    let _b = c.agent_on(&node_b, root_b.path(), "200ms", &[]);
-    wait_for(Duration::from_secs(20), "the first status", || {
-        c.status_field("shared", "state")
+    let ready = versions.clone();
+    wait_for(Duration::from_secs(10), "the version recorder", move || {
+        (ready.lock().expect("versions").len() >= expect).then_some(())
     });
-    fill(&mount, 56 * MI);
-    c.wait_capacity("shared", 80 * MI);
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(request_of(&c.get("shared")), 80 * MI, "grown twice for one fill");
-    assert_eq!(c.resize_patches("shared"), 1);
-    assert_eq!(c.history_len("shared"), 1);
+    versions
 }
 
 #[test]
-fn sigkill_mid_action_loses_no_history_and_never_double_grows() {
-    if !server::available("sigkill_mid_action_loses_no_history_and_never_double_grows") {
+fn sigkill_at_random_moments_never_double_resizes_or_loses_history() {
+    if !server::available("sigkill_at_random_moments_never_double_resizes_or_loses_history") {
         return;
     }
+    const RUNS: u64 = 50;
+    const VOLUMES: usize = 5;
+    const STEP: u64 = 2 * MI;
+    // Ten actions a day is the most a policy may allow; five claims give the runs room to act.
+    let policy = [
+        ("enabled", "true"),
+        ("limit", "1Gi"),
+        ("step", "2Mi"),
+        ("max-actions-per-day", "10"),
+    ];
     let mut c = KubeCluster::new();
-    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
-    let _csi = c.csi(&[("data", mount.clone())], 200);
-    let mut rng = support::node::SplitMix(0x5eed_0012);
-    let mut size = 64;
-    for _ in 0..3 {
+    let fast = c.fast.clone();
+    let names: Vec<String> = (0..VOLUMES).map(|i| format!("vol-{i}")).collect();
+    let mounts: Vec<PathBuf> = names
+        .iter()
+        .map(|n| c.claim(n, &fast, 8, &policy))
+        .collect();
+    let versions = record_versions(&c, VOLUMES);
+    let pairs: Vec<(&str, PathBuf)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(mounts.iter().cloned())
+        .collect();
+    let _csi = c.csi(&pairs, 150);
+
+    for run in 0..RUNS {
+        // Round robin: refill one claim (to 85 %, over the 80 % threshold) once its last resize
+        // is done; the others may still be resizing from an earlier run.
+        let i = run as usize % VOLUMES;
+        let pvc = c.get(&names[i]);
+        let fs = nix::sys::statvfs::statvfs(&mounts[i]).expect("statvfs");
+        let fs_bytes = fs.blocks() * fs.fragment_size();
+        if request_of(&pvc) == capacity_of(&pvc) && fs_bytes == capacity_of(&pvc) {
+            fill(&mounts[i], fs_bytes / 100 * 85);
+        }
+        let life = SplitMix(run).next() % 1501;
         let mut agent = c.agent("200ms", &[]);
-        // Over the threshold, then SIGKILL at a random moment around the grow.
-        fill(&mount, size * MI * 7 / 8);
-        std::thread::sleep(Duration::from_millis(200 + rng.next() % 800));
+        std::thread::sleep(Duration::from_millis(life));
         agent.kill();
-        let _agent = c.agent("200ms", &[]);
-        size += 16;
-        c.wait_capacity("data", size * MI);
     }
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(request_of(&c.get("data")), size * MI);
-    assert_eq!(c.resize_patches("data"), 3, "one grow per fill");
-    assert_eq!(c.history_len("data"), 3, "history lost or doubled");
+    // A request the last agent sent before it died may still be on its way through the server.
+    std::thread::sleep(Duration::from_millis(500));
+
+    let versions = versions.lock().expect("versions").clone();
+    let mut total = 0;
+    for name in &names {
+        let pvc = c.get(name);
+        let h: Vec<serde_json::Value> = annotation(&pvc, "headroom.dev/history")
+            .map(|h| serde_json::from_str(&h).expect("history is JSON"))
+            .unwrap_or_default();
+        let sizes: Vec<(u64, u64)> = h
+            .iter()
+            .map(|a| {
+                (
+                    a["from"].as_u64().expect("from"),
+                    a["to"].as_u64().expect("to"),
+                )
+            })
+            .collect();
+        let mut expect_from = 8 * MI;
+        for (from, to) in &sizes {
+            assert_eq!(
+                *from, expect_from,
+                "{name}: history breaks its chain: {sizes:?}"
+            );
+            assert_eq!(*to, from + STEP, "{name}: not one step: {sizes:?}");
+            expect_from = *to;
+        }
+        assert_eq!(request_of(&pvc), expect_from, "{name}: request vs history");
+        let bodies: Vec<serde_json::Value> = c
+            .claim_writes(name)
+            .into_iter()
+            .filter(|e| e.code() == 200)
+            .filter_map(|e| e.request_object)
+            .filter(|b| b.pointer("/spec/resources/requests/storage").is_some())
+            .collect();
+        assert_eq!(
+            bodies.len(),
+            sizes.len(),
+            "{name}: resize patches vs history entries"
+        );
+        for body in &bodies {
+            let rv = body["metadata"]["resourceVersion"]
+                .as_str()
+                .expect("resize patch without a resourceVersion precondition");
+            let (req, cap) = versions[rv];
+            assert_eq!(
+                req, cap,
+                "{name}: resized while a resize was in flight: {body}"
+            );
+        }
+        total += sizes.len();
+    }
+    eprintln!("{total} resizes over {RUNS} killed runs");
+    assert!(
+        total >= VOLUMES * 2,
+        "only {total} resizes in {RUNS} runs: the agent hardly acted"
+    );
 }
 
-#[test]
-fn cordon_pauses_planned_growth_but_not_emergencies() {
-    if !server::available("cordon_pauses_planned_growth_but_not_emergencies") {
+fn cordon_pauses_planned_growth_only(test: &str, cordon: fn(bool) -> serde_json::Value) {
+    if !server::available(test) {
         return;
     }
     let mut c = KubeCluster::new();
     let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
     let _csi = c.csi(&[("data", mount.clone())], 100);
     let node = c.node.clone();
-    c.patch_node(&node, json!({"spec": {"unschedulable": true}}));
+    c.patch_node(&node, cordon(true));
     // 56Mi of 64Mi: 87.5 %, over the 80 % threshold, under the 95 % emergency line.
     fill(&mount, 56 * MI);
     let _agent = c.agent("300ms", &[]);
@@ -100,9 +226,30 @@ fn cordon_pauses_planned_growth_but_not_emergencies() {
     fill(&mount, 70 * MI);
     c.wait_blocked("data", "node_draining");
     assert_eq!(c.resize_patches("data"), 1);
-    c.patch_node(&node, json!({"spec": {"unschedulable": false}}));
+    c.patch_node(&node, cordon(false));
     c.wait_request("data", 96 * MI);
     assert_eq!(c.resize_patches("data"), 2);
+}
+
+#[test]
+fn cordoned_node_pauses_planned_growth_but_not_emergencies() {
+    cordon_pauses_planned_growth_only(
+        "cordoned_node_pauses_planned_growth_but_not_emergencies",
+        |on| json!({"spec": {"unschedulable": on}}),
+    );
+}
+
+#[test]
+fn unschedulable_taint_pauses_planned_growth_but_not_emergencies() {
+    cordon_pauses_planned_growth_only(
+        "unschedulable_taint_pauses_planned_growth_but_not_emergencies",
+        |on| {
+            let taints = on.then(
+                || json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
+            );
+            json!({"spec": {"taints": taints}})
+        },
+    );
 }
 
 #[test]
@@ -150,7 +297,11 @@ fn status_lists_every_namespace_from_the_real_server() {
         .output()
         .expect("run headroom status");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = text
         .lines()
         .find(|l| l.contains(&c.ns) && l.contains("data"))
@@ -185,14 +336,16 @@ fn agent_rules(c: &KubeCluster, namespace: &str) -> Vec<(String, String, String)
 
 #[test]
 fn the_agent_can_do_what_it_needs_and_nothing_that_reaches_other_workloads() {
-    if !server::available("the_agent_can_do_what_it_needs_and_nothing_that_reaches_other_workloads") {
+    if !server::available("the_agent_can_do_what_it_needs_and_nothing_that_reaches_other_workloads")
+    {
         return;
     }
     let c = KubeCluster::new();
     for ns in [c.ns.as_str(), "headroom"] {
         let rules = agent_rules(&c, ns);
         eprintln!("agent permissions in {ns}: {rules:#?}");
-        let has = |g: &str, r: &str, v: &str| rules.iter().any(|x| x == &(g.into(), r.into(), v.into()));
+        let has =
+            |g: &str, r: &str, v: &str| rules.iter().any(|x| x == &(g.into(), r.into(), v.into()));
         for (g, r, v) in [
             ("", "persistentvolumeclaims", "patch"),
             ("", "pods", "watch"),
@@ -212,7 +365,14 @@ fn the_agent_can_do_what_it_needs_and_nothing_that_reaches_other_workloads() {
         }
     }
     // The ConfigMap is readable in the agent's own namespace only.
-    let cm = |ns: &str| agent_rules(&c, ns).iter().any(|(_, r, _)| r == "configmaps");
+    let cm = |ns: &str| {
+        agent_rules(&c, ns)
+            .iter()
+            .any(|(_, r, _)| r == "configmaps")
+    };
     assert!(cm("headroom"));
-    assert!(!cm(&c.ns), "the agent may read ConfigMaps in a tenant namespace");
+    assert!(
+        !cm(&c.ns),
+        "the agent may read ConfigMaps in a tenant namespace"
+    );
 }

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
-
 pub const MI: u64 = 1 << 20;
 
 /// A kubelet root; every mount is detached on drop, even after a failed assertion.

@@ -94,7 +94,11 @@ pub fn apply_rbac(admin: &Client) {
 fn unique_id() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("{}x{}", std::process::id() % 10_000, N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}x{}",
+        std::process::id() % 10_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Admin access to the server, cheap to clone into a [`crate::support::node::CsiDriver`] thread.
@@ -199,7 +203,10 @@ impl KubeCluster {
                 }
                 Some("PersistentVolumeClaim") => {
                     let (c, n) = nsd(c);
-                    create!(PersistentVolumeClaim, Api::<PersistentVolumeClaim>::namespaced(c, &n))
+                    create!(
+                        PersistentVolumeClaim,
+                        Api::<PersistentVolumeClaim>::namespaced(c, &n)
+                    )
                 }
                 Some("Pod") => {
                     let (c, n) = nsd(c);
@@ -346,10 +353,17 @@ impl KubeCluster {
         self.admin.claim(&self.ns, name).expect("claim")
     }
 
-    pub fn csi(&self, mounts: &[(&str, PathBuf)], delay_ms: u64) -> crate::support::node::CsiDriver {
+    pub fn csi(
+        &self,
+        mounts: &[(&str, PathBuf)],
+        delay_ms: u64,
+    ) -> crate::support::node::CsiDriver {
         let mut volumes = std::collections::BTreeMap::<(String, String), Vec<PathBuf>>::new();
         for (name, m) in mounts {
-            volumes.entry((self.ns.clone(), name.to_string())).or_default().push(m.clone());
+            volumes
+                .entry((self.ns.clone(), name.to_string()))
+                .or_default()
+                .push(m.clone());
         }
         crate::support::node::CsiDriver::start(
             Arc::new(self.admin.clone()),
@@ -440,8 +454,11 @@ impl KubeCluster {
     pub fn status_field(&self, name: &str, field: &str) -> Option<String> {
         let text = annotation(&self.get(name), "headroom.dev/status")?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-        v.get(field)
-            .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string()))
+        v.get(field).map(|x| {
+            x.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| x.to_string())
+        })
     }
 
     pub fn history_len(&self, name: &str) -> usize {

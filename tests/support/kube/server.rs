@@ -95,12 +95,18 @@ fn spawn_tied(mut cmd: Command) -> Child {
             std::thread::park();
         }
     });
-    rx.recv().expect("spawner thread").expect("spawn server process")
+    rx.recv()
+        .expect("spawner thread")
+        .expect("spawn server process")
 }
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().expect("run command");
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// One etcd + kube-apiserver pair with its own data directory.
@@ -187,26 +193,32 @@ impl Server {
         let bin = apiserver_binary().expect("kube-apiserver binary");
         let d = |f: &str| self.dir.join(f).display().to_string();
         let mut cmd = Command::new(bin);
-        cmd.arg(format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_port))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
-            .arg(format!("--secure-port={}", self.port))
-            .arg("--insecure-port=0")
-            .arg(format!("--cert-dir={}", d("pki")))
-            .arg(format!("--token-auth-file={}", d("tokens.csv")))
-            .arg("--authorization-mode=RBAC")
-            .arg(format!("--service-account-key-file={}", d("sa.pub")))
-            .arg(format!("--service-account-signing-key-file={}", d("sa.key")))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
-            .arg("--disable-admission-plugins=ServiceAccount")
-            .arg(format!("--audit-policy-file={}", d("audit-policy.yaml")))
-            .arg(format!("--audit-log-path={}", d("audit.log")))
-            .arg("--audit-log-format=json")
-            .arg("--audit-log-mode=blocking")
-            .arg("--v=0")
-            .stdout(Stdio::null())
-            .stderr(log_file(&self.dir, "apiserver.log"));
+        cmd.arg(format!(
+            "--etcd-servers=http://127.0.0.1:{}",
+            self.etcd_port
+        ))
+        .arg("--bind-address=127.0.0.1")
+        .arg("--advertise-address=127.0.0.1")
+        .arg(format!("--secure-port={}", self.port))
+        .arg("--insecure-port=0")
+        .arg(format!("--cert-dir={}", d("pki")))
+        .arg(format!("--token-auth-file={}", d("tokens.csv")))
+        .arg("--authorization-mode=RBAC")
+        .arg(format!("--service-account-key-file={}", d("sa.pub")))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            d("sa.key")
+        ))
+        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg("--disable-admission-plugins=ServiceAccount")
+        .arg(format!("--audit-policy-file={}", d("audit-policy.yaml")))
+        .arg(format!("--audit-log-path={}", d("audit.log")))
+        .arg("--audit-log-format=json")
+        .arg("--audit-log-mode=blocking")
+        .arg("--v=0")
+        .stdout(Stdio::null())
+        .stderr(log_file(&self.dir, "apiserver.log"));
         *self.apiserver.lock().expect("apiserver lock") = Some(spawn_tied(cmd));
         self.wait_ready(Duration::from_secs(90));
     }
@@ -233,7 +245,10 @@ impl Server {
             if let Some(c) = self.apiserver.lock().expect("apiserver lock").as_mut()
                 && let Ok(Some(status)) = c.try_wait()
             {
-                panic!("kube-apiserver exited ({status}); see {}", self.dir.join("apiserver.log").display());
+                panic!(
+                    "kube-apiserver exited ({status}); see {}",
+                    self.dir.join("apiserver.log").display()
+                );
             }
             assert!(
                 start.elapsed() < within,
@@ -278,4 +293,30 @@ impl Drop for Server {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Established TCP connections process `pid` holds to `127.0.0.1:port` (its socket inodes, looked
+/// up in the kernel's TCP tables).
+pub fn connections(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let port_hex = format!(":{port:04X}");
+    ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok())
+        .flat_map(|text| text.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // remote address, state 01 (ESTABLISHED), inode
+            f.len() > 9 && f[2].ends_with(&port_hex) && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
 }

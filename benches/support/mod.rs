@@ -1,0 +1,11 @@
+//! The test suite's support code, for benches that drive the agent end to end.
+#![allow(dead_code)]
+
+#[path = "../../tests/support/http.rs"]
+pub mod http;
+#[path = "../../tests/support/kube/mod.rs"]
+pub mod kube;
+#[path = "../../tests/support/node.rs"]
+pub mod node;
+#[path = "../../tests/support/root.rs"]
+pub mod root;
