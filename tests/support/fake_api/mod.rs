@@ -1,9 +1,17 @@
-//! An in-process fake of kube-apiserver for the agent's tests (no real API server can run on
-//! these machines). A real `kube::Client` talks plain HTTP/1.1 to it on 127.0.0.1, and it
-//! enforces what the real server does for the objects the agent touches: one global
+//! An in-process fake of kube-apiserver, kept only for what the real test server
+//! (tests/support/kube: kube-apiserver 1.20.2) cannot be made to do: injected 5xx and
+//! timeouts, stalled answers, dropped watches and 410s on demand, 409 storms, and API fields
+//! newer than 1.20. It mimics kube-apiserver 1.34: `status.allocatedResourceStatuses` and the
+//! KEP-1790 rule that a bound claim may lower its request while it stays above `status.capacity`
+//! (`Features::recover_expansion`, GA in 1.34); without that feature it refuses any decrease as
+//! servers before 1.34 do. Everything else the agent meets in production (admission, RBAC,
+//! field selectors, bookmarks, resourceVersion semantics, events.k8s.io) is tested on the real
+//! server: see tests/README.md for which tests use which.
+//!
+//! A real `kube::Client` talks plain HTTP/1.1 to it on 127.0.0.1; it keeps one global
 //! resourceVersion with 409 on stale preconditions, watches that resume or answer 410, field and
 //! label selectors, the status subresource, and the PVC validation and resize admission rules
-//! with kube-apiserver's messages.
+//! with kube-apiserver's messages, so the fault tests run on believable semantics.
 //!
 //! Include it with `#[path = "support/fake_api/mod.rs"] mod fake_api;`.
 #![allow(dead_code)]
