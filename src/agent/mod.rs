@@ -2,6 +2,7 @@
 
 mod act;
 pub mod api_metrics;
+pub mod client;
 pub mod evaluate;
 pub mod events;
 pub mod kubelet;
@@ -139,13 +140,12 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
             admin.metrics().api_request(verb, code)
         }))
     };
-    let client = kube::client::ClientBuilder::try_from(
+    let client = client::build(
         kube::Config::infer()
             .await
             .map_err(|e| AgentError::Config(e.to_string()))?,
-    )?
-    .with_layer(&counted)
-    .build();
+        &counted,
+    )?;
     let on_restart: world::OnRestart = {
         let admin = admin.clone();
         Arc::new(move |name: &str| admin.metrics().watch_restart(name))

@@ -88,16 +88,13 @@ impl Scanner {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| Some((p.metadata.uid.clone()?, p)))
             .collect();
-        let wanted: BTreeSet<(String, String)> = pods
+        // The namespaces whose claims pods here mount: one claim watch each.
+        let wanted: BTreeSet<String> = pods
             .values()
-            .flat_map(|p| {
-                let ns = p.metadata.namespace.clone().unwrap_or_default();
-                roles::pod_claim_names(p)
-                    .into_iter()
-                    .map(move |c| (ns.clone(), c))
-            })
+            .filter(|p| !roles::pod_claim_names(p).is_empty())
+            .map(|p| p.metadata.namespace.clone().unwrap_or_default())
             .collect();
-        world.sync_claims(&wanted, self.cfg.api_timeout).await;
+        world.sync_namespaces(&wanted, self.cfg.api_timeout).await;
 
         let cm_name = format!("{}/{}", self.cfg.namespace, self.cfg.configmap);
         let data = world
@@ -118,20 +115,6 @@ impl Scanner {
         };
         let draining = node_draining(world.node().as_deref());
         let kubelet = self.kubelet.get(now).await.clone();
-
-        // Namespaces whose claims here belong to a group: their peers set the group's size.
-        let grouped: BTreeSet<String> = pods
-            .values()
-            .filter_map(|p| {
-                let ns = p.metadata.namespace.clone().unwrap_or_default();
-                let any = roles::pod_claim_names(p)
-                    .iter()
-                    .filter_map(|c| world.claim(&ns, c))
-                    .any(|c| roles::group_key(&c, Some(p)).is_some());
-                any.then_some(ns)
-            })
-            .collect();
-        world.sync_namespaces(&grouped, self.cfg.api_timeout).await;
 
         let mut by_pv: BTreeMap<&str, Vec<&Volume>> = BTreeMap::new();
         for v in &volumes {

@@ -1,8 +1,16 @@
 //! What the agent knows about the cluster: reflector stores fed by watches, never polling.
 //!
 //! Pods are watched with a `spec.nodeName` field selector, this Node and the ConfigMap by name,
-//! StorageClasses whole (few and small). Claims get one watch each, by name, for exactly the claims
-//! the pods on this node mount: fresh numbers for every claim here, and nothing cluster-wide.
+//! StorageClasses whole (few and small). Claims are watched per namespace, for exactly the
+//! namespaces whose pods on this node mount a claim: the number of watches follows the namespaces
+//! here, not the claims (a node with 500 claims of one tenant holds one claim watch), and the same
+//! store gives a group's peers on other nodes their size. Every watch shares one HTTP/2 connection
+//! ([`super::client`]).
+//!
+//! Initial lists are served from the API server's watch cache (`resourceVersion=0`, not a quorum
+//! read of etcd), and a watch that ends resumes from its last resourceVersion, kept fresh by
+//! bookmarks; only an expired one (410) lists again. A rolling restart of the DaemonSet costs one
+//! cached LIST per watch, never one per claim.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
@@ -32,6 +40,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
+    let config = config.any_semantic();
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -45,7 +54,6 @@ where
     (reader, task)
 }
 
-type ClaimKey = (String, String);
 type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>)>;
 
 /// Makes `watches` hold exactly the keys in `wanted`: stops the others, starts the missing ones
@@ -82,9 +90,7 @@ pub struct World {
     pub classes: Store<StorageClass>,
     pub configmaps: Store<ConfigMap>,
     client: Client,
-    claims: Watches<ClaimKey>,
-    /// Claims of whole namespaces, only where a claim on this node belongs to a group: peers on
-    /// other nodes set the group's size.
+    /// Claims by namespace, for the namespaces with a claim mounted here.
     namespaces: Watches<String>,
     tasks: Vec<JoinHandle<()>>,
     on_restart: OnRestart,
@@ -130,7 +136,6 @@ impl World {
             classes,
             configmaps,
             client,
-            claims: HashMap::new(),
             namespaces: HashMap::new(),
             tasks: vec![t1, t2, t3, t4],
             on_restart,
@@ -145,23 +150,9 @@ impl World {
         self.configmaps.wait_until_ready().await
     }
 
-    /// Keeps exactly one watch per claim in `wanted`: starts new ones (and waits, up to `wait`,
-    /// for them to list, so a scan sees a claim as soon as its pod is here), stops those no pod
-    /// here mounts any more.
-    pub async fn sync_claims(&mut self, wanted: &BTreeSet<ClaimKey>, wait: std::time::Duration) {
-        let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
-        sync_watches(&mut self.claims, wanted, wait, |(ns, name)| {
-            spawn_reflector(
-                Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                watcher::Config::default().fields(&format!("metadata.name={name}")),
-                format!("pvc {ns}/{name}"),
-                on_restart.clone(),
-            )
-        })
-        .await;
-    }
-
-    /// Keeps one claim watch per namespace in `wanted` (see `namespaces`).
+    /// Keeps one claim watch per namespace in `wanted`: starts new ones (and waits, up to
+    /// `wait`, for them to list, so a scan sees a claim as soon as its pod is here), stops those
+    /// no pod here mounts a claim of any more.
     pub async fn sync_namespaces(&mut self, wanted: &BTreeSet<String>, wait: std::time::Duration) {
         let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
         sync_watches(&mut self.namespaces, wanted, wait, |ns| {
@@ -181,12 +172,10 @@ impl World {
         crate::k8s::roles::group_size(store.state().iter().map(|p| p.as_ref()), key)
     }
 
-    /// The claim as last seen by its watch; `None` until that watch has listed.
+    /// The claim as last seen by its namespace's watch; `None` until that watch has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        let (store, _) = self
-            .claims
-            .get(&(namespace.to_string(), name.to_string()))?;
-        store.state().into_iter().next()
+        let (store, _) = self.namespaces.get(namespace)?;
+        store.get(&reflector::ObjectRef::new(name).within(namespace))
     }
 
     pub fn node(&self) -> Option<Arc<Node>> {
@@ -207,7 +196,7 @@ impl Drop for World {
         for task in &self.tasks {
             task.abort();
         }
-        for (_, task) in self.claims.values().chain(self.namespaces.values()) {
+        for (_, task) in self.namespaces.values() {
             task.abort();
         }
     }

@@ -65,13 +65,12 @@ pub fn decide(inputs: &Inputs) -> Decision {
         target_bytes: None,
         budget_left: budget.left(),
         next_slot: budget.next_slot(),
-        next_window: policy.maintenance_window.as_ref().and_then(|w| {
-            if w.is_open(inputs.now) {
-                Some(inputs.now)
-            } else {
-                w.next_open(inputs.now)
-            }
-        }),
+        // The open window's own start, not `now`: the value stays the same for the whole window,
+        // so the status annotation it lands in is not rewritten every scan.
+        next_window: policy
+            .maintenance_window
+            .as_ref()
+            .and_then(|w| w.open_since(inputs.now).or_else(|| w.next_open(inputs.now))),
         notes: Vec::new(),
     };
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);

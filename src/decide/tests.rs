@@ -364,6 +364,16 @@ fn convergent_grows_to_target_inside_window_only() {
         }
     );
     assert_eq!(d.target_bytes, Some(12 * GI));
+    // Inside the window, nextWindow names that window's start: the same value all window long.
+    let start = ts("2026-01-04T03:00:00Z");
+    assert!(
+        c.now >= start && c.now < ts("2026-01-04T07:00:00Z"),
+        "{}",
+        c.now
+    );
+    assert_eq!(d.next_window, Some(start));
+    c.now = ts("2026-01-04T06:59:00Z");
+    assert_eq!(c.run().next_window, Some(start));
     c.now = ts("2026-01-05T04:00:00Z"); // Monday
     let d = c.run();
     assert_eq!(d.blocked_reason(), Some(BlockReason::OutsideWindow));

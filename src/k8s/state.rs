@@ -88,6 +88,20 @@ pub struct StatusAnnotation {
 /// Moves of used percent below this do not count as a change worth an API write.
 const USED_PERCENT_EPSILON: f64 = 1.0;
 
+/// A convergent target that moves by less than this fraction of itself is not a change worth
+/// an API write (it follows usage byte by byte; the engine acts only on 5 % moves anyway).
+const TARGET_TOLERANCE: f64 = 0.01;
+
+fn target_moved(a: Option<u64>, b: Option<u64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let (lo, hi) = (a.min(b) as f64, a.max(b) as f64);
+            hi - lo > hi * TARGET_TOLERANCE
+        }
+        (a, b) => a.is_some() != b.is_some(),
+    }
+}
+
 impl StatusAnnotation {
     pub fn from_report(report: &VolumeReport, now: Timestamp) -> Self {
         let d = &report.decision;
@@ -127,16 +141,21 @@ impl StatusAnnotation {
         }
     }
 
-    /// A change worth writing: anything but `updatedAt` and used-percent moves under one point.
+    /// A change worth writing: anything but `updatedAt`, the writing `node` (agents on every
+    /// node of an RWX claim would otherwise take turns rewriting it), used-percent moves under
+    /// one point and target moves under one percent. Steady state writes nothing.
     pub fn differs(&self, other: &StatusAnnotation) -> bool {
         let used_moved = match (self.used_percent, other.used_percent) {
             (Some(a), Some(b)) => (a - b).abs() >= USED_PERCENT_EPSILON,
             (a, b) => a.is_some() != b.is_some(),
         };
+        let target = target_moved(self.target_size_bytes, other.target_size_bytes);
         let mut a = self.clone();
         a.updated_at = other.updated_at;
         a.used_percent = other.used_percent;
-        used_moved || a != *other
+        a.node = other.node.clone();
+        a.target_size_bytes = other.target_size_bytes;
+        used_moved || target || a != *other
     }
 }
 

@@ -292,6 +292,31 @@ fn differs_ignores_time_and_small_used_moves() {
 }
 
 #[test]
+fn differs_ignores_the_writer_and_small_target_moves() {
+    let base = StatusAnnotation::from_report(
+        &report(
+            Verdict::NoAction {
+                state: State::Balanced,
+            },
+            measured(10),
+        ),
+        now(),
+    );
+    let target = base.target_size_bytes.expect("a target");
+    // Another node's agent on the same RWX claim: the same situation, not a write.
+    let mut other = base.clone();
+    other.node = "worker-9".into();
+    assert!(!other.differs(&base));
+    // A target that follows usage by a few bytes is not a change; one past 1 % is.
+    other.target_size_bytes = Some(target + target / 200);
+    assert!(!other.differs(&base));
+    other.target_size_bytes = Some(target + target / 50);
+    assert!(other.differs(&base));
+    other.target_size_bytes = None;
+    assert!(other.differs(&base));
+}
+
+#[test]
 fn status_round_trips_and_corrupt_is_an_error() {
     assert_eq!(read_status(&pvc(json!({}))).expect("ok"), None);
     let s = StatusAnnotation::from_report(
