@@ -154,6 +154,9 @@ fn five_hundred_claims_one_connection_few_watches_no_steady_writes() {
          {first} claim write(s) for the first statuses",
         names.len()
     );
+    for e in entries.iter().filter(|e| e.verb == "list") {
+        eprintln!("  list {}", e.request_uri);
+    }
     assert!(conns <= 3, "{conns} connections to the API server");
     // Pods, this node, StorageClasses, the ConfigMap, and the one namespace's claims.
     assert!(

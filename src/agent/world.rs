@@ -40,7 +40,10 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let config = config.any_semantic();
+    // resourceVersion=0: the list comes from the API server's watch cache. kube drops it when a
+    // page size is set, and the cache does not page anyway.
+    let mut config = config.any_semantic();
+    config.page_size = None;
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
