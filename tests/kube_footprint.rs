@@ -132,6 +132,8 @@ fn five_hundred_claims_one_connection_few_watches_no_steady_writes() {
             (with_status == names.len()).then_some(())
         },
     );
+    let size = serde_json::to_vec(&c.get("c-0")).expect("json").len();
+    eprintln!("one claim with its status annotation: {size} bytes of JSON");
     // Let the first round of writes settle (a status written by one agent, then the other's
     // first look at it), then count.
     std::thread::sleep(Duration::from_secs(3));
