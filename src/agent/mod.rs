@@ -3,6 +3,7 @@
 mod act;
 pub mod api_metrics;
 pub mod evaluate;
+pub mod inflight;
 pub mod events;
 pub mod kubelet;
 pub mod pgconn;
