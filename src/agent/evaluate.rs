@@ -12,8 +12,8 @@ use super::kubelet::KubeletVolume;
 use super::{MeasuredBy, VolumeReport};
 use crate::decide::budget;
 use crate::decide::{
-    Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts, VolumeRole,
-    WalHealth, decide,
+    Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
+    VolumeRole, WalHealth, decide,
 };
 use crate::k8s::{claim, roles, state};
 use crate::policy::Policy;

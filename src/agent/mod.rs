@@ -3,8 +3,8 @@
 mod act;
 pub mod api_metrics;
 pub mod evaluate;
-pub mod inflight;
 pub mod events;
+pub mod inflight;
 pub mod kubelet;
 pub mod pgconn;
 pub mod report;

@@ -115,6 +115,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
         any::<bool>(),
         prop::bool::weighted(0.05),
         proptest::option::weighted(0.2, (1u64..2048).prop_map(|g| g * GI)),
+        prop::bool::weighted(0.05),
     )
         .prop_map(
             |(
@@ -126,6 +127,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
                 node_draining,
                 unmeasured,
                 group_size,
+                capacity_unknown,
             )| {
                 VolumeFacts {
                     role: [
@@ -141,6 +143,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
                     unmeasured,
                     node_draining,
                     group_size,
+                    capacity_unknown,
                 }
             },
         )
@@ -204,7 +207,9 @@ fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> 
     if !(kind == GrowKind::EmergencyGrow && p.emergency_grow.exceed_limit_on_emergency) {
         prop_assert!(to <= p.limit, "over limit: {to} > {}", p.limit);
     }
-    if kind == GrowKind::ScheduledGrow {
+    if kind == GrowKind::ScheduledGrow
+        || (kind == GrowKind::GroupGrow && p.maintenance_window.is_some())
+    {
         let w = p.maintenance_window.as_ref();
         prop_assert!(
             w.is_some_and(|w| w.is_open(i.now)),
@@ -214,6 +219,7 @@ fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> 
     prop_assert!(
         !i.facts.shared && i.facts.expandable && !i.facts.block_mode && !i.facts.unmeasured
     );
+    prop_assert!(!i.facts.capacity_unknown, "grew a claim of unknown size");
     prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
     prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");
     prop_assert!(count_since(i.history, i.now) + reserve(p, kind) < p.max_actions_per_day);
