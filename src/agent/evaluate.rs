@@ -68,14 +68,13 @@ pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>),
 fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<Finding>) {
     let (future, valid): (Vec<Action>, Vec<Action>) =
         history.into_iter().partition(|a| budget::is_future(a, now));
-    let finding = future.first().map(|first| Finding {
+    let finding = future.iter().map(|a| a.at).max().map(|latest| Finding {
         field: state::HISTORY.into(),
         message: format!(
-            "{INVALID_HISTORY}: {} entr{} dated more than {:#} in the future ignored (first: {})",
+            "{INVALID_HISTORY}: {} entr{} dated more than {:#} in the future ignored (latest: {latest})",
             future.len(),
             if future.len() == 1 { "y" } else { "ies" },
             budget::CLOCK_SKEW,
-            first.at
         ),
     });
     (valid, finding)
@@ -243,8 +242,17 @@ pub fn guarded(
     now: Timestamp,
     metrics: &crate::metrics::Metrics,
 ) -> Evaluation {
-    let run = std::panic::AssertUnwindSafe(|| evaluate(s, wal, now));
-    match std::panic::catch_unwind(run) {
+    contain(s, now, metrics, || evaluate(s, wal, now))
+}
+
+/// Runs one claim's evaluation `f`; a panic in it becomes an `internal_error` evaluation.
+pub fn contain(
+    s: &Subject,
+    now: Timestamp,
+    metrics: &crate::metrics::Metrics,
+    f: impl FnOnce() -> Evaluation,
+) -> Evaluation {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(eval) => eval,
         Err(payload) => {
             let message = payload

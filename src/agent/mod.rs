@@ -4,6 +4,8 @@ mod act;
 pub mod api_metrics;
 pub mod evaluate;
 pub mod events;
+#[cfg(test)]
+mod hostile_tests;
 pub mod inflight;
 pub mod kubelet;
 pub mod pgconn;
