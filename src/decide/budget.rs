@@ -27,10 +27,7 @@ pub fn is_future(action: &Action, now: Timestamp) -> bool {
 }
 
 /// The entries that count at `now`: those not dated beyond the clock-skew allowance.
-pub fn counted<'a>(
-    history: &'a [Action],
-    now: Timestamp,
-) -> impl Iterator<Item = &'a Action> + Clone {
+pub fn counted(history: &[Action], now: Timestamp) -> impl Iterator<Item = &Action> + Clone {
     history.iter().filter(move |a| !is_future(a, now))
 }
 
