@@ -24,7 +24,7 @@ fn windows() -> Vec<MaintenanceWindow> {
 }
 
 prop_compose! {
-    fn policy()(
+    pub(super) fn policy()(
         convergent in any::<bool>(),
         limit_gi in 1u64..2048,
         usage_threshold in 1u8..=99,
@@ -79,7 +79,7 @@ prop_compose! {
     }
 }
 
-fn wal() -> impl Strategy<Value = Option<WalHealth>> {
+pub(super) fn wal() -> impl Strategy<Value = Option<WalHealth>> {
     proptest::option::of(
         (
             proptest::option::of(any::<bool>()),
@@ -105,7 +105,7 @@ fn wal() -> impl Strategy<Value = Option<WalHealth>> {
     )
 }
 
-fn facts() -> impl Strategy<Value = VolumeFacts> {
+pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
     (
         0u8..4,
         any::<bool>(),
@@ -186,8 +186,12 @@ fn wal_unsafe(p: &Policy, f: &VolumeFacts, w: Option<&WalHealth>) -> bool {
         })
 }
 
+/// Entries the budget counts: inside the window and not beyond the clock-skew allowance.
 fn count_since(history: &[Action], now: Timestamp) -> u32 {
-    history.iter().filter(|a| a.at > now - WINDOW).count() as u32
+    let since = super::budget::minus(now, WINDOW);
+    super::budget::counted(history, now)
+        .filter(|a| a.at > since)
+        .count() as u32
 }
 
 fn reserve(p: &Policy, kind: GrowKind) -> u32 {
@@ -198,7 +202,7 @@ fn reserve(p: &Policy, kind: GrowKind) -> u32 {
     }
 }
 
-fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
+pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
     let Verdict::Grow { to, kind } = d.verdict else {
         return Ok(());
     };
