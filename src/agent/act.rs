@@ -19,6 +19,30 @@ use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::quantity;
 
+/// The merge patch of a grow decided by `eval`: the new request, the history with this action
+/// (and the filesystem's size when it was decided, which ends the resize once a later
+/// measurement exceeds it), the status.
+pub fn grow_body(
+    eval: &Evaluation,
+    resource_version: &str,
+    (to, kind): (u64, GrowKind),
+    node: &str,
+    status: &StatusAnnotation,
+    now: Timestamp,
+) -> Result<Value, crate::k8s::KubeError> {
+    let report = &eval.report;
+    let action = Action {
+        at: now,
+        kind,
+        from: report.claim.current_bytes(),
+        to,
+        node: node.to_string(),
+        fs_before: report.measurement.map(|m| m.capacity_bytes),
+    };
+    let history = state::append(&eval.history, action, now);
+    state::grow_patch(resource_version, to, &history, status)
+}
+
 pub enum Applied {
     /// Done for this scan (acted, reported, or failed and logged: the next scan tries again).
     Done,
@@ -114,16 +138,7 @@ impl Actor<'_> {
             tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
             return Applied::Done;
         }
-        let action = Action {
-            at: now,
-            kind,
-            from,
-            to,
-            node: self.node.to_string(),
-            fs_before: report.measurement.map(|m| m.capacity_bytes),
-        };
-        let history = state::append(&eval.history, action, now);
-        let body = match state::grow_patch(&rv, to, &history, &status) {
+        let body = match grow_body(eval, &rv, (to, kind), self.node, &status, now) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(pvc = %key, error = %e, "could not encode the resize patch");

@@ -12,6 +12,8 @@ pub mod pgconn;
 pub mod report;
 mod scan;
 pub mod shutdown;
+#[cfg(test)]
+mod trace_tests;
 pub mod world;
 
 pub use report::{MeasuredBy, VolumeReport};
