@@ -17,6 +17,8 @@ pub use inputs::*;
 #[cfg(test)]
 mod extreme_tests;
 #[cfg(test)]
+mod planned_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
