@@ -198,7 +198,10 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
             "statfs could not measure the volume: using the kubelet's numbers from {}",
             m.at
         ));
-    } else if s.volume.measurement.is_none() && s.kubelet.is_some_and(|k| k.fresh(now)) {
+    } else if s.volume.measurement.is_none()
+        && !block_mode
+        && s.kubelet.is_some_and(|k| k.fresh(now))
+    {
         decision.notes.push(
             "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize"
                 .to_string(),

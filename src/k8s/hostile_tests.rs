@@ -219,3 +219,105 @@ proptest! {
         let _ = kubelet::parse(doc.as_bytes());
     }
 }
+
+#[test]
+fn reclaim_annotation_far_future_far_past_malformed_and_huge() {
+    use crate::policy::window::{parse_cron, parse_timezone};
+    let cron = parse_cron("@daily").expect("cron");
+    let tz = parse_timezone("UTC").expect("tz");
+    let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+    for (record, readable) in [
+        (
+            json!({ "at": "9999-12-30T00:00:00Z", "bytes": 1, "durationMs": 1, "result": "Succeeded", "node": "n" }),
+            true,
+        ),
+        (
+            json!({ "at": "-009999-01-02T01:59:59Z", "bytes": 1, "durationMs": 1, "result": "Failed", "node": "n" }),
+            true,
+        ),
+        (
+            json!({ "at": "2026-03-01T00:00:00Z", "bytes": u64::MAX, "durationMs": u64::MAX, "result": "Succeeded", "node": "n" }),
+            true,
+        ),
+        (
+            json!({ "at": "2026-03-01T00:00:00Z", "bytes": "18446744073709551616", "durationMs": 1, "result": "Succeeded", "node": "n" }),
+            false,
+        ),
+        (
+            json!({ "at": "10000-01-01T00:00:00Z", "bytes": 1, "durationMs": 1, "result": "Succeeded", "node": "n" }),
+            false,
+        ),
+        (json!("not a record"), false),
+    ] {
+        let p = pvc_with(
+            [(reclaim_state::ANNOTATION.to_string(), record.to_string())].into(),
+            BTreeMap::new(),
+        );
+        match reclaim_state::read(&p) {
+            Ok(Some(r)) => {
+                assert!(readable, "{record}");
+                let due = crate::reclaim::schedule::due(&cron, &tz, Some(r.at), now, now);
+                let _ = due.at;
+            }
+            Ok(None) => panic!("{record}: absent"),
+            Err(e) => {
+                assert!(!readable, "{record}: {e}");
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("db/data-pg-0") && msg.contains(reclaim_state::ANNOTATION),
+                    "{msg}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn huge_sizes_and_conditions_at_the_ends_of_time() {
+    let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+    for (request, capacity, ok) in [
+        ("18446744073709551615", "18446744073709551615", true),
+        ("16Ei", "1Gi", false),
+        ("18446744073709551616", "1Gi", false),
+        (
+            "1Gi",
+            "99999999999999999999999999999999999999999999999999Ei",
+            false,
+        ),
+        ("0.000000000000000000000000000000000001m", "1Gi", false),
+        ("-1Gi", "1Gi", false),
+        ("1e308", "1Gi", false),
+    ] {
+        for since in [Timestamp::MIN, Timestamp::MAX] {
+            let mut p: PersistentVolumeClaim = serde_json::from_value(json!({
+                "metadata": { "name": "data-pg-0", "namespace": "db" },
+                "spec": { "resources": { "requests": { "storage": request } } },
+                "status": { "phase": "Bound", "capacity": { "storage": capacity } },
+            }))
+            .expect("pvc");
+            if let Some(st) = p.status.as_mut() {
+                st.conditions = Some(vec![
+                    k8s_openapi::api::core::v1::PersistentVolumeClaimCondition {
+                        type_: "Resizing".into(),
+                        status: "True".into(),
+                        last_transition_time: Some(
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(since),
+                        ),
+                        ..Default::default()
+                    },
+                ]);
+            }
+            for timeout in [
+                SignedDuration::MAX,
+                SignedDuration::MIN,
+                SignedDuration::ZERO,
+            ] {
+                let r = claim::claim_state(&p, now, timeout);
+                assert_eq!(r.is_ok(), ok, "{request} {capacity}: {r:?}");
+                if let Err(e) = r {
+                    assert!(e.to_string().contains("PVC db/data-pg-0"), "{e}");
+                }
+            }
+        }
+    }
+}
