@@ -324,6 +324,7 @@ fn downstream(e: &Evaluation, pvc: &PersistentVolumeClaim, now: Timestamp, metri
     }
     let _ = notice_for(r);
     let _ = serde_json::to_string(r);
+    let _ = crate::decide::recover::retry_size(&r.claim, &e.history);
     if let Some((to, kind)) = r.decision.grow_to() {
         let action = Action {
             at: now,
