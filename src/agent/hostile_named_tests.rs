@@ -274,7 +274,16 @@ fn a_panic_is_contained_to_its_claim() {
     assert!(e.report.decision.notes[0].contains("index out of bounds"));
     let n = notice_for(&e.report).expect("a warning");
     assert_eq!(n.reason, "InternalError");
+    metrics.observe_scan(
+        std::slice::from_ref(&e.report),
+        std::time::Duration::ZERO,
+        w.now,
+    );
     let text = metrics.encode().expect("encode");
+    assert!(
+        !text.contains("headroom_volume_resize_budget_remaining{"),
+        "an internal error is no spent budget: {text}"
+    );
     assert!(
         text.lines()
             .any(|l| l.starts_with("headroom_internal_errors_total") && l.ends_with(" 1")),

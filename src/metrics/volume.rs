@@ -226,10 +226,11 @@ impl VolumeGauges {
             set(&g.state, &[&l[..], &[s]].concat(), bool_f(s == current));
         }
         let reason = r.decision.blocked_reason();
-        // A disabled or invalid policy has no budget; its 0 would read as "exhausted".
+        // A disabled or invalid policy (or an evaluation that failed) has no budget; its 0 would
+        // read as "exhausted".
         if !matches!(
             reason,
-            Some(BlockReason::Disabled | BlockReason::InvalidPolicy)
+            Some(BlockReason::Disabled | BlockReason::InvalidPolicy | BlockReason::InternalError)
         ) {
             set(&g.budget, &l, f64::from(r.decision.budget_left));
         }
