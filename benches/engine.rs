@@ -33,6 +33,7 @@ fn main() {
             from: 10 * GI,
             to: 12 * GI,
             node: "n".into(),
+            fs_before: None,
         })
         .collect();
     let wal = WalHealth {

@@ -12,6 +12,12 @@ fn main() -> anyhow::Result<ExitCode> {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Panics are logged with a backtrace even without RUST_BACKTRACE: a contained panic (one
+    // claim's evaluation) leaves the agent running, and this line is all an operator will see.
+    std::panic::set_hook(Box::new(|info| {
+        let backtrace = std::backtrace::Backtrace::force_capture();
+        tracing::error!(%info, %backtrace, "panic");
+    }));
     match cli.command {
         Command::Agent(args) => Ok(headroom::agent::main(args)?),
         Command::Validate(args) => Ok(headroom::policy::validate_cmd::run(&args)?),

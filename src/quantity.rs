@@ -100,7 +100,10 @@ pub fn parse(input: &str) -> Result<u64, QuantityError> {
     let total = mantissa
         .checked_mul(num)
         .ok_or_else(|| QuantityError::Overflow(input.to_string()))?;
-    let divisor = scale * den;
+    // 38 fraction digits and a milli suffix exceed u128: too precise to be a byte count.
+    let divisor = scale
+        .checked_mul(den)
+        .ok_or_else(|| QuantityError::Overflow(input.to_string()))?;
     if total % divisor != 0 {
         return Err(QuantityError::Fractional(input.to_string()));
     }

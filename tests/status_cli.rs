@@ -69,6 +69,7 @@ fn seed(fake: &FakeApi) {
             from: 10 * GI,
             to: 20 * GI,
             node: "worker-2".into(),
+            fs_before: None,
         },
         now,
     );

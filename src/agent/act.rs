@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::evaluate::Evaluation;
+use super::evaluate::{Evaluation, INVALID_HISTORY};
 use super::events::{Events, Notice, notice_for};
 use super::shutdown::Shutdown;
 use crate::decide::recover;
@@ -18,6 +18,30 @@ use crate::decide::{Action, BlockReason, GrowKind, ResizeState, Verdict};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::quantity;
+
+/// The merge patch of a grow decided by `eval`: the new request, the history with this action
+/// (and the filesystem's size when it was decided, which ends the resize once a later
+/// measurement exceeds it), the status.
+pub fn grow_body(
+    eval: &Evaluation,
+    resource_version: &str,
+    (to, kind): (u64, GrowKind),
+    node: &str,
+    status: &StatusAnnotation,
+    now: Timestamp,
+) -> Result<Value, crate::k8s::KubeError> {
+    let report = &eval.report;
+    let action = Action {
+        at: now,
+        kind,
+        from: report.claim.current_bytes(),
+        to,
+        node: node.to_string(),
+        fs_before: report.measurement.map(|m| m.capacity_bytes),
+    };
+    let history = state::append(&eval.history, action, now);
+    state::grow_patch(resource_version, to, &history, status)
+}
 
 pub enum Applied {
     /// Done for this scan (acted, reported, or failed and logged: the next scan tries again).
@@ -75,13 +99,17 @@ impl Actor<'_> {
         let key = format!("{}/{}", report.namespace, report.pvc);
         let name = report.pvc.as_str();
         let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        let opted_in = report.decision.verdict
-            != (Verdict::Blocked {
-                reason: BlockReason::Disabled,
-            });
+        // After an internal error opt-in is unknown: write nothing to the claim.
+        let opted_in = !matches!(
+            report.decision.verdict,
+            Verdict::Blocked {
+                reason: BlockReason::Disabled | BlockReason::InternalError
+            }
+        );
         let status = StatusAnnotation::from_report(report, now);
 
         self.wal_notice(&key, pvc, eval).await;
+        self.history_notice(&key, pvc, eval).await;
         if let Some(applied) = self.retry_infeasible(&key, pvc, eval, &status, now).await {
             return applied;
         }
@@ -110,15 +138,7 @@ impl Actor<'_> {
             tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
             return Applied::Done;
         }
-        let action = Action {
-            at: now,
-            kind,
-            from,
-            to,
-            node: self.node.to_string(),
-        };
-        let history = state::append(&eval.history, action, now);
-        let body = match state::grow_patch(&rv, to, &history, &status) {
+        let body = match grow_body(eval, &rv, (to, kind), self.node, &status, now) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(pvc = %key, error = %e, "could not encode the resize patch");
@@ -201,6 +221,7 @@ impl Actor<'_> {
             from: claim.request_bytes,
             to: size,
             node: self.node.to_string(),
+            fs_before: eval.report.measurement.map(|m| m.capacity_bytes),
         };
         let history = state::append(&eval.history, action, now);
         let body = state::grow_patch(&rv, size, &history, status).ok()?;
@@ -246,6 +267,23 @@ impl Actor<'_> {
                 None
             }
         }
+    }
+
+    /// History entries the budget ignored (dated too far in the future) are worth one Warning.
+    async fn history_notice(&self, key: &str, pvc: &PersistentVolumeClaim, eval: &Evaluation) {
+        let notice = eval
+            .report
+            .policy_warnings
+            .iter()
+            .find(|f| f.message.starts_with(INVALID_HISTORY))
+            .map(|f| Notice {
+                warning: true,
+                reason: "InvalidHistory",
+                note: format!("{}: {}", f.field, f.message),
+            });
+        self.events
+            .update(&format!("{key}#history"), pvc, notice)
+            .await;
     }
 
     async fn wal_notice(&self, key: &str, pvc: &PersistentVolumeClaim, eval: &Evaluation) {

@@ -7,18 +7,19 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 
+use super::inflight;
 use super::kubelet::KubeletVolume;
 use super::{MeasuredBy, VolumeReport};
+use crate::decide::budget;
 use crate::decide::{
-    Action, ClaimState, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts, VolumeRole,
-    WalHealth, decide,
+    Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
+    VolumeRole, WalHealth, decide,
 };
 use crate::k8s::{claim, roles, state};
 use crate::policy::Policy;
 use crate::policy::merge::{CentralPolicy, effective_with_limits};
 use crate::policy::validate::{Context, Finding, validate};
 use crate::probe::{Volume, VolumeMode};
-use crate::quantity;
 
 /// Everything known about one mounted claim at one scan.
 pub struct Subject<'a> {
@@ -61,49 +62,26 @@ pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>),
     }
 }
 
-/// Resize failures the claim's own status cannot show: a resize whose only trace is request >
-/// capacity (no condition to date it) is dated by our history; and a filesystem still well under
-/// the claim's capacity long after our last resize has not followed it.
-fn stuck_or_not_expanded(
-    mut claim: ClaimState,
-    history: &[Action],
-    measured: Option<Measurement>,
-    timeout: SignedDuration,
-    now: Timestamp,
-) -> ClaimState {
-    let last = history.iter().max_by_key(|a| a.at);
-    match (&claim.resize, last) {
-        (ResizeState::InProgress { since: None }, Some(a))
-            if a.to == claim.request_bytes && now - timeout > a.at =>
-        {
-            claim.resize = ResizeState::Failed {
-                detail: format!(
-                    "resize to {} in flight for more than {timeout:#} (since {})",
-                    quantity::format(a.to),
-                    a.at
-                ),
-            };
-        }
-        (ResizeState::Idle, Some(a)) if now - timeout > a.at => {
-            if let Some(m) = measured.filter(|m| {
-                (m.capacity_bytes as f64) < claim.capacity_bytes as f64 * NOT_EXPANDED_RATIO
-            }) {
-                claim.resize = ResizeState::Failed {
-                    detail: format!(
-                        "filesystem not expanded: statfs shows {} of the claim's {}",
-                        quantity::format(m.capacity_bytes),
-                        quantity::format(claim.capacity_bytes)
-                    ),
-                };
-            }
-        }
-        _ => {}
-    }
-    claim
+/// Splits off history entries dated beyond the clock-skew allowance: no action happened then, so
+/// they are not counted (they would block the claim until that date); one `invalid_history`
+/// finding says what was ignored.
+fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<Finding>) {
+    let (future, valid): (Vec<Action>, Vec<Action>) =
+        history.into_iter().partition(|a| budget::is_future(a, now));
+    let finding = future.iter().map(|a| a.at).max().map(|latest| Finding {
+        field: state::HISTORY.into(),
+        message: format!(
+            "{INVALID_HISTORY}: {} entr{} dated more than {:#} in the future ignored (latest: {latest})",
+            future.len(),
+            if future.len() == 1 { "y" } else { "ies" },
+            budget::CLOCK_SKEW,
+        ),
+    });
+    (valid, finding)
 }
 
-/// Filesystems keep a few percent for metadata; under this share of the claim, it did not grow.
-const NOT_EXPANDED_RATIO: f64 = 0.9;
+/// The finding's stable name, first word of its message (Events and metrics key on it).
+pub const INVALID_HISTORY: &str = "invalid_history";
 
 pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
     let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
@@ -127,7 +105,14 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         });
         Vec::new()
     });
-    let claim = stuck_or_not_expanded(claim, &history, s.volume.measurement, s.resize_timeout, now);
+    let (history, ignored) = split_future(history, now);
+    let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
+    let last_write = history.iter().map(|a| a.at).max();
+    let seen = inflight::usable(s.volume.measurement, s.kubelet, block_mode, last_write, now);
+    let claim = inflight::resize_state(claim, &history, seen.as_ref(), s.resize_timeout, now);
+    // Bound (it has a volume) yet no size reported: nothing to grow from, nothing to compare with.
+    let capacity_unknown = claim::storage_capacity(s.pvc).is_ok_and(|c| c.is_none())
+        && (claim::is_bound(s.pvc) || s.volume.pv.is_some());
     let (role, wal_on_data, cluster) = postgres_facts(s).unwrap_or_else(|message| {
         errors.push(Finding {
             field: "headroom.dev/postgres-role".into(),
@@ -165,8 +150,9 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
     };
-    let validation = validate(&merged.spec, &ctx);
+    let mut validation = validate(&merged.spec, &ctx);
     errors.extend(validation.errors.iter().cloned());
+    validation.warnings.extend(ignored);
     // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are not
     // worth an Event on every claim of the cluster.
     let wants_enabled = merged
@@ -181,14 +167,9 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         (None, false) => PolicyInput::Valid(&disabled),
     };
 
-    let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
     // statfs first; the kubelet's (older) numbers only when statfs could not see the volume.
-    let fallback = s.kubelet.filter(|k| k.fresh(now));
-    let (measurement, measured_by) = match (s.volume.measurement, fallback) {
-        (Some(m), _) => (Some(m), MeasuredBy::Statfs),
-        (None, Some(k)) if !block_mode => (Some(k.measurement), MeasuredBy::Kubelet),
-        _ => (None, MeasuredBy::None),
-    };
+    let measurement = seen.map(|m| m.measurement);
+    let measured_by = seen.map_or(MeasuredBy::None, |m| m.by);
     let facts = VolumeFacts {
         role,
         wal_on_data,
@@ -199,6 +180,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
             .unwrap_or(false),
         block_mode,
         unmeasured: measurement.is_none() && !block_mode,
+        capacity_unknown,
         node_draining: s.node_draining,
         group_size: s.group_size,
     };
@@ -211,11 +193,19 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         facts,
         now,
     });
-    if let (MeasuredBy::Kubelet, Some(k)) = (measured_by, fallback) {
-        let at = k.at.map(|t| t.to_string()).unwrap_or_default();
+    if let Some(m) = seen.filter(|m| m.by == MeasuredBy::Kubelet) {
         decision.notes.push(format!(
-            "statfs could not measure the volume: using the kubelet's numbers from {at}"
+            "statfs could not measure the volume: using the kubelet's numbers from {}",
+            m.at
         ));
+    } else if s.volume.measurement.is_none()
+        && !block_mode
+        && s.kubelet.is_some_and(|k| k.fresh(now))
+    {
+        decision.notes.push(
+            "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize"
+                .to_string(),
+        );
     }
     let report = VolumeReport {
         namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
@@ -244,5 +234,95 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         report,
         policy,
         history,
+    }
+}
+
+/// [`evaluate`], with a panic contained: a bug tripped by one claim's objects leaves that claim
+/// blocked (`internal_error`, counted, logged with the panic's message) and the scan goes on.
+pub fn guarded(
+    s: &Subject,
+    wal: Option<WalHealth>,
+    now: Timestamp,
+    metrics: &crate::metrics::Metrics,
+) -> Evaluation {
+    contain(s, now, metrics, || evaluate(s, wal, now))
+}
+
+/// Runs one claim's evaluation `f`; a panic in it becomes an `internal_error` evaluation.
+pub fn contain(
+    s: &Subject,
+    now: Timestamp,
+    metrics: &crate::metrics::Metrics,
+    f: impl FnOnce() -> Evaluation,
+) -> Evaluation {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(eval) => eval,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|m| m.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic with a non-text payload".to_string());
+            let ns = s.pvc.metadata.namespace.clone().unwrap_or_default();
+            let pvc = s.pvc.metadata.name.clone().unwrap_or_default();
+            tracing::error!(pvc = %format!("{ns}/{pvc}"), panic = %message, "evaluating the claim panicked; it is left alone");
+            metrics.internal_error();
+            internal_error(s, ns, pvc, message, now)
+        }
+    }
+}
+
+fn internal_error(
+    s: &Subject,
+    namespace: String,
+    pvc: String,
+    message: String,
+    now: Timestamp,
+) -> Evaluation {
+    let decision = Decision {
+        verdict: crate::decide::Verdict::Blocked {
+            reason: BlockReason::InternalError,
+        },
+        target_bytes: None,
+        budget_left: 0,
+        next_slot: None,
+        next_window: None,
+        notes: vec![format!("internal error: {message}")],
+    };
+    let report = VolumeReport {
+        namespace,
+        pvc,
+        pv: s.volume.pv.clone().unwrap_or_default(),
+        node: s.node.to_string(),
+        storage_class: None,
+        role: VolumeRole::Other,
+        postgres_cluster: None,
+        mount_path: s.volume.path.clone(),
+        fs_class: s.volume.class.as_str().to_string(),
+        shared_with: s.volume.shared_with.clone(),
+        measurement: s.volume.measurement,
+        measured_by: if s.volume.measurement.is_some() {
+            MeasuredBy::Statfs
+        } else {
+            MeasuredBy::None
+        },
+        limit_bytes: None,
+        provenance: BTreeMap::new(),
+        policy_errors: Vec::new(),
+        policy_warnings: Vec::new(),
+        claim: ClaimState {
+            request_bytes: 0,
+            capacity_bytes: 0,
+            resize: ResizeState::Idle,
+        },
+        decision,
+        wal: None,
+        last_action: None,
+        evaluated_at: now,
+    };
+    Evaluation {
+        report,
+        policy: None,
+        history: Vec::new(),
     }
 }

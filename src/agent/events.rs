@@ -52,6 +52,17 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
                 format!("policy refused, no action: {}", detail.join("; ")),
             )
         }
+        BlockReason::InternalError => Notice::warning(
+            "InternalError",
+            format!(
+                "headroom hit an internal error evaluating this claim and leaves it alone: {}",
+                report.decision.notes.join("; ")
+            ),
+        ),
+        BlockReason::CapacityUnknown => Notice::warning(
+            "CapacityUnknown",
+            "the claim is bound but has no status.capacity.storage: its size is unknown, so headroom will not resize it".to_string(),
+        ),
         BlockReason::AtLimit => Notice::warning(
             "AtLimit",
             format!("growth needed but the claim is at its limit of {limit}"),

@@ -91,7 +91,8 @@ pub fn disagreement(statfs: &Measurement, kubelet: &Measurement) -> f64 {
 impl KubeletVolume {
     /// Usable as a fallback at `now`: dated, and not older than [`MAX_AGE`].
     pub fn fresh(&self, now: Timestamp) -> bool {
-        self.at.is_some_and(|at| now - MAX_AGE <= at)
+        self.at
+            .is_some_and(|at| crate::decide::budget::minus(now, MAX_AGE) <= at)
     }
 }
 
@@ -118,7 +119,10 @@ impl KubeletStats {
     /// The cached numbers, refreshed when older than [`REFRESH`]. A failed fetch keeps the old
     /// numbers (they carry their own timestamps) and is logged.
     pub async fn get(&mut self, now: Timestamp) -> &ByClaim {
-        if self.fetched.is_none_or(|t| now - REFRESH >= t) {
+        if self
+            .fetched
+            .is_none_or(|t| crate::decide::budget::minus(now, REFRESH) >= t)
+        {
             self.fetched = Some(now);
             match self.fetch().await {
                 Ok(fresh) => self.cached = fresh,

@@ -5,11 +5,16 @@ pub mod api_metrics;
 pub mod client;
 pub mod evaluate;
 pub mod events;
+#[cfg(test)]
+mod hostile_tests;
+pub mod inflight;
 pub mod kubelet;
 pub mod pgconn;
 pub mod report;
 mod scan;
 pub mod shutdown;
+#[cfg(test)]
+mod trace_tests;
 pub mod world;
 
 pub use report::{MeasuredBy, VolumeReport};

@@ -95,6 +95,26 @@ mod tests {
     }
 
     #[test]
+    fn a_socket_directory_is_a_unix_target_and_a_pod_ip_is_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "secret\n").expect("write");
+        let cred = Credential {
+            user: "headroom".into(),
+            password_file: pw,
+            port: 5432,
+            dbname: "postgres".into(),
+            sslmode: "require".into(),
+        };
+        assert!(
+            target(&cred, "/run/postgresql")
+                .expect("target")
+                .unix_only()
+        );
+        assert!(!target(&cred, "10.0.0.7").expect("target").unix_only());
+    }
+
+    #[test]
     fn typos_are_errors_naming_the_configmap() {
         let e = Credentials::parse("ns/cm", "default: { usr: x, passwordFile: /p }\n")
             .expect_err("typo");

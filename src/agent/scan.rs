@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::{Api, Client};
 
 use super::act::{Actor, Applied};
-use super::evaluate::{Evaluation, Subject, evaluate, postgres_facts};
+use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
 use super::events::Events;
 use super::kubelet::{KubeletStats, KubeletVolume};
 use super::pgconn::{self, Credentials};
@@ -244,12 +244,12 @@ impl Scanner {
                 group_size: ctx.group_size,
                 kubelet: ctx.kubelet,
             };
-            let mut eval = evaluate(&subject, wal.clone(), now);
+            let mut eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             if wal.is_none()
                 && let Some(health) = self.wal_health(&subject, &eval, ctx.creds, now).await
             {
                 wal = Some(health);
-                eval = evaluate(&subject, wal.clone(), now);
+                eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             }
             attempt += 1;
             match actor.apply(&pvc, &eval, now).await {

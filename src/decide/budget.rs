@@ -6,6 +6,30 @@ use super::inputs::{Action, GrowKind};
 use crate::policy::{Mode, Policy};
 
 pub const WINDOW: SignedDuration = SignedDuration::from_hours(24);
+/// How far in the future a history entry may be dated and still count: another node's clock may
+/// run a little fast. Entries beyond it are not an action anyone took; they are ignored (and
+/// reported) instead of blocking the claim for as long as the date says.
+pub const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
+
+/// `t - d`, or the earliest timestamp when that is before the time type's range.
+pub fn minus(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_sub(d).unwrap_or(Timestamp::MIN)
+}
+
+/// `t + d`, or the latest timestamp when that is past the time type's range.
+pub fn plus(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+/// Dated beyond the clock-skew allowance: not counted, reported as invalid history.
+pub fn is_future(action: &Action, now: Timestamp) -> bool {
+    action.at > plus(now, CLOCK_SKEW)
+}
+
+/// The entries that count at `now`: those not dated beyond the clock-skew allowance.
+pub fn counted(history: &[Action], now: Timestamp) -> impl Iterator<Item = &Action> + Clone {
+    history.iter().filter(move |a| !is_future(a, now))
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
@@ -15,11 +39,12 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Counts actions in (now - 24h, ∞): an entry stamped in the future by a node with a fast
-    /// clock still counts, so skew can only make headroom more conservative.
+    /// Counts actions in (now - 24h, now + [`CLOCK_SKEW`]]: an entry stamped a little in the
+    /// future by a node with a fast clock still counts, so skew can only make headroom more
+    /// conservative; one dated further out is ignored.
     pub fn new(history: &[Action], now: Timestamp, policy: &Policy) -> Self {
-        let since = now - WINDOW;
-        let in_window = history.iter().filter(|a| a.at > since);
+        let since = minus(now, WINDOW);
+        let in_window = counted(history, now).filter(move |a| a.at > since);
         let used = in_window.clone().count().min(u32::MAX as usize) as u32;
         Self {
             max: policy.max_actions_per_day,
@@ -38,7 +63,7 @@ impl Budget {
 
     /// When the oldest counted action leaves the window.
     pub fn next_slot(&self) -> Option<Timestamp> {
-        self.oldest_in_window.map(|t| t + WINDOW)
+        self.oldest_in_window.map(|t| plus(t, WINDOW))
     }
 
     /// Planned actions in convergent mode leave the emergency reserve untouched; emergencies (and

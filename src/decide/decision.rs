@@ -28,10 +28,15 @@ pub enum BlockReason {
     NodeDraining,
     InvalidPolicy,
     Disabled,
+    /// A bound claim without `status.capacity`: its size is unknown, so no resize is computed
+    /// from it (the in-flight guard could not see a resize either).
+    CapacityUnknown,
+    /// Evaluating the claim panicked (a bug); the claim is left alone, the scan goes on.
+    InternalError,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 17] = [
+    pub const ALL: [BlockReason; 19] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -49,6 +54,8 @@ impl BlockReason {
         BlockReason::NodeDraining,
         BlockReason::InvalidPolicy,
         BlockReason::Disabled,
+        BlockReason::CapacityUnknown,
+        BlockReason::InternalError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -70,6 +77,8 @@ impl BlockReason {
             BlockReason::NodeDraining => "node_draining",
             BlockReason::InvalidPolicy => "invalid_policy",
             BlockReason::Disabled => "disabled",
+            BlockReason::CapacityUnknown => "capacity_unknown",
+            BlockReason::InternalError => "internal_error",
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use jiff::SignedDuration;
 
-use super::budget::Budget;
+use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::wal;
@@ -109,6 +109,9 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if let ResizeState::Failed { .. } = inputs.claim.resize {
         return blocked(BlockReason::ResizeFailed);
     }
+    if facts.capacity_unknown {
+        return blocked(BlockReason::CapacityUnknown);
+    }
 
     let need = match policy.mode {
         Mode::Threshold => threshold_need(inputs, policy),
@@ -146,7 +149,10 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if facts.node_draining && !emergency {
         return blocked(BlockReason::NodeDraining);
     }
-    if kind == GrowKind::ScheduledGrow {
+    // A group member joining its peers is planned growth too: it waits for a configured window.
+    let planned = kind == GrowKind::ScheduledGrow
+        || (kind == GrowKind::GroupGrow && policy.maintenance_window.is_some());
+    if planned {
         let open = policy
             .maintenance_window
             .as_ref()
@@ -156,7 +162,8 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
         }
     }
     if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow {
-        let cooling = inputs.history.iter().any(|a| a.at > inputs.now - COOLDOWN);
+        let since = budget::minus(inputs.now, COOLDOWN);
+        let cooling = budget::counted(inputs.history, inputs.now).any(|a| a.at > since);
         if cooling {
             return blocked(BlockReason::Cooldown);
         }

@@ -102,6 +102,10 @@ pub struct Action {
     pub to: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub node: String,
+    /// The filesystem's size (statfs) when the action was decided: the resize is in flight until
+    /// a later measurement shows the filesystem larger than this. Absent in older entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_before: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -138,6 +142,8 @@ pub struct VolumeFacts {
     pub block_mode: bool,
     /// No measurement is available (the numbers passed in are zeros).
     pub unmeasured: bool,
+    /// The claim is bound but its `status.capacity` is absent: its size is not known.
+    pub capacity_unknown: bool,
     /// This node is cordoned or being drained.
     pub node_draining: bool,
     /// The group's effective size: the largest request among the volumes of its logical group.

@@ -15,6 +15,10 @@ pub use engine::{
 pub use inputs::*;
 
 #[cfg(test)]
+mod extreme_tests;
+#[cfg(test)]
+mod planned_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,7 @@ fn windows() -> Vec<MaintenanceWindow> {
 }
 
 prop_compose! {
-    fn policy()(
+    pub(super) fn policy()(
         convergent in any::<bool>(),
         limit_gi in 1u64..2048,
         usage_threshold in 1u8..=99,
@@ -79,7 +79,7 @@ prop_compose! {
     }
 }
 
-fn wal() -> impl Strategy<Value = Option<WalHealth>> {
+pub(super) fn wal() -> impl Strategy<Value = Option<WalHealth>> {
     proptest::option::of(
         (
             proptest::option::of(any::<bool>()),
@@ -105,7 +105,7 @@ fn wal() -> impl Strategy<Value = Option<WalHealth>> {
     )
 }
 
-fn facts() -> impl Strategy<Value = VolumeFacts> {
+pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
     (
         0u8..4,
         any::<bool>(),
@@ -115,6 +115,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
         any::<bool>(),
         prop::bool::weighted(0.05),
         proptest::option::weighted(0.2, (1u64..2048).prop_map(|g| g * GI)),
+        prop::bool::weighted(0.05),
     )
         .prop_map(
             |(
@@ -126,6 +127,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
                 node_draining,
                 unmeasured,
                 group_size,
+                capacity_unknown,
             )| {
                 VolumeFacts {
                     role: [
@@ -141,6 +143,7 @@ fn facts() -> impl Strategy<Value = VolumeFacts> {
                     unmeasured,
                     node_draining,
                     group_size,
+                    capacity_unknown,
                 }
             },
         )
@@ -183,8 +186,12 @@ fn wal_unsafe(p: &Policy, f: &VolumeFacts, w: Option<&WalHealth>) -> bool {
         })
 }
 
+/// Entries the budget counts: inside the window and not beyond the clock-skew allowance.
 fn count_since(history: &[Action], now: Timestamp) -> u32 {
-    history.iter().filter(|a| a.at > now - WINDOW).count() as u32
+    let since = super::budget::minus(now, WINDOW);
+    super::budget::counted(history, now)
+        .filter(|a| a.at > since)
+        .count() as u32
 }
 
 fn reserve(p: &Policy, kind: GrowKind) -> u32 {
@@ -195,7 +202,7 @@ fn reserve(p: &Policy, kind: GrowKind) -> u32 {
     }
 }
 
-fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
+pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
     let Verdict::Grow { to, kind } = d.verdict else {
         return Ok(());
     };
@@ -204,7 +211,9 @@ fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> 
     if !(kind == GrowKind::EmergencyGrow && p.emergency_grow.exceed_limit_on_emergency) {
         prop_assert!(to <= p.limit, "over limit: {to} > {}", p.limit);
     }
-    if kind == GrowKind::ScheduledGrow {
+    if kind == GrowKind::ScheduledGrow
+        || (kind == GrowKind::GroupGrow && p.maintenance_window.is_some())
+    {
         let w = p.maintenance_window.as_ref();
         prop_assert!(
             w.is_some_and(|w| w.is_open(i.now)),
@@ -214,6 +223,7 @@ fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> 
     prop_assert!(
         !i.facts.shared && i.facts.expandable && !i.facts.block_mode && !i.facts.unmeasured
     );
+    prop_assert!(!i.facts.capacity_unknown, "grew a claim of unknown size");
     prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
     prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");
     prop_assert!(count_since(i.history, i.now) + reserve(p, kind) < p.max_actions_per_day);
@@ -257,7 +267,7 @@ proptest! {
         let history: Vec<Action> = history.iter().map(|&(ago, k)| Action {
             at: now - SignedDuration::from_secs(ago),
             kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
-            from: size, to: size, node: String::new(),
+            from: size, to: size, node: String::new(), fs_before: None,
         }).collect();
         let inputs = Inputs {
             policy: PolicyInput::Valid(&p),
@@ -304,7 +314,7 @@ proptest! {
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
             if let Verdict::Grow { to, kind } = d.verdict {
-                history.push(Action { at: now, kind, from: size, to, node: String::new() });
+                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None });
                 size = to;
             }
         }

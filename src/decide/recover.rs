@@ -51,6 +51,7 @@ mod tests {
             from,
             to,
             node: String::new(),
+            fs_before: None,
         }
     }
 

@@ -94,6 +94,7 @@ fn action(at: Timestamp, kind: GrowKind) -> Action {
         from: 10 * GI,
         to: 12 * GI,
         node: "n1".into(),
+        fs_before: None,
     }
 }
 

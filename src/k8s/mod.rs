@@ -59,3 +59,6 @@ pub fn pvc_name(pvc: &PersistentVolumeClaim) -> String {
         pvc.metadata.name.as_deref().unwrap_or("")
     )
 }
+
+#[cfg(test)]
+mod hostile_tests;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
 use crate::agent::VolumeReport;
-use crate::decide::budget::WINDOW;
+use crate::decide::budget::{self, WINDOW};
 use crate::decide::{Action, Verdict};
 
 pub const HISTORY: &str = "headroom.dev/history";
@@ -46,11 +46,16 @@ pub fn read_history(pvc: &PersistentVolumeClaim) -> Result<Vec<Action>, KubeErro
 }
 
 /// `history` plus `action`, sorted by time and bounded: every entry inside the 24 h budget window
-/// (the future counts as inside, as in the budget) and the [`OLDER_KEPT`] most recent older ones,
-/// at most [`MAX_ENTRIES`] in all (the newest win).
+/// (a little future, within the clock-skew allowance, counts as inside, as in the budget) and the
+/// [`OLDER_KEPT`] most recent older ones, at most [`MAX_ENTRIES`] in all (the newest win). Entries
+/// dated further in the future are dropped: the budget ignores them, so keeping them would only
+/// keep the warning about them alive.
 pub fn append(history: &[Action], action: Action, now: Timestamp) -> Vec<Action> {
-    let since = now - WINDOW;
-    let mut all: Vec<Action> = history.iter().cloned().chain([action]).collect();
+    let since = budget::minus(now, WINDOW);
+    let mut all: Vec<Action> = budget::counted(history, now)
+        .cloned()
+        .chain([action])
+        .collect();
     all.sort_by_key(|a| a.at);
     let first_in_window = all.partition_point(|a| a.at <= since);
     let keep_from = first_in_window.saturating_sub(OLDER_KEPT);

@@ -27,6 +27,7 @@ fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
         from: from_gi * GI,
         to: to_gi * GI,
         node: "worker-2".into(),
+        fs_before: None,
     }
 }
 

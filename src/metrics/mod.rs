@@ -66,6 +66,7 @@ pub struct Metrics {
     last_scan: prometheus::Gauge,
     api_requests: IntCounterVec,
     watch_restarts: IntCounterVec,
+    internal_errors: prometheus::IntCounter,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -190,6 +191,15 @@ impl Metrics {
             "Times a Kubernetes watch was restarted, by watcher.",
             &["watcher"],
         )?;
+        let internal_errors = prometheus::IntCounter::new(
+            "headroom_internal_errors_total",
+            "Claim evaluations that panicked (a bug); each left its claim blocked with internal_error.",
+        )
+        .map_err(|source| MetricsError::Register {
+            name: "headroom_internal_errors_total",
+            source,
+        })?;
+        b.register("headroom_internal_errors_total", internal_errors.clone())?;
         Ok(Metrics {
             registry,
             scan_lock: RwLock::new(()),
@@ -203,6 +213,7 @@ impl Metrics {
             last_scan,
             api_requests,
             watch_restarts,
+            internal_errors,
         })
     }
 
@@ -269,6 +280,11 @@ impl Metrics {
         {
             c.inc();
         }
+    }
+
+    /// One claim evaluation that panicked.
+    pub fn internal_error(&self) {
+        self.internal_errors.inc();
     }
 
     pub fn watch_restart(&self, watcher: &str) {

@@ -4,6 +4,7 @@ use prometheus::GaugeVec;
 
 use super::{BLOCKED_STATE, Builder, MetricsError, bool_f, set, set_opt};
 use crate::agent::VolumeReport;
+use crate::agent::evaluate::INVALID_HISTORY;
 use crate::decide::{BlockReason, State, Verdict};
 
 pub(super) struct VolumeGauges {
@@ -30,10 +31,11 @@ pub(super) struct VolumeGauges {
     wal_inactive_slots: GaugeVec,
     wal_slot_retention: GaugeVec,
     wal_size: GaugeVec,
+    invalid_history: GaugeVec,
 }
 
 impl VolumeGauges {
-    pub(super) fn all(&self) -> [&GaugeVec; 23] {
+    pub(super) fn all(&self) -> [&GaugeVec; 24] {
         [
             &self.info,
             &self.capacity,
@@ -58,6 +60,7 @@ impl VolumeGauges {
             &self.wal_inactive_slots,
             &self.wal_slot_retention,
             &self.wal_size,
+            &self.invalid_history,
         ]
     }
 
@@ -162,6 +165,11 @@ impl VolumeGauges {
                 "Bytes of WAL segments in pg_wal on this volume.",
                 &[],
             )?,
+            invalid_history: b.gauge_vec(
+                "headroom_volume_invalid_history",
+                "1 when entries of the claim's headroom.dev/history were ignored (dated too far in the future).",
+                &[],
+            )?,
         })
     }
 
@@ -193,6 +201,11 @@ impl VolumeGauges {
                 set(&g.inodes_free, &l, free as f64);
             }
         }
+        let invalid_history = r
+            .policy_warnings
+            .iter()
+            .any(|f| f.message.starts_with(INVALID_HISTORY));
+        set(&g.invalid_history, &l, bool_f(invalid_history));
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
             set(&g.limit, &l, limit as f64);
@@ -213,10 +226,11 @@ impl VolumeGauges {
             set(&g.state, &[&l[..], &[s]].concat(), bool_f(s == current));
         }
         let reason = r.decision.blocked_reason();
-        // A disabled or invalid policy has no budget; its 0 would read as "exhausted".
+        // A disabled or invalid policy (or an evaluation that failed) has no budget; its 0 would
+        // read as "exhausted".
         if !matches!(
             reason,
-            Some(BlockReason::Disabled | BlockReason::InvalidPolicy)
+            Some(BlockReason::Disabled | BlockReason::InvalidPolicy | BlockReason::InternalError)
         ) {
             set(&g.budget, &l, f64::from(r.decision.budget_left));
         }

@@ -18,6 +18,8 @@ mod yaml;
 #[cfg(test)]
 mod docs_tests;
 #[cfg(test)]
+pub(crate) mod hostile_tests;
+#[cfg(test)]
 mod reclaim_tests;
 #[cfg(test)]
 mod spec_tests;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::{Client, Config, Row};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, Config, NoTls, Row, Socket};
 
 use super::tls::EncryptOnlyTls;
 
@@ -95,6 +96,13 @@ impl SqlTarget {
         Ok(self.set_password(trimmed))
     }
 
+    /// Every host is a Unix socket directory (a host starting with `/`).
+    pub fn unix_only(&self) -> bool {
+        use tokio_postgres::config::Host;
+        let hosts = self.config.get_hosts();
+        !hosts.is_empty() && hosts.iter().all(|h| matches!(h, Host::Unix(_)))
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -162,15 +170,25 @@ pub async fn query(target: &SqlTarget) -> Result<SqlFacts, SqlError> {
 }
 
 async fn query_unbounded(target: &SqlTarget) -> Result<SqlFacts, SqlError> {
-    let tls = EncryptOnlyTls::new()?;
-    let (client, connection) = target
-        .config
-        .connect(tls)
-        .await
-        .map_err(|e| SqlError::Connect {
-            target: target.describe(),
-            detail: chain(&e),
-        })?;
+    // As libpq: no TLS over a Unix socket (the server would refuse it, and a socket path is no
+    // name to check a certificate against), whatever sslmode says.
+    if target.unix_only() {
+        let mut config = target.config.clone();
+        config.ssl_mode(SslMode::Disable);
+        return ask_over(&config, NoTls, target).await;
+    }
+    ask_over(&target.config, EncryptOnlyTls::new()?, target).await
+}
+
+async fn ask_over<T>(config: &Config, tls: T, target: &SqlTarget) -> Result<SqlFacts, SqlError>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = config.connect(tls).await.map_err(|e| SqlError::Connect {
+        target: target.describe(),
+        detail: chain(&e),
+    })?;
     let conn = tokio::spawn(connection);
     let result = ask(&client, target.timeout).await;
     drop(client);

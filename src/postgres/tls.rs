@@ -47,16 +47,20 @@ where
     type TlsConnect = ConnectOne;
     type Error = InvalidDnsNameError;
 
+    /// tokio-postgres asks for a connector before it knows whether TLS will be used, with an
+    /// empty name for a Unix socket: refusing here would fail even `sslmode=disable`, so a name
+    /// that is not one fails only if TLS is actually attempted.
     fn make_tls_connect(&mut self, domain: &str) -> Result<ConnectOne, InvalidDnsNameError> {
         Ok(ConnectOne {
-            name: ServerName::try_from(domain.to_string())?,
+            name: ServerName::try_from(domain.to_string()).map_err(|_| domain.to_string()),
             connector: TlsConnector::from(self.config.clone()),
         })
     }
 }
 
 pub struct ConnectOne {
-    name: ServerName<'static>,
+    /// The server's name, or the text that is not one.
+    name: Result<ServerName<'static>, String>,
     connector: TlsConnector,
 }
 
@@ -72,7 +76,13 @@ where
 
     fn connect(self, stream: S) -> ConnectFuture<S> {
         Box::pin(async move {
-            let tls = self.connector.connect(self.name, stream).await?;
+            let name = self.name.map_err(|text| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("TLS needs a host name, and '{text}' is not one (a Unix socket takes sslmode=disable)"),
+                )
+            })?;
+            let tls = self.connector.connect(name, stream).await?;
             Ok(RustlsStream(Box::new(tls)))
         })
     }

@@ -21,6 +21,7 @@ use super::schedule;
 use super::state::{self, Outcome, ReclaimRecord};
 use super::{ReclaimError, fitrim};
 use crate::agent::events::{Notice, publish};
+use crate::decide::budget;
 use crate::policy::merge::CentralPolicy;
 use crate::policy::reclaim::{Resolved, resolve};
 use crate::policy::validate::Finding;
@@ -187,7 +188,20 @@ impl Reclaimer {
                 }]);
             }
         };
-        self.announce(&key, t.pvc, None).await;
+        // A trim dated further ahead than clock skew explains did not happen: counting it would
+        // put the next trim off until that date (9999 means never).
+        let (recorded, future) = match recorded {
+            Some(at) if at > budget::plus(now, budget::CLOCK_SKEW) => (None, Some(at)),
+            r => (r, None),
+        };
+        let note = future.map(|at| {
+            format!(
+                "{}: last trim dated {at}, more than {:#} in the future; ignored",
+                state::ANNOTATION,
+                budget::CLOCK_SKEW
+            )
+        });
+        self.announce(&key, t.pvc, note).await;
         let track = {
             let mut tracked = lock(&inner.tracked);
             tracked.retain(|_, tr| tr.in_flight || now.duration_since(tr.touched) < FORGET_AFTER);

@@ -167,3 +167,48 @@ async fn decides_per_scan_without_touching_the_api() {
         Plan::Off(_)
     ));
 }
+
+#[tokio::test]
+async fn a_last_trim_dated_in_the_far_future_is_ignored() {
+    let r = reclaimer();
+    let central = CentralPolicy::default();
+    let owned = volume(VolumeMode::Filesystem, VolumeClass::OwnedBlock);
+    for at in ["9999-12-30T00:00:00Z", "2026-01-05T10:05:01Z"] {
+        let record =
+            format!(r#"{{"at":"{at}","bytes":1,"durationMs":1,"result":"Succeeded","node":"n"}}"#);
+        let mut claim = pvc(&[
+            ("headroom.dev/reclaim-space-enabled", "true"),
+            ("headroom.dev/reclaim-space-schedule", "@daily"),
+            ("headroom.dev/reclaim", record.as_str()),
+        ]);
+        claim.metadata.name = Some(format!("future-{at}"));
+        // As if none were recorded: due at the next midnight after first seen, not in year 9999.
+        assert_eq!(
+            r.run_due(
+                &t(&owned, &claim, &central, false),
+                ts("2026-01-05T10:00:00Z")
+            )
+            .await,
+            Plan::NotDue(Some(ts("2026-01-06T00:00:00Z"))),
+            "{at}"
+        );
+    }
+    // Within the clock-skew allowance the record counts.
+    let mut near = pvc(&[
+        ("headroom.dev/reclaim-space-enabled", "true"),
+        ("headroom.dev/reclaim-space-schedule", "@daily"),
+        (
+            "headroom.dev/reclaim",
+            r#"{"at":"2026-01-06T00:04:00Z","bytes":1,"durationMs":1,"result":"Succeeded","node":"n"}"#,
+        ),
+    ]);
+    near.metadata.name = Some("near".into());
+    assert_eq!(
+        r.run_due(
+            &t(&owned, &near, &central, false),
+            ts("2026-01-06T00:00:10Z")
+        )
+        .await,
+        Plan::NotDue(Some(ts("2026-01-07T00:00:00Z")))
+    );
+}

@@ -168,6 +168,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 from,
                 to,
                 node: "simulate".to_string(),
+                fs_before: None,
             });
             pending = Some((t + delay, to));
         }

@@ -1,0 +1,295 @@
+//! Named cases of [`super`]: far-future, far-past, malformed and huge values in every annotation
+//! the agent reads, the ends of the time type, and a contained panic.
+
+use super::*;
+
+fn base_world() -> World {
+    World {
+        pvc_annotations: [
+            ("headroom.dev/enabled".to_string(), "true".to_string()),
+            ("headroom.dev/limit".to_string(), "100Gi".to_string()),
+        ]
+        .into(),
+        pvc_labels: BTreeMap::new(),
+        request: Some("10Gi".into()),
+        capacity: Some("10Gi".into()),
+        limit: None,
+        condition: None,
+        class_annotations: BTreeMap::new(),
+        expandable: Some(true),
+        pod_labels: BTreeMap::new(),
+        configmap: String::new(),
+        measurement: Some(Measurement {
+            capacity_bytes: 10 << 30,
+            used_bytes: 9 << 30,
+            available_bytes: 1 << 30,
+            inodes_total: 1000,
+            inodes_used: 10,
+        }),
+        kubelet: None,
+        group_size: None,
+        now: ts("2026-03-01T12:00:00Z"),
+    }
+}
+
+fn with_history(entries: serde_json::Value) -> World {
+    let mut w = base_world();
+    w.pvc_annotations
+        .insert(state::HISTORY.into(), entries.to_string());
+    w
+}
+
+fn entry(at: &str) -> serde_json::Value {
+    json!({ "at": at, "kind": "Grow", "from": 1u64 << 30, "to": 2u64 << 30 })
+}
+
+#[test]
+fn history_dated_9999_is_ignored_with_an_invalid_history_finding() {
+    // The annotation that crash-looped the agent (budget next_slot overflowed).
+    let metrics = Metrics::new("n").expect("metrics");
+    let mut entries = vec![entry("9999-12-30T00:00:00Z")];
+    for _ in 0..5 {
+        entries.push(entry("2026-03-02T00:00:00Z"));
+    }
+    let e = run(&with_history(json!(entries)), &metrics);
+    // Not counted: the budget is whole and the volume at 90% grows.
+    assert!(
+        e.report.decision.grow_to().is_some(),
+        "{:?}",
+        e.report.decision
+    );
+    assert_eq!(e.report.decision.next_slot, None);
+    let f = e
+        .report
+        .policy_warnings
+        .iter()
+        .find(|f| f.message.starts_with(INVALID_HISTORY))
+        .expect("finding");
+    assert_eq!(f.field, state::HISTORY);
+    assert!(
+        f.message.contains("6 entries") && f.message.contains("9999-12-30T00:00:00Z"),
+        "{}",
+        f.message
+    );
+    assert!(e.history.is_empty(), "{:?}", e.history);
+    let text = metrics.encode().expect("encode");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("headroom_volume_invalid_history{") && l.ends_with(" 1")),
+        "{text}"
+    );
+}
+
+#[test]
+fn history_within_the_clock_skew_still_counts() {
+    let metrics = Metrics::new("n").expect("metrics");
+    let e = run(
+        &with_history(json!([
+            entry("2026-03-01T12:04:59Z"),
+            entry("2026-03-01T12:04:00Z"),
+            entry("2026-03-01T11:00:00Z"),
+        ])),
+        &metrics,
+    );
+    // Counted (the budget of 3 is spent), and the newest keeps a resize in flight until a
+    // measurement is taken after it: skew only ever makes headroom wait.
+    assert_eq!(e.report.decision.budget_left, 0);
+    assert!(e.report.decision.grow_to().is_none());
+    assert!(
+        e.report
+            .policy_warnings
+            .iter()
+            .all(|f| !f.message.starts_with(INVALID_HISTORY))
+    );
+}
+
+#[test]
+fn far_past_history_is_history() {
+    let metrics = Metrics::new("n").expect("metrics");
+    let e = run(
+        &with_history(json!([
+            entry("-009999-01-02T01:59:59Z"),
+            entry("0000-01-01T00:00:00Z")
+        ])),
+        &metrics,
+    );
+    assert!(
+        e.report.decision.grow_to().is_some(),
+        "{:?}",
+        e.report.decision
+    );
+    assert_eq!(e.report.decision.budget_left, 3);
+}
+
+#[test]
+fn malformed_or_huge_history_refuses_the_claim_naming_the_annotation() {
+    let metrics = Metrics::new("n").expect("metrics");
+    for bad in [
+        json!("not json"),
+        json!([{ "at": "2026-13-45T99:99:99Z", "kind": "Grow", "from": 1, "to": 2 }]),
+        json!([{ "at": "2026-03-01T00:00:00Z", "kind": "Grow", "from": -1, "to": 2 }]),
+        json!([{ "at": "2026-03-01T00:00:00Z", "kind": "Grow", "from": 1, "to": "18446744073709551616" }]),
+        json!([{ "at": "2026-03-01T00:00:00Z", "kind": "Shrink", "from": 1, "to": 2 }]),
+        json!([{ "at": "10000-01-01T00:00:00Z", "kind": "Grow", "from": 1, "to": 2 }]),
+    ] {
+        let text = match &bad {
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        let mut w = base_world();
+        w.pvc_annotations.insert(state::HISTORY.into(), text);
+        let e = run(&w, &metrics);
+        assert_eq!(
+            e.report.decision.blocked_reason(),
+            Some(BlockReason::InvalidPolicy),
+            "{bad}"
+        );
+        assert!(
+            e.report
+                .policy_errors
+                .iter()
+                .any(|f| f.field == state::HISTORY),
+            "{bad}: {:?}",
+            e.report.policy_errors
+        );
+    }
+    // Sizes at the top of u64 are sizes: the grow from them saturates instead of overflowing.
+    let e = run(
+        &with_history(
+            json!([{ "at": "2026-03-01T11:00:00Z", "kind": "Grow", "from": u64::MAX, "to": u64::MAX, "fs_before": u64::MAX }]),
+        ),
+        &metrics,
+    );
+    let _ = e.report.decision;
+}
+
+#[test]
+fn far_and_malformed_status_annotation_never_panics() {
+    let metrics = Metrics::new("n").expect("metrics");
+    for status in [
+        json!({ "node": "n", "updatedAt": "9999-12-31T23:59:59Z", "effectiveSizeBytes": u64::MAX,
+                "state": "Growing", "lastDecision": "x", "budgetLeft": u32::MAX,
+                "nextSlot": "-009999-01-02T01:59:59Z", "usedPercent": 1e308 })
+        .to_string(),
+        json!({ "updatedAt": "not a time" }).to_string(),
+        "{".to_string(),
+        "null".to_string(),
+    ] {
+        let mut w = base_world();
+        w.pvc_annotations
+            .insert(state::STATUS.into(), status.clone());
+        let e = run(&w, &metrics);
+        assert!(e.report.decision.grow_to().is_some(), "{status}");
+    }
+}
+
+#[test]
+fn engine_at_the_ends_of_time() {
+    let metrics = Metrics::new("n").expect("metrics");
+    for now in [Timestamp::MIN, Timestamp::MAX] {
+        for at in ["9999-12-30T00:00:00Z", "-009999-01-02T01:59:59Z"] {
+            let mut w = with_history(json!([entry(at)]));
+            w.now = now;
+            w.condition = Some(("Resizing".into(), Timestamp::MIN));
+            let _ = run(&w, &metrics);
+            w.kubelet = Some(KubeletVolume {
+                measurement: Measurement::default(),
+                at: Some(Timestamp::MAX),
+            });
+            w.measurement = None;
+            let _ = run(&w, &metrics);
+        }
+    }
+}
+
+#[test]
+fn bound_claim_without_capacity_is_blocked_capacity_unknown() {
+    let metrics = Metrics::new("n").expect("metrics");
+    let mut w = base_world();
+    w.capacity = None;
+    let e = run(&w, &metrics);
+    assert_eq!(
+        e.report.decision.blocked_reason(),
+        Some(BlockReason::CapacityUnknown)
+    );
+    let n = notice_for(&e.report).expect("a warning");
+    assert_eq!(n.reason, "CapacityUnknown");
+}
+
+#[test]
+fn bad_operator_labels_and_role_annotation_are_findings_not_panics() {
+    let metrics = Metrics::new("n").expect("metrics");
+    for v in NASTY {
+        let mut w = base_world();
+        for l in LABELS {
+            w.pvc_labels.insert(l.to_string(), v.to_string());
+            w.pod_labels.insert(l.to_string(), v.to_string());
+        }
+        w.pvc_annotations
+            .insert("headroom.dev/postgres-role".into(), v.to_string());
+        w.pvc_annotations
+            .insert("headroom.dev/group".into(), v.repeat(1000));
+        let e = run(&w, &metrics);
+        if !["data", "wal", "tablespace"].contains(&v.trim()) {
+            assert_eq!(
+                e.report.decision.blocked_reason(),
+                Some(BlockReason::InvalidPolicy),
+                "{v:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_panic_is_contained_to_its_claim() {
+    let metrics = Metrics::new("n").expect("metrics");
+    let w = base_world();
+    let (p, pod, class, vol) = (pvc(&w), pod(&w), class(&w), volume(&w));
+    let central = CentralPolicy::default();
+    let claims = [&p];
+    let s = Subject {
+        volume: &vol,
+        pod: &pod,
+        pvc: &p,
+        pod_claims: &claims,
+        storage_class: Some(&class),
+        central: &central,
+        node: "n",
+        node_draining: false,
+        resize_timeout: SignedDuration::from_mins(30),
+        group_size: None,
+        kubelet: None,
+    };
+    let e = contain(&s, w.now, &metrics, || {
+        panic!("index out of bounds: the len is 0")
+    });
+    assert_eq!(
+        e.report.decision.blocked_reason(),
+        Some(BlockReason::InternalError)
+    );
+    assert_eq!(
+        (e.report.namespace.as_str(), e.report.pvc.as_str()),
+        ("db", "data-pg-0")
+    );
+    assert!(e.report.decision.notes[0].contains("index out of bounds"));
+    let n = notice_for(&e.report).expect("a warning");
+    assert_eq!(n.reason, "InternalError");
+    metrics.observe_scan(
+        std::slice::from_ref(&e.report),
+        std::time::Duration::ZERO,
+        w.now,
+    );
+    let text = metrics.encode().expect("encode");
+    assert!(
+        !text.contains("headroom_volume_resize_budget_remaining{"),
+        "an internal error is no spent budget: {text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("headroom_internal_errors_total") && l.ends_with(" 1")),
+        "{text}"
+    );
+    // And without a panic the claim's own evaluation comes through.
+    let e = contain(&s, w.now, &metrics, || evaluate(&s, None, w.now));
+    assert!(e.report.decision.grow_to().is_some());
+}

@@ -1,0 +1,126 @@
+//! One fill, one grow. A resize is in flight until the filesystem itself shows it: neither the
+//! claim's `status.capacity` (absent on some drivers, set before the node expands the
+//! filesystem on others) nor numbers measured before the write can end it. Pure: the shells pass
+//! the measurement and when it was taken.
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::MeasuredBy;
+use super::kubelet::KubeletVolume;
+use crate::decide::budget;
+use crate::decide::{Action, ClaimState, Measurement, ResizeState};
+use crate::quantity;
+
+/// Filesystems keep a few percent for metadata; under this share of the claim, it did not grow.
+/// Only for history entries written before `fs_before` was recorded.
+const NOT_EXPANDED_RATIO: f64 = 0.9;
+
+/// A measurement and when it was taken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seen {
+    pub measurement: Measurement,
+    pub by: MeasuredBy,
+    pub at: Timestamp,
+}
+
+/// The measurement decisions may use: statfs, taken now; else the kubelet's, when fresh and
+/// taken after our last write (older numbers still show the volume before that resize, and
+/// growing from them grows the same fill twice).
+pub fn usable(
+    statfs: Option<Measurement>,
+    kubelet: Option<KubeletVolume>,
+    block_mode: bool,
+    last_write: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Seen> {
+    if let Some(m) = statfs {
+        return Some(Seen {
+            measurement: m,
+            by: MeasuredBy::Statfs,
+            at: now,
+        });
+    }
+    let k = kubelet.filter(|k| k.fresh(now) && !block_mode)?;
+    let at = k.at?;
+    if last_write.is_some_and(|w| at <= w) {
+        return None;
+    }
+    Some(Seen {
+        measurement: k.measurement,
+        by: MeasuredBy::Kubelet,
+        at,
+    })
+}
+
+/// Did this measurement see the filesystem grown by `a`? `None`: it cannot tell (taken before
+/// the write, or the action asked for no growth).
+fn shows_growth(a: &Action, seen: &Seen) -> Option<bool> {
+    // A request lowered back (a cancelled infeasible resize) waits for no filesystem growth.
+    if a.to <= a.from || seen.at <= a.at {
+        return None;
+    }
+    let fs = seen.measurement.capacity_bytes;
+    Some(match a.fs_before {
+        Some(before) => fs > before,
+        None => fs as f64 >= a.to as f64 * NOT_EXPANDED_RATIO,
+    })
+}
+
+/// The claim's resize state with what its own status cannot show: a resize whose only trace is
+/// request > capacity is dated by our history and fails after `timeout`; our last resize stays
+/// in flight until a measurement taken after it shows the filesystem larger, and fails as "not
+/// expanded" when that has not happened within `timeout`.
+pub fn resize_state(
+    mut claim: ClaimState,
+    history: &[Action],
+    seen: Option<&Seen>,
+    timeout: SignedDuration,
+    now: Timestamp,
+) -> ClaimState {
+    let Some(a) = history.iter().max_by_key(|a| a.at) else {
+        return claim;
+    };
+    let timed_out = budget::minus(now, timeout) > a.at;
+    if let ResizeState::InProgress { since: None } = claim.resize
+        && a.to == claim.request_bytes
+        && timed_out
+    {
+        claim.resize = ResizeState::Failed {
+            detail: format!(
+                "resize to {} in flight for more than {timeout:#} (since {})",
+                quantity::format(a.to),
+                a.at
+            ),
+        };
+    }
+    if matches!(claim.resize, ResizeState::Failed { .. }) {
+        return claim;
+    }
+    let expected = a.to > a.from;
+    match seen.and_then(|s| shows_growth(a, s).map(|grown| (s, grown))) {
+        Some((_, true)) => {}
+        Some((s, false)) if timed_out => {
+            claim.resize = ResizeState::Failed {
+                detail: format!(
+                    "filesystem not expanded: statfs shows {} {timeout:#} after the resize to {} (at {})",
+                    quantity::format(s.measurement.capacity_bytes),
+                    quantity::format(a.to),
+                    a.at
+                ),
+            };
+        }
+        _ if expected && !timed_out => {
+            let since = match &claim.resize {
+                ResizeState::InProgress { since: Some(t) } => *t,
+                _ => a.at,
+            };
+            claim.resize = ResizeState::InProgress { since: Some(since) };
+        }
+        _ => {}
+    }
+    claim
+}
+
+#[cfg(test)]
+#[path = "inflight_tests.rs"]
+mod tests;

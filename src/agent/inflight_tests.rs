@@ -1,0 +1,303 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::decide::{GrowKind, Inputs, PolicyInput, VolumeFacts, decide};
+use crate::policy::Policy;
+use crate::quantity::GI;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+const TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
+
+fn grow(at: Timestamp, from: u64, to: u64, fs_before: Option<u64>) -> Action {
+    Action {
+        at,
+        kind: GrowKind::Grow,
+        from,
+        to,
+        node: String::new(),
+        fs_before,
+    }
+}
+
+fn fs(capacity: u64) -> Measurement {
+    Measurement {
+        capacity_bytes: capacity,
+        used_bytes: capacity / 2,
+        available_bytes: capacity / 2,
+        ..Default::default()
+    }
+}
+
+fn seen(capacity: u64, at: Timestamp) -> Seen {
+    Seen {
+        measurement: fs(capacity),
+        by: MeasuredBy::Statfs,
+        at,
+    }
+}
+
+fn idle(request: u64, capacity: u64) -> ClaimState {
+    ClaimState {
+        request_bytes: request,
+        capacity_bytes: capacity,
+        resize: ResizeState::Idle,
+    }
+}
+
+#[test]
+fn status_capacity_updated_but_filesystem_not_grown_is_in_flight() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let now = at + SignedDuration::from_secs(20);
+    let c = resize_state(
+        idle(12 * GI, 12 * GI),
+        &h,
+        Some(&seen(10 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    assert_eq!(c.resize, ResizeState::InProgress { since: Some(at) });
+    // The filesystem grew: the resize is over.
+    let c = resize_state(
+        idle(12 * GI, 12 * GI),
+        &h,
+        Some(&seen(12 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    assert_eq!(c.resize, ResizeState::Idle);
+}
+
+#[test]
+fn claim_without_capacity_is_in_flight_until_the_filesystem_grows() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 13 * GI, Some(10 * GI))];
+    let now = at + SignedDuration::from_secs(4);
+    // status.capacity absent (0): request > capacity says nothing; the filesystem does.
+    let c = resize_state(
+        idle(13 * GI, 0),
+        &h,
+        Some(&seen(10 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    assert!(matches!(c.resize, ResizeState::InProgress { .. }));
+}
+
+#[test]
+fn filesystem_not_grown_within_the_timeout_fails() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let now = at + TIMEOUT + SignedDuration::from_secs(1);
+    let c = resize_state(
+        idle(12 * GI, 12 * GI),
+        &h,
+        Some(&seen(10 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    match c.resize {
+        ResizeState::Failed { detail } => {
+            assert!(detail.starts_with("filesystem not expanded"), "{detail}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn measurements_older_than_the_write_prove_nothing() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let now = at + SignedDuration::from_secs(30);
+    let old = seen(12 * GI, at - SignedDuration::from_secs(1));
+    let c = resize_state(idle(12 * GI, 12 * GI), &h, Some(&old), TIMEOUT, now);
+    assert!(matches!(c.resize, ResizeState::InProgress { .. }));
+}
+
+#[test]
+fn stale_kubelet_numbers_are_not_used_after_a_write() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let now = at + SignedDuration::from_mins(1);
+    let k = |t: Timestamp| KubeletVolume {
+        measurement: fs(10 * GI),
+        at: Some(t),
+    };
+    let before = k(at - SignedDuration::from_secs(30));
+    assert_eq!(usable(None, Some(before), false, Some(at), now), None);
+    // Fresh and newer than the write: used, and dated by the kubelet, not by the scan.
+    let after = k(at + SignedDuration::from_secs(30));
+    let s = usable(None, Some(after), false, Some(at), now).expect("usable");
+    assert_eq!((s.by, s.at), (MeasuredBy::Kubelet, after.at.expect("at")));
+    // statfs always wins, and is dated now.
+    let s = usable(Some(fs(GI)), Some(after), false, Some(at), now).expect("usable");
+    assert_eq!((s.by, s.at), (MeasuredBy::Statfs, now));
+    // Block volumes have no filesystem numbers to fall back on.
+    assert_eq!(usable(None, Some(after), true, None, now), None);
+}
+
+#[test]
+fn old_entries_without_fs_before_compare_with_the_target() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 20 * GI, None)];
+    let now = at + SignedDuration::from_secs(30);
+    let c = resize_state(
+        idle(20 * GI, 20 * GI),
+        &h,
+        Some(&seen(10 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    assert!(matches!(c.resize, ResizeState::InProgress { .. }));
+    let c = resize_state(
+        idle(20 * GI, 20 * GI),
+        &h,
+        Some(&seen(19 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    assert_eq!(c.resize, ResizeState::Idle);
+}
+
+#[test]
+fn lowered_request_waits_for_no_growth() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let mut a = grow(at, 65 * GI, 15 * GI, Some(15 * GI));
+    a.kind = GrowKind::Retry;
+    let now = at + TIMEOUT + SignedDuration::from_mins(1);
+    let c = resize_state(
+        idle(15 * GI, 15 * GI),
+        &[a],
+        Some(&seen(15 * GI, now)),
+        TIMEOUT,
+        now,
+    );
+    assert_eq!(c.resize, ResizeState::Idle);
+}
+
+#[test]
+fn extreme_dates_do_not_panic() {
+    for at in [Timestamp::MIN, Timestamp::MAX] {
+        let h = [grow(at, GI, 2 * GI, Some(GI))];
+        for now in [Timestamp::MIN, Timestamp::UNIX_EPOCH, Timestamp::MAX] {
+            let c = resize_state(idle(2 * GI, 0), &h, Some(&seen(GI, now)), TIMEOUT, now);
+            let _ = c.resize;
+            let k = KubeletVolume {
+                measurement: fs(GI),
+                at: Some(at),
+            };
+            let _ = usable(None, Some(k), false, Some(at), now);
+        }
+    }
+}
+
+/// One simulated volume: a filesystem the resizer grows after a lag, a `status.capacity` it sets
+/// at another moment (or never), kubelet numbers refreshed now and then, statfs failing at times.
+#[derive(Debug, Clone)]
+struct Step {
+    used_add: u64,
+    statfs_ok: bool,
+    kubelet_refresh: bool,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    proptest::collection::vec(
+        (
+            0u64..GI / 2,
+            prop::bool::weighted(0.7),
+            prop::bool::weighted(0.2),
+        )
+            .prop_map(|(used_add, statfs_ok, kubelet_refresh)| Step {
+                used_add,
+                statfs_ok,
+                kubelet_refresh,
+            }),
+        1..120,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Through lagging resizers, lagging or absent `status.capacity`, stale kubelet numbers and
+    /// failing statfs, every grow is decided from a measurement of the filesystem taken after the
+    /// previous grow completed: one fill, one grow.
+    #[test]
+    fn no_double_grow(
+        trace in steps(),
+        fs_lag in 0usize..20,
+        capacity_lag in 0usize..20,
+        capacity_absent in any::<bool>(),
+        start_used in 5 * GI..9 * GI,
+    ) {
+        let mut policy = Policy { enabled: true, ..Policy::with_limit(1000 * GI) };
+        policy.max_actions_per_day = 1000;
+        let interval = SignedDuration::from_secs(4);
+        let mut now = ts("2026-03-01T12:00:00Z");
+        let mut request = 10 * GI;
+        let mut fs_size = 10 * GI;
+        let mut status_cap: Option<u64> = (!capacity_absent).then_some(request);
+        let mut used = start_used;
+        let mut history: Vec<Action> = Vec::new();
+        let mut kubelet: Option<KubeletVolume> = None;
+        // When the current resize was asked for, in steps.
+        let mut asked: Option<usize> = None;
+        for (i, st) in trace.iter().enumerate() {
+            now += interval;
+            if let Some(at) = asked {
+                if i >= at + fs_lag { fs_size = request; }
+                if !capacity_absent && i >= at + capacity_lag { status_cap = Some(request); }
+                if fs_size == request && status_cap.is_none_or(|c| c == request) { asked = None; }
+            }
+            used = (used + st.used_add).min(fs_size);
+            let m = Measurement { capacity_bytes: fs_size, used_bytes: used, available_bytes: fs_size - used, ..Default::default() };
+            if st.kubelet_refresh {
+                kubelet = Some(KubeletVolume { measurement: m, at: Some(now) });
+            }
+            let statfs = st.statfs_ok.then_some(m);
+            let last_write = history.iter().map(|a| a.at).max();
+            let seen = usable(statfs, kubelet, false, last_write, now);
+            let cap = status_cap.unwrap_or(0);
+            let claim = ClaimState {
+                request_bytes: request,
+                capacity_bytes: cap,
+                resize: if status_cap.is_some_and(|c| request > c) {
+                    ResizeState::InProgress { since: None }
+                } else {
+                    ResizeState::Idle
+                },
+            };
+            let claim = resize_state(claim, &history, seen.as_ref(), TIMEOUT, now);
+            let facts = VolumeFacts {
+                expandable: true,
+                unmeasured: seen.is_none(),
+                capacity_unknown: capacity_absent,
+                ..VolumeFacts::default()
+            };
+            let d = decide(&Inputs {
+                policy: PolicyInput::Valid(&policy),
+                measurement: seen.map(|s| s.measurement).unwrap_or_default(),
+                claim: &claim,
+                history: &history,
+                wal: None,
+                facts,
+                now,
+            });
+            if let Some((to, kind)) = d.grow_to() {
+                prop_assert!(!capacity_absent, "grew a claim whose capacity is unknown");
+                let s = seen.expect("a grow needs a measurement");
+                // The filesystem had finished the previous resize when it was measured...
+                prop_assert_eq!(s.measurement.capacity_bytes, request, "step {}: grew from a filesystem not yet at its request", i);
+                // ...and it was measured after the previous write.
+                if let Some(w) = last_write {
+                    prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
+                }
+                history.push(Action { at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes) });
+                request = to;
+                asked = Some(i);
+            }
+        }
+    }
+}
