@@ -30,6 +30,14 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:9737";
 /// A scan older than this many intervals makes the agent unready.
 pub const STALE_INTERVALS: u32 = 3;
 
+/// A watch failing for longer than this many intervals makes the agent unready (shorter
+/// failures are the watcher's backoff doing its job).
+pub const WATCH_GRACE_INTERVALS: u32 = 2;
+
+/// The scan loop not finishing an iteration for this many intervals makes the agent not live:
+/// every call in a scan has a deadline, so a loop this late is wedged and a restart helps.
+pub const LIVE_INTERVALS: u32 = 6;
+
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     #[error("accepting connections on {addr}: {source}")]
@@ -60,17 +68,38 @@ impl Default for ServeOptions {
 }
 
 /// Why the agent is not ready, or that it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Readiness {
     Ready,
     NotSynced,
+    /// A watch has been failing since `since`, longer than the grace.
+    WatchLost {
+        watcher: String,
+        since: Timestamp,
+    },
     NoScanYet,
-    Stale { last_scan: Timestamp },
+    Stale {
+        last_scan: Timestamp,
+    },
+}
+
+/// Whether the scan loop is turning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Live,
+    /// No iteration finished since `since` (the last one, or the loop's start).
+    Wedged {
+        since: Timestamp,
+    },
 }
 
 struct Latest {
     synced: bool,
     last_scan: Option<Timestamp>,
+    /// The scan loop's start, then the end of its latest iteration (successful or not).
+    last_iteration: Option<Timestamp>,
+    /// Watches that failed and have not yielded an event since, with when they started failing.
+    watch_failing: std::collections::BTreeMap<String, Timestamp>,
     reports: Arc<Vec<VolumeReport>>,
 }
 
@@ -103,6 +132,8 @@ impl AdminState {
             latest: Mutex::new(Latest {
                 synced: false,
                 last_scan: None,
+                last_iteration: None,
+                watch_failing: Default::default(),
                 reports: Arc::new(Vec::new()),
             }),
         }
@@ -132,11 +163,46 @@ impl AdminState {
         self.metrics.observe_scan(&reports, duration, at);
         let mut l = self.latest();
         l.last_scan = Some(at);
+        l.last_iteration = Some(at);
         l.reports = Arc::new(reports);
+    }
+
+    /// A scan that could not measure: the loop turned, but nothing is updated, so the last
+    /// good values stay (their timestamps show their age) and readiness ages.
+    pub fn scan_failed(&self, duration: Duration, at: Timestamp) {
+        self.metrics.scan_failed(duration);
+        self.latest().last_iteration = Some(at);
+    }
+
+    /// The scan loop starts now; from here on `/live` expects iterations.
+    pub fn loop_started(&self) {
+        let now = (self.clock)();
+        self.latest().last_iteration.get_or_insert(now);
+    }
+
+    /// `watcher` failed; the first failure since it last worked starts its clock.
+    pub fn watch_failed(&self, watcher: &str) {
+        let now = (self.clock)();
+        let mut l = self.latest();
+        if !l.watch_failing.contains_key(watcher) {
+            l.watch_failing.insert(watcher.to_string(), now);
+        }
+    }
+
+    /// `watcher` yielded an event (it works again), or was stopped.
+    pub fn watch_ok(&self, watcher: &str) {
+        let mut l = self.latest();
+        if !l.watch_failing.is_empty() {
+            l.watch_failing.remove(watcher);
+        }
     }
 
     pub fn reports(&self) -> Arc<Vec<VolumeReport>> {
         Arc::clone(&self.latest().reports)
+    }
+
+    fn intervals(&self, n: u32) -> SignedDuration {
+        SignedDuration::try_from(self.interval.saturating_mul(n)).unwrap_or(SignedDuration::MAX)
     }
 
     pub fn readiness(&self, now: Timestamp) -> Readiness {
@@ -144,15 +210,34 @@ impl AdminState {
         if !l.synced {
             return Readiness::NotSynced;
         }
+        let grace = self.intervals(WATCH_GRACE_INTERVALS);
+        if let Some((watcher, since)) = l
+            .watch_failing
+            .iter()
+            .filter(|(_, since)| now.duration_since(**since) > grace)
+            .min_by_key(|(_, since)| **since)
+        {
+            return Readiness::WatchLost {
+                watcher: watcher.clone(),
+                since: *since,
+            };
+        }
         let Some(last) = l.last_scan else {
             return Readiness::NoScanYet;
         };
-        let max_age = SignedDuration::try_from(self.interval * STALE_INTERVALS)
-            .unwrap_or(SignedDuration::MAX);
-        if now.duration_since(last) > max_age {
+        if now.duration_since(last) > self.intervals(STALE_INTERVALS) {
             Readiness::Stale { last_scan: last }
         } else {
             Readiness::Ready
+        }
+    }
+
+    pub fn liveness(&self, now: Timestamp) -> Liveness {
+        match self.latest().last_iteration {
+            Some(since) if now.duration_since(since) > self.intervals(LIVE_INTERVALS) => {
+                Liveness::Wedged { since }
+            }
+            _ => Liveness::Live,
         }
     }
 
@@ -199,12 +284,24 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes
         return r;
     }
     match path {
-        "/live" => text(StatusCode::OK, "ok\n"),
+        "/live" => match state.liveness((state.clock)()) {
+            Liveness::Live => text(StatusCode::OK, "ok\n"),
+            Liveness::Wedged { since } => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "not live: the scan loop has not finished an iteration since {since} ({LIVE_INTERVALS} intervals)\n"
+                ),
+            ),
+        },
         "/ready" => match state.readiness((state.clock)()) {
             Readiness::Ready => text(StatusCode::OK, "ready\n"),
             Readiness::NotSynced => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "not ready: watchers have not synced\n",
+            ),
+            Readiness::WatchLost { watcher, since } => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: the {watcher} watch has been failing since {since}\n"),
             ),
             Readiness::NoScanYet => text(
                 StatusCode::SERVICE_UNAVAILABLE,

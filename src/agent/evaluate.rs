@@ -230,6 +230,15 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         shared_with: s.volume.shared_with.clone(),
         measurement,
         measured_by,
+        measured_at: match measured_by {
+            MeasuredBy::Statfs => Some(now),
+            MeasuredBy::Kubelet => fallback.and_then(|k| k.at),
+            MeasuredBy::None => None,
+        },
+        not_measured: s
+            .volume
+            .unmeasured
+            .filter(|_| measured_by == MeasuredBy::None),
         limit_bytes: policy.as_ref().map(|p| p.limit),
         provenance: merged.provenance,
         policy_errors: if wants_enabled { errors } else { Vec::new() },

@@ -106,6 +106,13 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
                 format!("no further growth until this is resolved: {detail}"),
             )
         }
+        BlockReason::NotMeasured if report.not_measured.is_some() => Notice::warning(
+            "ProbeTimeout",
+            format!(
+                "the volume's mount at {} did not answer statfs within the probe deadline (hung storage?): not measured, no action until it answers",
+                report.mount_path.display()
+            ),
+        ),
         other => Notice::warning(
             "ResizeBlocked",
             format!("growth needed but blocked: {other}"),

@@ -18,14 +18,21 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-/// Called with the watcher's name each time a watch fails and restarts.
-pub type OnRestart = Arc<dyn Fn(&str) + Send + Sync>;
+/// Told how each watch fares, by the watcher's name.
+pub trait WatchObserver: Send + Sync {
+    /// The watch failed and restarts with backoff; its view may be stale from now on.
+    fn failed(&self, watcher: &str);
+    /// The watch yielded an event (it works), or was stopped (nothing to track).
+    fn ok(&self, watcher: &str);
+}
+
+pub type Observer = Arc<dyn WatchObserver>;
 
 fn spawn_reflector<K>(
     api: Api<K>,
     config: watcher::Config,
     name: String,
-    on_restart: OnRestart,
+    observer: Observer,
 ) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -36,9 +43,12 @@ where
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
-                on_restart(&name);
+            match event {
+                Err(e) => {
+                    tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
+                    observer.failed(&name);
+                }
+                Ok(_) => observer.ok(&name),
             }
         }
     });
@@ -46,7 +56,8 @@ where
 }
 
 type ClaimKey = (String, String);
-type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>)>;
+/// Per key: the store, the task, and the watcher's name.
+type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>, String)>;
 
 /// Makes `watches` hold exactly the keys in `wanted`: stops the others, starts the missing ones
 /// with `start` and waits up to `wait` for them to list (one that has not is picked up by a
@@ -55,21 +66,26 @@ async fn sync_watches<K: Clone + Eq + Hash + Ord>(
     watches: &mut Watches<K>,
     wanted: &BTreeSet<K>,
     wait: std::time::Duration,
-    start: impl Fn(&K) -> (Store<PersistentVolumeClaim>, JoinHandle<()>),
+    observer: &Observer,
+    name_of: impl Fn(&K) -> String,
+    start: impl Fn(&K, String) -> (Store<PersistentVolumeClaim>, JoinHandle<()>),
 ) {
-    watches.retain(|key, (_, task)| {
+    watches.retain(|key, (_, task, name)| {
         let keep = wanted.contains(key);
         if !keep {
             task.abort();
+            // A stopped watch's last failure must not hold readiness down.
+            observer.ok(name);
         }
         keep
     });
     let mut started = Vec::new();
     for key in wanted {
         if !watches.contains_key(key) {
-            let (store, task) = start(key);
+            let name = name_of(key);
+            let (store, task) = start(key, name.clone());
             started.push(store.clone());
-            watches.insert(key.clone(), (store, task));
+            watches.insert(key.clone(), (store, task, name));
         }
     }
     let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
@@ -87,7 +103,7 @@ pub struct World {
     /// other nodes set the group's size.
     namespaces: Watches<String>,
     tasks: Vec<JoinHandle<()>>,
-    on_restart: OnRestart,
+    observer: Observer,
 }
 
 impl World {
@@ -96,7 +112,7 @@ impl World {
         node: &str,
         namespace: &str,
         configmap: &str,
-        on_restart: OnRestart,
+        observer: Observer,
     ) -> Self {
         let by_name =
             |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -104,25 +120,25 @@ impl World {
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().fields(&format!("spec.nodeName={node}")),
             "pods".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         let (nodes, t2) = spawn_reflector(
             Api::<Node>::all(client.clone()),
             by_name(node),
             "node".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         let (classes, t3) = spawn_reflector(
             Api::<StorageClass>::all(client.clone()),
             watcher::Config::default(),
             "storageclasses".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         let (configmaps, t4) = spawn_reflector(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             by_name(configmap),
             "configmap".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         World {
             pods,
@@ -133,7 +149,7 @@ impl World {
             claims: HashMap::new(),
             namespaces: HashMap::new(),
             tasks: vec![t1, t2, t3, t4],
-            on_restart,
+            observer,
         }
     }
 
@@ -149,41 +165,55 @@ impl World {
     /// for them to list, so a scan sees a claim as soon as its pod is here), stops those no pod
     /// here mounts any more.
     pub async fn sync_claims(&mut self, wanted: &BTreeSet<ClaimKey>, wait: std::time::Duration) {
-        let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
-        sync_watches(&mut self.claims, wanted, wait, |(ns, name)| {
-            spawn_reflector(
-                Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                watcher::Config::default().fields(&format!("metadata.name={name}")),
-                format!("pvc {ns}/{name}"),
-                on_restart.clone(),
-            )
-        })
+        let (client, observer) = (self.client.clone(), self.observer.clone());
+        sync_watches(
+            &mut self.claims,
+            wanted,
+            wait,
+            &observer,
+            |(ns, name)| format!("pvc {ns}/{name}"),
+            |(ns, name), watcher| {
+                spawn_reflector(
+                    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+                    watcher::Config::default().fields(&format!("metadata.name={name}")),
+                    watcher,
+                    observer.clone(),
+                )
+            },
+        )
         .await;
     }
 
     /// Keeps one claim watch per namespace in `wanted` (see `namespaces`).
     pub async fn sync_namespaces(&mut self, wanted: &BTreeSet<String>, wait: std::time::Duration) {
-        let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
-        sync_watches(&mut self.namespaces, wanted, wait, |ns| {
-            spawn_reflector(
-                Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                watcher::Config::default(),
-                format!("pvcs in {ns}"),
-                on_restart.clone(),
-            )
-        })
+        let (client, observer) = (self.client.clone(), self.observer.clone());
+        sync_watches(
+            &mut self.namespaces,
+            wanted,
+            wait,
+            &observer,
+            |ns| format!("pvcs in {ns}"),
+            |ns, watcher| {
+                spawn_reflector(
+                    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+                    watcher::Config::default(),
+                    watcher,
+                    observer.clone(),
+                )
+            },
+        )
         .await;
     }
 
     /// The largest request in the group `key` of namespace `ns`, from that namespace's watch.
     pub fn group_size(&self, ns: &str, key: &str) -> Option<u64> {
-        let (store, _) = self.namespaces.get(ns)?;
+        let (store, _, _) = self.namespaces.get(ns)?;
         crate::k8s::roles::group_size(store.state().iter().map(|p| p.as_ref()), key)
     }
 
     /// The claim as last seen by its watch; `None` until that watch has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        let (store, _) = self
+        let (store, _, _) = self
             .claims
             .get(&(namespace.to_string(), name.to_string()))?;
         store.state().into_iter().next()
@@ -207,7 +237,7 @@ impl Drop for World {
         for task in &self.tasks {
             task.abort();
         }
-        for (_, task) in self.claims.values().chain(self.namespaces.values()) {
+        for (_, task, _) in self.claims.values().chain(self.namespaces.values()) {
             task.abort();
         }
     }
