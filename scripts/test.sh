@@ -14,6 +14,7 @@ need '/usr/lib/postgresql/*/bin/initdb' postgresql
 need '/usr/sbin/mkfs.ext4' e2fsprogs
 need '/usr/sbin/losetup' mount
 need '/usr/bin/promtool' prometheus
+need '/usr/bin/bindfs' bindfs
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
