@@ -98,8 +98,10 @@ struct Latest {
     last_scan: Option<Timestamp>,
     /// The scan loop's start, then the end of its latest iteration (successful or not).
     last_iteration: Option<Timestamp>,
-    /// Watches that failed and have not yielded an event since, with when they started failing.
-    watch_failing: std::collections::BTreeMap<String, Timestamp>,
+    /// Watches that failed and have not yielded an event since: (first, latest) failure.
+    watch_failing: std::collections::BTreeMap<String, (Timestamp, Timestamp)>,
+    /// The last time the API server answered a request with success.
+    api_ok: Option<Timestamp>,
     reports: Arc<Vec<VolumeReport>>,
 }
 
@@ -134,6 +136,7 @@ impl AdminState {
                 last_scan: None,
                 last_iteration: None,
                 watch_failing: Default::default(),
+                api_ok: None,
                 reports: Arc::new(Vec::new()),
             }),
         }
@@ -183,10 +186,29 @@ impl AdminState {
     /// `watcher` failed; the first failure since it last worked starts its clock.
     pub fn watch_failed(&self, watcher: &str) {
         let now = (self.clock)();
+        let quiet = Self::quiet();
         let mut l = self.latest();
-        if !l.watch_failing.contains_key(watcher) {
-            l.watch_failing.insert(watcher.to_string(), now);
+        let api_ok = l.api_ok;
+        let entry = l
+            .watch_failing
+            .entry(watcher.to_string())
+            .or_insert((now, now));
+        if recovered_silently(entry.1, api_ok, quiet, now) {
+            *entry = (now, now);
         }
+        entry.1 = now;
+    }
+
+    /// The API server answered a request (any verb, any watcher's): `success` for 2xx.
+    pub fn api_answered(&self, success: bool) {
+        if success {
+            let now = (self.clock)();
+            self.latest().api_ok = Some(now);
+        }
+    }
+
+    fn quiet() -> SignedDuration {
+        SignedDuration::try_from(crate::agent::world::RETRY_QUIET).unwrap_or(SignedDuration::MAX)
     }
 
     /// `watcher` yielded an event (it works again), or was stopped.
@@ -211,11 +233,13 @@ impl AdminState {
             return Readiness::NotSynced;
         }
         let grace = self.intervals(WATCH_GRACE_INTERVALS);
-        if let Some((watcher, since)) = l
+        let quiet = Self::quiet();
+        if let Some((watcher, (since, _))) = l
             .watch_failing
             .iter()
-            .filter(|(_, since)| now.duration_since(**since) > grace)
-            .min_by_key(|(_, since)| **since)
+            .filter(|(_, (_, last))| !recovered_silently(*last, l.api_ok, quiet, now))
+            .filter(|(_, (since, _))| now.duration_since(*since) > grace)
+            .min_by_key(|(_, (since, _))| *since)
         {
             return Readiness::WatchLost {
                 watcher: watcher.clone(),
@@ -252,6 +276,18 @@ impl AdminState {
             volumes: &reports,
         })
     }
+}
+
+/// kube's watcher resumes a watch after an error without yielding an event, so a watch whose
+/// retries stopped failing is only seen by its silence: no error for longer than its retries
+/// are apart, and the API server has answered since.
+fn recovered_silently(
+    last_error: Timestamp,
+    api_ok: Option<Timestamp>,
+    quiet: SignedDuration,
+    now: Timestamp,
+) -> bool {
+    api_ok.is_some_and(|ok| ok > last_error) && now.duration_since(last_error) > quiet
 }
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {

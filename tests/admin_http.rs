@@ -316,6 +316,30 @@ async fn a_watch_failing_past_its_grace_makes_the_agent_unready_until_it_yields_
     assert_eq!(ready().await.status, 503);
     srv.state.watch_ok("pods");
     assert_eq!(ready().await.status, 200);
+
+    // kube's watcher resumes a watch without an event: a watch whose retries stopped failing
+    // while the API server answers again has recovered, once silent longer than its retries
+    // are apart (20 s).
+    srv.state.watch_failed("pvc db/data");
+    srv.advance(SignedDuration::from_secs(55));
+    srv.state.watch_failed("pvc db/data");
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    srv.advance(SignedDuration::from_secs(10));
+    assert_eq!(ready().await.status, 503, "past the grace, still failing");
+    srv.advance(SignedDuration::from_secs(11));
+    assert_eq!(
+        ready().await.status,
+        503,
+        "silent, but the API server has not answered since"
+    );
+    srv.state.api_answered(false);
+    assert_eq!(ready().await.status, 503, "an error answer is no evidence");
+    srv.state.api_answered(true);
+    assert_eq!(ready().await.status, 200);
+    // Failing again later starts a new streak, with a new grace.
+    srv.state.watch_failed("pvc db/data");
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(ready().await.status, 200);
     srv.shutdown().await;
 }
 

@@ -159,7 +159,8 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let counted = {
         let admin = admin.clone();
         api_metrics::CountRequests(Arc::new(move |verb: &'static str, code: u16| {
-            admin.metrics().api_request(verb, code)
+            admin.metrics().api_request(verb, code);
+            admin.api_answered((200..300).contains(&code));
         }))
     };
     let client = kube::client::ClientBuilder::try_from(

@@ -28,6 +28,54 @@ pub trait WatchObserver: Send + Sync {
 
 pub type Observer = Arc<dyn WatchObserver>;
 
+/// The longest wait between a failing watch's retries, before jitter (up to half again).
+pub const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A failing watch retries at least this often; one silent this long after its last error, while
+/// the API server answers, has reconnected (kube's watcher resumes a watch without an event).
+pub const RETRY_QUIET: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Doubling delays from half a second to [`RETRY_MAX`], each lengthened by up to half at random,
+/// so a fleet of agents does not retry in step after an outage.
+struct RetryBackoff {
+    next: std::time::Duration,
+    seed: u64,
+}
+
+const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl RetryBackoff {
+    fn new(name: &str) -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        RetryBackoff {
+            next: RETRY_MIN,
+            seed: RandomState::new().hash_one(name),
+        }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<std::time::Duration> {
+        // splitmix64: enough randomness for jitter without a dependency.
+        self.seed = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let share = (z ^ (z >> 31)) as f64 / u64::MAX as f64 / 2.0;
+        let delay = self.next;
+        self.next = (delay * 2).min(RETRY_MAX);
+        Some(delay + delay.mul_f64(share))
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        self.next = RETRY_MIN;
+    }
+}
+
 fn spawn_reflector<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -39,7 +87,10 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, config).backoff(RetryBackoff::new(&name)),
+    );
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
