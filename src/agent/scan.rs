@@ -204,7 +204,9 @@ impl Scanner {
                 central: &central,
                 node_draining: draining,
             };
-            if !self.shutdown.is_stopping() {
+            // FITRIM on a mount whose statfs is stuck would hang too, and hold the node's one
+            // trim slot until the mount answers.
+            if !self.shutdown.is_stopping() && vol.unmeasured.is_none() {
                 let plan = self.reclaimer.run_due(&target, now).await;
                 tracing::debug!(pv, ?plan, "reclaim");
             }
