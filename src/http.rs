@@ -77,6 +77,11 @@ pub enum Readiness {
         watcher: String,
         since: Timestamp,
     },
+    /// A request (a watch's, typically) has waited for the API server since `since`, longer
+    /// than the grace: the server accepts connections but does not answer.
+    ApiUnanswered {
+        since: Timestamp,
+    },
     NoScanYet,
     Stale {
         last_scan: Timestamp,
@@ -102,6 +107,9 @@ struct Latest {
     watch_failing: std::collections::BTreeMap<String, (Timestamp, Timestamp)>,
     /// The last time the API server answered a request with success.
     api_ok: Option<Timestamp>,
+    /// Requests waiting for their response head, by token, with when they were sent.
+    unanswered: std::collections::BTreeMap<u64, Timestamp>,
+    next_token: u64,
     reports: Arc<Vec<VolumeReport>>,
 }
 
@@ -137,6 +145,8 @@ impl AdminState {
                 last_iteration: None,
                 watch_failing: Default::default(),
                 api_ok: None,
+                unanswered: Default::default(),
+                next_token: 0,
                 reports: Arc::new(Vec::new()),
             }),
         }
@@ -207,6 +217,24 @@ impl AdminState {
         }
     }
 
+    /// A request to the API server was sent; pass the token to [`Self::request_ended`].
+    pub fn request_sent(&self) -> u64 {
+        let now = (self.clock)();
+        let mut l = self.latest();
+        l.next_token = l.next_token.wrapping_add(1);
+        let token = l.next_token;
+        l.unanswered.insert(token, now);
+        token
+    }
+
+    /// The request got its answer (`Some(status)`, 0 for none) or was given up (`None`).
+    pub fn request_ended(&self, token: u64, status: Option<u16>) {
+        self.latest().unanswered.remove(&token);
+        if let Some(code) = status {
+            self.api_answered((200..300).contains(&code));
+        }
+    }
+
     fn quiet() -> SignedDuration {
         SignedDuration::try_from(crate::agent::world::RETRY_QUIET).unwrap_or(SignedDuration::MAX)
     }
@@ -245,6 +273,11 @@ impl AdminState {
                 watcher: watcher.clone(),
                 since: *since,
             };
+        }
+        if let Some(since) = l.unanswered.values().min()
+            && now.duration_since(*since) > grace
+        {
+            return Readiness::ApiUnanswered { since: *since };
         }
         let Some(last) = l.last_scan else {
             return Readiness::NoScanYet;
@@ -338,6 +371,10 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes
             Readiness::WatchLost { watcher, since } => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("not ready: the {watcher} watch has been failing since {since}\n"),
+            ),
+            Readiness::ApiUnanswered { since } => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: a request to the API server has waited since {since}\n"),
             ),
             Readiness::NoScanYet => text(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -443,3 +443,35 @@ async fn a_failed_scan_keeps_the_last_good_values_marked_stale_and_is_not_a_succ
     assert_eq!(request(srv.addr, "GET", "/ready").await.status, 503);
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_request_the_api_server_never_answers_makes_the_agent_unready() {
+    let srv = start(ServeOptions::default()).await;
+    let ready = || request(srv.addr, "GET", "/ready");
+    srv.state.set_synced(true);
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    // Answered requests, and ones the caller gave up on (bounded by its own timeout), leave
+    // nothing behind.
+    let answered = srv.state.request_sent();
+    let dropped = srv.state.request_sent();
+    let hanging = srv.state.request_sent();
+    srv.state.request_ended(answered, Some(200));
+    srv.state.request_ended(dropped, None);
+    srv.advance(SignedDuration::from_secs(60));
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(ready().await.status, 200, "at exactly the grace");
+    srv.advance(SignedDuration::from_secs(1));
+    let r = ready().await;
+    assert_eq!(
+        (
+            r.status,
+            r.body.contains("request to the API server has waited")
+        ),
+        (503, true),
+        "{}",
+        r.body
+    );
+    srv.state.request_ended(hanging, Some(200));
+    assert_eq!(ready().await.status, 200);
+    srv.shutdown().await;
+}

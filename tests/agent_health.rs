@@ -146,3 +146,41 @@ async fn a_hung_kubelet_root_fails_scans_keeps_the_last_values_and_recovers() {
     assert!(newer > measured, "{newer} vs {measured}");
     assert_eq!(metric(port, "headroom_probe_stuck_calls", &[]), Some(0.0));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_server_that_stops_answering_makes_the_agent_unready_until_it_answers() {
+    if !support::root::needs_root(
+        "an_api_server_that_stops_answering_makes_the_agent_unready_until_it_answers",
+    ) {
+        return;
+    }
+    let mut c = Cluster::new().await;
+    c.claim("data", "fast", 64, ENABLED);
+    let (mut agent, port) = start(&c, &["--api-timeout", "1s"]);
+
+    // Hung: connections are accepted but answers take 8 s; the watches reconnect into that.
+    // No watch fails, none yields: only the unanswered request shows it.
+    c.fake.set_delay(Duration::from_secs(8));
+    c.fake.drop_watches();
+    let (_, body) = wait_for(Duration::from_secs(20), "/ready 503", || {
+        status(port, "/ready").filter(|(code, _)| *code == 503)
+    });
+    assert!(
+        body.contains("request to the API server has waited since"),
+        "{body}"
+    );
+    // Scans go on (each of their requests is bounded by --api-timeout): the agent is live.
+    let scans = |p| metric(p, "headroom_scan_duration_seconds_count", &[]).unwrap_or(0.0);
+    let before = scans(port);
+    wait_for(Duration::from_secs(20), "scans while the API hangs", || {
+        (scans(port) >= before + 3.0).then_some(())
+    });
+    assert_eq!(status(port, "/live").map(|r| r.0), Some(200));
+    assert!(agent.child.try_wait().expect("try_wait").is_none());
+
+    // Answering again: the waiting requests get their answers and the agent is ready.
+    c.fake.set_delay(Duration::ZERO);
+    wait_for(Duration::from_secs(60), "/ready 200 after recovery", || {
+        status(port, "/ready").filter(|(code, _)| *code == 200)
+    });
+}

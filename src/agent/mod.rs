@@ -124,6 +124,22 @@ pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
 /// How long exit waits for blocking threads (a stuck statfs never returns).
 const EXIT_WAIT: Duration = Duration::from_millis(500);
 
+/// Feeds API answers to the request counter and `/ready`.
+struct ApiHealth(Arc<AdminState>);
+
+impl api_metrics::ApiObserver for ApiHealth {
+    fn sent(&self) -> u64 {
+        self.0.request_sent()
+    }
+
+    fn ended(&self, token: u64, verb: &'static str, status: Option<u16>) {
+        if let Some(code) = status {
+            self.0.metrics().api_request(verb, code);
+        }
+        self.0.request_ended(token, status);
+    }
+}
+
 /// Feeds watch health to `/ready` and the restart counter.
 struct WatchHealth(Arc<AdminState>);
 
@@ -156,13 +172,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         let _ = http_stopped.await;
     }));
 
-    let counted = {
-        let admin = admin.clone();
-        api_metrics::CountRequests(Arc::new(move |verb: &'static str, code: u16| {
-            admin.metrics().api_request(verb, code);
-            admin.api_answered((200..300).contains(&code));
-        }))
-    };
+    let counted = api_metrics::CountRequests(Arc::new(ApiHealth(admin.clone())));
     let client = kube::client::ClientBuilder::try_from(
         kube::Config::infer()
             .await
