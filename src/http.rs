@@ -13,30 +13,21 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::agent::VolumeReport;
+use crate::health::Health;
+pub use crate::health::{LIVE_INTERVALS, Liveness, Readiness, STALE_INTERVALS};
 use crate::metrics::{self, Metrics};
 
 /// Default `--listen`. Prometheus' exporter port list (9100-9999) is fully allocated, so this is
 /// a port no common node-level exporter uses: not node-exporter (9100), CloudNativePG (9187),
 /// the CSI livenessprobe (9808) or the kubelet (10250/10255).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9737";
-
-/// A scan older than this many intervals makes the agent unready.
-pub const STALE_INTERVALS: u32 = 3;
-
-/// A watch failing for longer than this many intervals makes the agent unready (shorter
-/// failures are the watcher's backoff doing its job).
-pub const WATCH_GRACE_INTERVALS: u32 = 2;
-
-/// The scan loop not finishing an iteration for this many intervals makes the agent not live:
-/// every call in a scan has a deadline, so a loop this late is wedged and a restart helps.
-pub const LIVE_INTERVALS: u32 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -67,61 +58,15 @@ impl Default for ServeOptions {
     }
 }
 
-/// Why the agent is not ready, or that it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Readiness {
-    Ready,
-    NotSynced,
-    /// A watch has been failing since `since`, longer than the grace.
-    WatchLost {
-        watcher: String,
-        since: Timestamp,
-    },
-    /// A request (a watch's, typically) has waited for the API server since `since`, longer
-    /// than the grace: the server accepts connections but does not answer.
-    ApiUnanswered {
-        since: Timestamp,
-    },
-    NoScanYet,
-    Stale {
-        last_scan: Timestamp,
-    },
-}
-
-/// Whether the scan loop is turning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Liveness {
-    Live,
-    /// No iteration finished since `since` (the last one, or the loop's start).
-    Wedged {
-        since: Timestamp,
-    },
-}
-
-struct Latest {
-    synced: bool,
-    last_scan: Option<Timestamp>,
-    /// The scan loop's start, then the end of its latest iteration (successful or not).
-    last_iteration: Option<Timestamp>,
-    /// Watches that failed and have not yielded an event since: (first, latest) failure.
-    watch_failing: std::collections::BTreeMap<String, (Timestamp, Timestamp)>,
-    /// The last time the API server answered a request with success.
-    api_ok: Option<Timestamp>,
-    /// Requests waiting for their response head, by token, with when they were sent.
-    unanswered: std::collections::BTreeMap<u64, Timestamp>,
-    next_token: u64,
-    reports: Arc<Vec<VolumeReport>>,
-}
-
 type Clock = Box<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// What the agent shares with the admin endpoint.
 pub struct AdminState {
     metrics: Metrics,
     node: String,
-    interval: Duration,
     clock: Clock,
-    latest: Mutex<Latest>,
+    health: Health,
+    reports: Mutex<Arc<Vec<VolumeReport>>>,
 }
 
 #[derive(Serialize)]
@@ -137,18 +82,9 @@ impl AdminState {
         AdminState {
             metrics,
             node: node.to_string(),
-            interval,
             clock: Box::new(Timestamp::now),
-            latest: Mutex::new(Latest {
-                synced: false,
-                last_scan: None,
-                last_iteration: None,
-                watch_failing: Default::default(),
-                api_ok: None,
-                unanswered: Default::default(),
-                next_token: 0,
-                reports: Arc::new(Vec::new()),
-            }),
+            health: Health::new(interval),
+            reports: Mutex::new(Arc::new(Vec::new())),
         }
     }
 
@@ -162,165 +98,75 @@ impl AdminState {
         &self.metrics
     }
 
-    fn latest(&self) -> std::sync::MutexGuard<'_, Latest> {
-        self.latest.lock().unwrap_or_else(PoisonError::into_inner)
+    fn now(&self) -> Timestamp {
+        (self.clock)()
     }
 
     /// The watchers have (or, after a relist, no longer have) a complete view.
     pub fn set_synced(&self, synced: bool) {
-        self.latest().synced = synced;
+        self.health.set_synced(synced);
     }
 
     /// A successful scan: updates the metrics and the `/volumes` view.
     pub fn scan_finished(&self, reports: Vec<VolumeReport>, duration: Duration, at: Timestamp) {
         self.metrics.observe_scan(&reports, duration, at);
-        let mut l = self.latest();
-        l.last_scan = Some(at);
-        l.last_iteration = Some(at);
-        l.reports = Arc::new(reports);
+        // Report before timestamp, so `/volumes` never pairs new time with old reports.
+        *self.reports.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(reports);
+        self.health.scan_succeeded(at);
     }
 
     /// A scan that could not measure: the loop turned, but nothing is updated, so the last
     /// good values stay (their timestamps show their age) and readiness ages.
     pub fn scan_failed(&self, duration: Duration, at: Timestamp) {
         self.metrics.scan_failed(duration);
-        self.latest().last_iteration = Some(at);
+        self.health.scan_failed(at);
     }
 
     /// The scan loop starts now; from here on `/live` expects iterations.
     pub fn loop_started(&self) {
-        let now = (self.clock)();
-        self.latest().last_iteration.get_or_insert(now);
+        self.health.loop_started(self.now());
     }
 
     /// `watcher` failed; the first failure since it last worked starts its clock.
     pub fn watch_failed(&self, watcher: &str) {
-        let now = (self.clock)();
-        let quiet = Self::quiet();
-        let mut l = self.latest();
-        let api_ok = l.api_ok;
-        let entry = l
-            .watch_failing
-            .entry(watcher.to_string())
-            .or_insert((now, now));
-        if recovered_silently(entry.1, api_ok, quiet, now) {
-            *entry = (now, now);
-        }
-        entry.1 = now;
-    }
-
-    /// The API server answered a request (any verb, any watcher's): `success` for 2xx.
-    pub fn api_answered(&self, success: bool) {
-        if success {
-            let now = (self.clock)();
-            self.latest().api_ok = Some(now);
-        }
-    }
-
-    /// A request to the API server was sent; pass the token to [`Self::request_ended`].
-    pub fn request_sent(&self) -> u64 {
-        let now = (self.clock)();
-        let mut l = self.latest();
-        l.next_token = l.next_token.wrapping_add(1);
-        let token = l.next_token;
-        l.unanswered.insert(token, now);
-        token
-    }
-
-    /// The request got its answer (`Some(status)`, 0 for none) or was given up (`None`).
-    pub fn request_ended(&self, token: u64, status: Option<u16>) {
-        self.latest().unanswered.remove(&token);
-        if let Some(code) = status {
-            self.api_answered((200..300).contains(&code));
-        }
-    }
-
-    fn quiet() -> SignedDuration {
-        SignedDuration::try_from(crate::agent::world::RETRY_QUIET).unwrap_or(SignedDuration::MAX)
+        self.health.watch_failed(watcher, self.now());
     }
 
     /// `watcher` yielded an event (it works again), or was stopped.
     pub fn watch_ok(&self, watcher: &str) {
-        let mut l = self.latest();
-        if !l.watch_failing.is_empty() {
-            l.watch_failing.remove(watcher);
-        }
+        self.health.watch_ok(watcher);
+    }
+
+    /// A request to the API server was sent; pass the token to [`Self::request_ended`].
+    pub fn request_sent(&self) -> u64 {
+        self.health.request_sent(self.now())
+    }
+
+    /// The request got its answer (`Some(status)`, 0 for none) or was given up (`None`).
+    pub fn request_ended(&self, token: u64, status: Option<u16>) {
+        self.health.request_ended(token, status, self.now());
     }
 
     pub fn reports(&self) -> Arc<Vec<VolumeReport>> {
-        Arc::clone(&self.latest().reports)
-    }
-
-    fn intervals(&self, n: u32) -> SignedDuration {
-        SignedDuration::try_from(self.interval.saturating_mul(n)).unwrap_or(SignedDuration::MAX)
+        Arc::clone(&self.reports.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     pub fn readiness(&self, now: Timestamp) -> Readiness {
-        let l = self.latest();
-        if !l.synced {
-            return Readiness::NotSynced;
-        }
-        let grace = self.intervals(WATCH_GRACE_INTERVALS);
-        let quiet = Self::quiet();
-        if let Some((watcher, (since, _))) = l
-            .watch_failing
-            .iter()
-            .filter(|(_, (_, last))| !recovered_silently(*last, l.api_ok, quiet, now))
-            .filter(|(_, (since, _))| now.duration_since(*since) > grace)
-            .min_by_key(|(_, (since, _))| *since)
-        {
-            return Readiness::WatchLost {
-                watcher: watcher.clone(),
-                since: *since,
-            };
-        }
-        if let Some(since) = l.unanswered.values().min()
-            && now.duration_since(*since) > grace
-        {
-            return Readiness::ApiUnanswered { since: *since };
-        }
-        let Some(last) = l.last_scan else {
-            return Readiness::NoScanYet;
-        };
-        if now.duration_since(last) > self.intervals(STALE_INTERVALS) {
-            Readiness::Stale { last_scan: last }
-        } else {
-            Readiness::Ready
-        }
+        self.health.readiness(now)
     }
 
     pub fn liveness(&self, now: Timestamp) -> Liveness {
-        match self.latest().last_iteration {
-            Some(since) if now.duration_since(since) > self.intervals(LIVE_INTERVALS) => {
-                Liveness::Wedged { since }
-            }
-            _ => Liveness::Live,
-        }
+        self.health.liveness(now)
     }
 
     fn volumes_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let (at, reports) = {
-            let l = self.latest();
-            (l.last_scan, Arc::clone(&l.reports))
-        };
+        let reports = self.reports();
         serde_json::to_vec_pretty(&VolumesBody {
             node: &self.node,
-            scanned_at: at,
+            scanned_at: self.health.last_scan(),
             volumes: &reports,
         })
     }
-}
-
-/// kube's watcher resumes a watch after an error without yielding an event, so a watch whose
-/// retries stopped failing is only seen by its silence: no error for longer than its retries
-/// are apart, and the API server has answered since.
-fn recovered_silently(
-    last_error: Timestamp,
-    api_ok: Option<Timestamp>,
-    quiet: SignedDuration,
-    now: Timestamp,
-) -> bool {
-    api_ok.is_some_and(|ok| ok > last_error) && now.duration_since(last_error) > quiet
 }
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
@@ -353,7 +199,7 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes
         return r;
     }
     match path {
-        "/live" => match state.liveness((state.clock)()) {
+        "/live" => match state.liveness(state.now()) {
             Liveness::Live => text(StatusCode::OK, "ok\n"),
             Liveness::Wedged { since } => text(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -362,7 +208,7 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes
                 ),
             ),
         },
-        "/ready" => match state.readiness((state.clock)()) {
+        "/ready" => match state.readiness(state.now()) {
             Readiness::Ready => text(StatusCode::OK, "ready\n"),
             Readiness::NotSynced => text(
                 StatusCode::SERVICE_UNAVAILABLE,

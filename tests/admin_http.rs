@@ -332,9 +332,11 @@ async fn a_watch_failing_past_its_grace_makes_the_agent_unready_until_it_yields_
         503,
         "silent, but the API server has not answered since"
     );
-    srv.state.api_answered(false);
+    let failed = srv.state.request_sent();
+    srv.state.request_ended(failed, Some(500));
     assert_eq!(ready().await.status, 503, "an error answer is no evidence");
-    srv.state.api_answered(true);
+    let answered = srv.state.request_sent();
+    srv.state.request_ended(answered, Some(200));
     assert_eq!(ready().await.status, 200);
     // Failing again later starts a new streak, with a new grace.
     srv.state.watch_failed("pvc db/data");
