@@ -164,3 +164,56 @@ async fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown
     hung.resume();
     drop(hung);
 }
+
+/// The probe itself, without the agent: discovery lists only the kubelet's own directories, so it
+/// finishes beside a hung mount; the hung volume's statfs times out once and is then skipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_probe_walks_past_a_hung_mount_and_times_out_only_its_statfs() {
+    if !support::root::require_root(
+        "the_probe_walks_past_a_hung_mount_and_times_out_only_its_statfs",
+        &[("bindfs", "bindfs")],
+    ) {
+        return;
+    }
+    use headroom::probe::{Prober, Unmeasured, bounded::BoundedError};
+    let mut root = support::node::KubeletRoot::new();
+    root.tmpfs_volume("pod-ok", "pv-ok", MI);
+    let source = tempfile::tempdir().expect("bindfs source");
+    let hung = HungMount::start(source.path(), &root.csi_mount_point("pod-hung", "pv-hung"));
+    let deadline = Duration::from_millis(500);
+    let prober = Prober::new(root.path().to_path_buf(), deadline);
+    for scan in 0..3 {
+        let vols = prober
+            .probe()
+            .await
+            .expect("discovery must not wait on the hung mount");
+        let by_pv = |pv: &str| {
+            vols.iter()
+                .find(|v| v.pv.as_deref() == Some(pv))
+                .unwrap_or_else(|| panic!("{pv} not found: {vols:#?}"))
+        };
+        let ok = by_pv("pv-ok");
+        assert!(ok.measurement.is_some(), "scan {scan}: {ok:#?}");
+        let stuck = by_pv("pv-hung");
+        assert_eq!(
+            stuck.unmeasured,
+            Some(Unmeasured::ProbeTimeout),
+            "{stuck:#?}"
+        );
+        assert!(stuck.measurement.is_none());
+        // The first scan waited for the deadline; the later ones refused at once.
+        let want = if scan == 0 {
+            BoundedError::TimedOut(deadline).to_string()
+        } else {
+            BoundedError::StillBusy.to_string()
+        };
+        assert!(
+            stuck.findings.iter().any(|f| f.contains(&want)),
+            "scan {scan}: {:?}",
+            stuck.findings
+        );
+        assert_eq!(prober.stuck_calls(), 1);
+    }
+    hung.resume();
+    drop(hung);
+}
