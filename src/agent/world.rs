@@ -87,10 +87,8 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, config).backoff(RetryBackoff::new(&name)),
-    );
+    let retry = RetryBackoff::new(&name);
+    let stream = reflector::reflector(writer, watcher(api, config).backoff(retry));
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
