@@ -291,3 +291,28 @@ impl Drop for World {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[test]
+    fn retries_double_to_the_cap_with_bounded_jitter_and_stay_inside_the_quiet_window() {
+        let mut b = RetryBackoff::new("pods");
+        let mut base = RETRY_MIN;
+        for _ in 0..12 {
+            let d = b.next().expect("endless");
+            assert!(
+                d >= base && d <= base.mul_f64(1.5),
+                "{d:?} for base {base:?}"
+            );
+            // The readiness rule counts on a failing watch retrying within RETRY_QUIET.
+            assert!(d < RETRY_QUIET, "{d:?}");
+            base = (base * 2).min(RETRY_MAX);
+        }
+        assert_eq!(base, RETRY_MAX);
+        b.reset();
+        assert!(b.next().expect("endless") <= RETRY_MIN.mul_f64(1.5));
+    }
+}
