@@ -19,6 +19,7 @@ need '/usr/bin/promtool' prometheus
 need '/usr/bin/etcd' etcd-server
 need '/usr/bin/openssl' openssl
 need '/usr/bin/curl' curl
+need '/usr/bin/bindfs' bindfs
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -185,6 +185,11 @@ pub struct AgentArgs {
     /// Bound on each API request the scan makes (GET, PATCH); watches are not bounded by it.
     #[arg(long, env = "HEADROOM_API_TIMEOUT", default_value = "10s")]
     pub api_timeout: String,
+    /// Bound on each blocking probe call (the mount table and kubelet directory walk, each
+    /// volume's statfs, its WAL directory read). A volume that does not answer in time is
+    /// reported not measured (probe_timeout) and is not called again until the stuck call returns.
+    #[arg(long, env = "HEADROOM_PROBE_TIMEOUT", default_value = "5s")]
+    pub probe_timeout: String,
     /// Address of the metrics and health endpoint (/metrics, /live, /ready, /volumes).
     #[arg(long, env = "HEADROOM_LISTEN", default_value = crate::http::DEFAULT_LISTEN)]
     pub listen: String,

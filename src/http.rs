@@ -13,22 +13,21 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::agent::VolumeReport;
+use crate::health::Health;
+pub use crate::health::{LIVE_INTERVALS, Liveness, Readiness, STALE_INTERVALS};
 use crate::metrics::{self, Metrics};
 
 /// Default `--listen`. Prometheus' exporter port list (9100-9999) is fully allocated, so this is
 /// a port no common node-level exporter uses: not node-exporter (9100), CloudNativePG (9187),
 /// the CSI livenessprobe (9808) or the kubelet (10250/10255).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9737";
-
-/// A scan older than this many intervals makes the agent unready.
-pub const STALE_INTERVALS: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -59,30 +58,15 @@ impl Default for ServeOptions {
     }
 }
 
-/// Why the agent is not ready, or that it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Readiness {
-    Ready,
-    NotSynced,
-    NoScanYet,
-    Stale { last_scan: Timestamp },
-}
-
-struct Latest {
-    synced: bool,
-    last_scan: Option<Timestamp>,
-    reports: Arc<Vec<VolumeReport>>,
-}
-
 type Clock = Box<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// What the agent shares with the admin endpoint.
 pub struct AdminState {
     metrics: Metrics,
     node: String,
-    interval: Duration,
     clock: Clock,
-    latest: Mutex<Latest>,
+    health: Health,
+    reports: Mutex<Arc<Vec<VolumeReport>>>,
 }
 
 #[derive(Serialize)]
@@ -98,13 +82,9 @@ impl AdminState {
         AdminState {
             metrics,
             node: node.to_string(),
-            interval,
             clock: Box::new(Timestamp::now),
-            latest: Mutex::new(Latest {
-                synced: false,
-                last_scan: None,
-                reports: Arc::new(Vec::new()),
-            }),
+            health: Health::new(interval),
+            reports: Mutex::new(Arc::new(Vec::new())),
         }
     }
 
@@ -118,52 +98,72 @@ impl AdminState {
         &self.metrics
     }
 
-    fn latest(&self) -> std::sync::MutexGuard<'_, Latest> {
-        self.latest.lock().unwrap_or_else(PoisonError::into_inner)
+    fn now(&self) -> Timestamp {
+        (self.clock)()
     }
 
     /// The watchers have (or, after a relist, no longer have) a complete view.
     pub fn set_synced(&self, synced: bool) {
-        self.latest().synced = synced;
+        self.health.set_synced(synced);
     }
 
     /// A successful scan: updates the metrics and the `/volumes` view.
     pub fn scan_finished(&self, reports: Vec<VolumeReport>, duration: Duration, at: Timestamp) {
         self.metrics.observe_scan(&reports, duration, at);
-        let mut l = self.latest();
-        l.last_scan = Some(at);
-        l.reports = Arc::new(reports);
+        // Report before timestamp, so `/volumes` never pairs new time with old reports.
+        *self.reports.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(reports);
+        self.health.scan_succeeded(at);
+    }
+
+    /// A scan that could not measure: the loop turned, but nothing is updated, so the last
+    /// good values stay (their timestamps show their age) and readiness ages.
+    pub fn scan_failed(&self, duration: Duration, at: Timestamp) {
+        self.metrics.scan_failed(duration);
+        self.health.scan_failed(at);
+    }
+
+    /// The scan loop starts now; from here on `/live` expects iterations.
+    pub fn loop_started(&self) {
+        self.health.loop_started(self.now());
+    }
+
+    /// `watcher` failed; the first failure since it last worked starts its clock.
+    pub fn watch_failed(&self, watcher: &str) {
+        self.health.watch_failed(watcher, self.now());
+    }
+
+    /// `watcher` yielded an event (it works again), or was stopped.
+    pub fn watch_ok(&self, watcher: &str) {
+        self.health.watch_ok(watcher);
+    }
+
+    /// A request to the API server was sent; pass the token to [`Self::request_ended`].
+    pub fn request_sent(&self) -> u64 {
+        self.health.request_sent(self.now())
+    }
+
+    /// The request got its answer (`Some(status)`, 0 for none) or was given up (`None`).
+    pub fn request_ended(&self, token: u64, status: Option<u16>) {
+        self.health.request_ended(token, status, self.now());
     }
 
     pub fn reports(&self) -> Arc<Vec<VolumeReport>> {
-        Arc::clone(&self.latest().reports)
+        Arc::clone(&self.reports.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     pub fn readiness(&self, now: Timestamp) -> Readiness {
-        let l = self.latest();
-        if !l.synced {
-            return Readiness::NotSynced;
-        }
-        let Some(last) = l.last_scan else {
-            return Readiness::NoScanYet;
-        };
-        let max_age = SignedDuration::try_from(self.interval * STALE_INTERVALS)
-            .unwrap_or(SignedDuration::MAX);
-        if now.duration_since(last) > max_age {
-            Readiness::Stale { last_scan: last }
-        } else {
-            Readiness::Ready
-        }
+        self.health.readiness(now)
+    }
+
+    pub fn liveness(&self, now: Timestamp) -> Liveness {
+        self.health.liveness(now)
     }
 
     fn volumes_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let (at, reports) = {
-            let l = self.latest();
-            (l.last_scan, Arc::clone(&l.reports))
-        };
+        let reports = self.reports();
         serde_json::to_vec_pretty(&VolumesBody {
             node: &self.node,
-            scanned_at: at,
+            scanned_at: self.health.last_scan(),
             volumes: &reports,
         })
     }
@@ -199,12 +199,28 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes
         return r;
     }
     match path {
-        "/live" => text(StatusCode::OK, "ok\n"),
-        "/ready" => match state.readiness((state.clock)()) {
+        "/live" => match state.liveness(state.now()) {
+            Liveness::Live => text(StatusCode::OK, "ok\n"),
+            Liveness::Wedged { since } => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "not live: the scan loop has not finished an iteration since {since} ({LIVE_INTERVALS} intervals)\n"
+                ),
+            ),
+        },
+        "/ready" => match state.readiness(state.now()) {
             Readiness::Ready => text(StatusCode::OK, "ready\n"),
             Readiness::NotSynced => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "not ready: watchers have not synced\n",
+            ),
+            Readiness::WatchLost { watcher, since } => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: the {watcher} watch has been failing since {since}\n"),
+            ),
+            Readiness::ApiUnanswered { since } => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: a request to the API server has waited since {since}\n"),
             ),
             Readiness::NoScanYet => text(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod cli;
 pub mod decide;
+pub mod health;
 pub mod http;
 pub mod k8s;
 pub mod metrics;

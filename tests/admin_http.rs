@@ -284,3 +284,196 @@ async fn connections_beyond_the_bound_wait_for_a_free_slot() {
     assert_eq!(parse_reply(&raw).status, 200);
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_watch_failing_past_its_grace_makes_the_agent_unready_until_it_yields_again() {
+    let srv = start(ServeOptions::default()).await;
+    let ready = || request(srv.addr, "GET", "/ready");
+    srv.state.set_synced(true);
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    srv.state.watch_failed("pods");
+    // Within the grace (two 30 s intervals) a failing watch is the watcher's backoff at work.
+    assert_eq!(ready().await.status, 200);
+    srv.advance(SignedDuration::from_secs(40));
+    // Failing again does not restart its clock.
+    srv.state.watch_failed("pods");
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    srv.advance(SignedDuration::from_secs(20));
+    assert_eq!(ready().await.status, 200, "at exactly the grace");
+    srv.advance(SignedDuration::from_secs(1));
+    let r = ready().await;
+    assert_eq!(
+        (
+            r.status,
+            r.body.contains("pods watch has been failing since")
+        ),
+        (503, true),
+        "{}",
+        r.body
+    );
+    // Another watch recovering changes nothing; this one yielding an event again does.
+    srv.state.watch_ok("node");
+    assert_eq!(ready().await.status, 503);
+    srv.state.watch_ok("pods");
+    assert_eq!(ready().await.status, 200);
+
+    // kube's watcher resumes a watch without an event: a watch whose retries stopped failing
+    // while the API server answers again has recovered, once silent longer than its retries
+    // are apart (20 s).
+    srv.state.watch_failed("pvc db/data");
+    srv.advance(SignedDuration::from_secs(55));
+    srv.state.watch_failed("pvc db/data");
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    srv.advance(SignedDuration::from_secs(10));
+    assert_eq!(ready().await.status, 503, "past the grace, still failing");
+    srv.advance(SignedDuration::from_secs(11));
+    assert_eq!(
+        ready().await.status,
+        503,
+        "silent, but the API server has not answered since"
+    );
+    let failed = srv.state.request_sent();
+    srv.state.request_ended(failed, Some(500));
+    assert_eq!(ready().await.status, 503, "an error answer is no evidence");
+    let answered = srv.state.request_sent();
+    srv.state.request_ended(answered, Some(200));
+    assert_eq!(ready().await.status, 200);
+    // Failing again later starts a new streak, with a new grace.
+    srv.state.watch_failed("pvc db/data");
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(ready().await.status, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn live_turns_503_when_the_scan_loop_stops_finishing_iterations() {
+    let srv = start(ServeOptions::default()).await;
+    let live = || request(srv.addr, "GET", "/live");
+    // Waiting for the first sync (an unreachable API server) is not a wedged loop: a restart
+    // would not help.
+    srv.advance(SignedDuration::from_hours(1));
+    assert_eq!(live().await.status, 200);
+    srv.state.loop_started();
+    srv.advance(SignedDuration::from_secs(180));
+    assert_eq!(live().await.status, 200, "at exactly six intervals");
+    srv.advance(SignedDuration::from_secs(1));
+    let r = live().await;
+    assert_eq!(
+        (r.status, r.body.contains("has not finished an iteration")),
+        (503, true),
+        "{}",
+        r.body
+    );
+    // A failed scan is still an iteration: the loop turns (readiness tells it failed).
+    srv.state.scan_failed(Duration::ZERO, srv.now());
+    assert_eq!(live().await.status, 200);
+    srv.state.set_synced(true);
+    assert_eq!(request(srv.addr, "GET", "/ready").await.status, 503);
+    srv.advance(SignedDuration::from_secs(181));
+    assert_eq!(live().await.status, 503);
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(live().await.status, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failed_scan_keeps_the_last_good_values_marked_stale_and_is_not_a_success() {
+    let srv = start(ServeOptions::default()).await;
+    srv.state.set_synced(true);
+    let t0 = srv.now();
+    let good = pg_data("shop", "pg-1");
+    let measured = good.measured_at.expect("measured").as_second() as f64;
+    srv.state
+        .scan_finished(vec![good.clone()], Duration::from_millis(10), t0);
+    srv.advance(SignedDuration::from_secs(30));
+    srv.state.scan_failed(Duration::from_millis(10), srv.now());
+
+    let metrics = |body: String| parse(&body);
+    let s = metrics(request(srv.addr, "GET", "/metrics").await.body);
+    let pvc = &[("persistentvolumeclaim", "pg-1")];
+    assert_eq!(
+        value(&s, "headroom_last_successful_scan_timestamp_seconds", &[]),
+        t0.as_second() as f64
+    );
+    assert_eq!(value(&s, "headroom_scan_failures_total", &[]), 1.0);
+    assert_eq!(value(&s, "headroom_scan_duration_seconds_count", &[]), 2.0);
+    // The last good numbers stay, with the time they were measured.
+    assert_eq!(
+        value(&s, "headroom_volume_used_bytes", pvc),
+        good.measurement.expect("m").used_bytes as f64
+    );
+    assert_eq!(
+        value(&s, "headroom_volume_measured_timestamp_seconds", pvc),
+        measured
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&request(srv.addr, "GET", "/volumes").await.body).unwrap();
+    assert_eq!(json["volumes"][0]["pvc"], "pg-1");
+    assert_eq!(json["scanned_at"], serde_json::json!(t0.to_string()));
+
+    // A later scan that could not measure this volume (its statfs timed out) keeps its last
+    // measurement time and says why; its numbers are gone (unknown, not zero).
+    let mut timed_out = good.clone();
+    timed_out.measurement = None;
+    timed_out.measured_by = headroom::agent::MeasuredBy::None;
+    timed_out.measured_at = None;
+    timed_out.not_measured = Some(headroom::probe::Unmeasured::ProbeTimeout);
+    srv.state
+        .scan_finished(vec![timed_out], Duration::from_millis(10), srv.now());
+    let s = metrics(request(srv.addr, "GET", "/metrics").await.body);
+    assert_eq!(
+        value(&s, "headroom_volume_measured_timestamp_seconds", pvc),
+        measured
+    );
+    assert_eq!(
+        value(
+            &s,
+            "headroom_volume_not_measured",
+            &[
+                ("persistentvolumeclaim", "pg-1"),
+                ("reason", "probe_timeout")
+            ]
+        ),
+        1.0
+    );
+    assert!(find(&s, "headroom_volume_used_bytes", pvc).is_empty());
+    assert_eq!(request(srv.addr, "GET", "/ready").await.status, 200);
+
+    // Failed scans only: readiness goes stale after three intervals.
+    srv.advance(SignedDuration::from_secs(91));
+    srv.state.scan_failed(Duration::from_millis(10), srv.now());
+    assert_eq!(request(srv.addr, "GET", "/ready").await.status, 503);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_the_api_server_never_answers_makes_the_agent_unready() {
+    let srv = start(ServeOptions::default()).await;
+    let ready = || request(srv.addr, "GET", "/ready");
+    srv.state.set_synced(true);
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    // Answered requests, and ones the caller gave up on (bounded by its own timeout), leave
+    // nothing behind.
+    let answered = srv.state.request_sent();
+    let dropped = srv.state.request_sent();
+    let hanging = srv.state.request_sent();
+    srv.state.request_ended(answered, Some(200));
+    srv.state.request_ended(dropped, None);
+    srv.advance(SignedDuration::from_secs(60));
+    srv.state.scan_finished(vec![], Duration::ZERO, srv.now());
+    assert_eq!(ready().await.status, 200, "at exactly the grace");
+    srv.advance(SignedDuration::from_secs(1));
+    let r = ready().await;
+    assert_eq!(
+        (
+            r.status,
+            r.body.contains("request to the API server has waited")
+        ),
+        (503, true),
+        "{}",
+        r.body
+    );
+    srv.state.request_ended(hanging, Some(200));
+    assert_eq!(ready().await.status, 200);
+    srv.shutdown().await;
+}

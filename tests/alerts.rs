@@ -116,10 +116,13 @@ fn pod_monitor_scrapes_the_metrics_port_and_keeps_our_namespace_label() {
 /// Every family name a fully populated agent exports, histogram suffixes included.
 fn exported() -> BTreeSet<String> {
     let m = Metrics::new("node-a").unwrap();
+    let mut hung = unmeasured("shop", "nfs");
+    hung.not_measured = Some(headroom::probe::Unmeasured::ProbeTimeout);
     m.observe_scan(
         &[
             pg_data("shop", "pgdata-orders-1"),
             wal_at_limit("shop", "pgwal-orders-1"),
+            hung,
         ],
         Duration::from_millis(50),
         at("2025-03-01T10:00:00Z"),

@@ -1,5 +1,8 @@
 //! Counts every request the agent's client makes (watches included) by verb and HTTP status, as
-//! a tower layer under kube's client, so no call site can forget to.
+//! a tower layer under kube's client, so no call site can forget to. It also tells which
+//! requests are still waiting for an answer: a watch request to an API server that accepts
+//! connections but never answers neither fails nor yields, and only shows as a request that
+//! has waited too long.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,11 +12,17 @@ use std::task::{Context, Poll};
 use http::{Method, Request, Response};
 use tower::{Layer, Service};
 
-/// Called with (verb, status) when a response arrives; status 0 when none did.
-pub type OnResponse = Arc<dyn Fn(&'static str, u16) + Send + Sync>;
+/// Told about each request's life.
+pub trait ApiObserver: Send + Sync {
+    /// A request is sent; the token comes back in [`ApiObserver::ended`].
+    fn sent(&self) -> u64;
+    /// Its response head arrived (`Some(status)`), it failed without one (`Some(0)`), or the
+    /// caller stopped waiting (`None`: a timeout dropped it).
+    fn ended(&self, token: u64, verb: &'static str, status: Option<u16>);
+}
 
 #[derive(Clone)]
-pub struct CountRequests(pub OnResponse);
+pub struct CountRequests(pub Arc<dyn ApiObserver>);
 
 impl<S> Layer<S> for CountRequests {
     type Service = Counted<S>;
@@ -28,7 +37,27 @@ impl<S> Layer<S> for CountRequests {
 #[derive(Clone)]
 pub struct Counted<S> {
     inner: S,
-    on: OnResponse,
+    on: Arc<dyn ApiObserver>,
+}
+
+/// Reports the request as abandoned if its future is dropped before an answer.
+struct Pending {
+    on: Arc<dyn ApiObserver>,
+    token: u64,
+    verb: &'static str,
+    status: Option<u16>,
+}
+
+impl Pending {
+    fn answered(mut self, status: u16) {
+        self.status = Some(status);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.on.ended(self.token, self.verb, self.status);
+    }
 }
 
 impl<S, B, R> Service<Request<B>> for Counted<S>
@@ -50,11 +79,16 @@ where
             request.uri().path(),
             request.uri().query(),
         );
-        let on = self.on.clone();
+        let pending = Pending {
+            token: self.on.sent(),
+            on: self.on.clone(),
+            verb,
+            status: None,
+        };
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;
-            on(verb, result.as_ref().map_or(0, |r| r.status().as_u16()));
+            pending.answered(result.as_ref().map_or(0, |r| r.status().as_u16()));
             result
         })
     }

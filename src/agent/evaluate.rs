@@ -220,6 +220,11 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         shared_with: s.volume.shared_with.clone(),
         measurement,
         measured_by,
+        measured_at: seen.map(|m| m.at),
+        not_measured: s
+            .volume
+            .unmeasured
+            .filter(|_| measured_by == MeasuredBy::None),
         limit_bytes: policy.as_ref().map(|p| p.limit),
         provenance: merged.provenance,
         policy_errors: if wants_enabled { errors } else { Vec::new() },
@@ -306,6 +311,8 @@ fn internal_error(
         } else {
             MeasuredBy::None
         },
+        measured_at: s.volume.measurement.map(|_| now),
+        not_measured: s.volume.unmeasured,
         limit_bytes: None,
         provenance: BTreeMap::new(),
         policy_errors: Vec::new(),

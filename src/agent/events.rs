@@ -35,6 +35,20 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
     let Verdict::Blocked { reason } = report.decision.verdict else {
         return None;
     };
+    // A hung mount matters more than any other reason not to act (a shared filesystem's or an
+    // unexpandable class's): the workload on it is stuck too.
+    if let Some(why) = report.not_measured
+        && reason != BlockReason::Disabled
+    {
+        return Some(Notice::warning(
+            "ProbeTimeout",
+            format!(
+                "the volume's mount at {} did not answer statfs within the probe deadline (hung storage?): not measured ({}), no action until it answers",
+                report.mount_path.display(),
+                why.as_str()
+            ),
+        ));
+    }
     let limit = report
         .limit_bytes
         .map(quantity::format)

@@ -64,6 +64,7 @@ pub struct AgentConfig {
     pub dry_run: bool,
     pub resize_timeout: SignedDuration,
     pub api_timeout: Duration,
+    pub probe_timeout: Duration,
     pub listen: String,
     pub shutdown_grace: Duration,
 }
@@ -105,6 +106,7 @@ impl AgentConfig {
                 }
             })?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
+            probe_timeout: duration("probe-timeout", &a.probe_timeout)?,
             listen: a.listen.clone(),
             shutdown_grace: duration("shutdown-grace", &a.shutdown_grace)?,
         })
@@ -118,7 +120,44 @@ pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(run(cfg))
+    let result = runtime.block_on(run(cfg));
+    // A probe call stuck on a hung mount cannot be cancelled; waiting for it would turn SIGTERM
+    // into SIGKILL. Anything else still running gets a moment, then is left behind.
+    runtime.shutdown_timeout(EXIT_WAIT);
+    result
+}
+
+/// How long exit waits for blocking threads (a stuck statfs never returns).
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
+/// Feeds API answers to the request counter and `/ready`.
+struct ApiHealth(Arc<AdminState>);
+
+impl api_metrics::ApiObserver for ApiHealth {
+    fn sent(&self) -> u64 {
+        self.0.request_sent()
+    }
+
+    fn ended(&self, token: u64, verb: &'static str, status: Option<u16>) {
+        if let Some(code) = status {
+            self.0.metrics().api_request(verb, code);
+        }
+        self.0.request_ended(token, status);
+    }
+}
+
+/// Feeds watch health to `/ready` and the restart counter.
+struct WatchHealth(Arc<AdminState>);
+
+impl world::WatchObserver for WatchHealth {
+    fn failed(&self, watcher: &str) {
+        self.0.metrics().watch_restart(watcher);
+        self.0.watch_failed(watcher);
+    }
+
+    fn ok(&self, watcher: &str) {
+        self.0.watch_ok(watcher);
+    }
 }
 
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
@@ -139,28 +178,20 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         let _ = http_stopped.await;
     }));
 
-    let counted = {
-        let admin = admin.clone();
-        api_metrics::CountRequests(Arc::new(move |verb: &'static str, code: u16| {
-            admin.metrics().api_request(verb, code)
-        }))
-    };
+    let counted = api_metrics::CountRequests(Arc::new(ApiHealth(admin.clone())));
     let client = client::build(
         kube::Config::infer()
             .await
             .map_err(|e| AgentError::Config(e.to_string()))?,
         &counted,
     )?;
-    let on_restart: world::OnRestart = {
-        let admin = admin.clone();
-        Arc::new(move |name: &str| admin.metrics().watch_restart(name))
-    };
+    let observer: world::Observer = Arc::new(WatchHealth(admin.clone()));
     let mut world = world::World::start(
         client.clone(),
         &cfg.node,
         &cfg.namespace,
         &cfg.configmap,
-        on_restart,
+        observer,
     );
     tracing::info!(node = %cfg.node, dry_run = cfg.dry_run, listen = %cfg.listen, "waiting for watches to sync");
     world
@@ -189,6 +220,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(node = %cfg.node, interval = ?cfg.interval, "agent started");
+    admin.loop_started();
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -198,7 +230,13 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         let scan = scanner.scan(&mut world);
         let mut scan = std::pin::pin!(scan);
         tokio::select! {
-            reports = &mut scan => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
+            result = &mut scan => match result {
+                Ok(reports) => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
+                Err(e) => {
+                    tracing::warn!(error = %e, root = %cfg.kubelet_root.display(), "scan could not measure the node; keeping the last good values");
+                    admin.scan_failed(started.elapsed(), jiff::Timestamp::now());
+                }
+            },
             _ = shutdown.wait() => {
                 // The scan starts no new action now; what is in flight may finish, bounded.
                 if tokio::time::timeout(cfg.shutdown_grace, &mut scan).await.is_err() {

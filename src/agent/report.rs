@@ -38,6 +38,11 @@ pub struct VolumeReport {
     pub shared_with: Vec<PathBuf>,
     pub measurement: Option<Measurement>,
     pub measured_by: MeasuredBy,
+    /// When the measurement was taken (the scan's time for statfs, the kubelet's own time for
+    /// its numbers).
+    pub measured_at: Option<Timestamp>,
+    /// Why the probe has no numbers for a volume it should have measured (`probe_timeout`).
+    pub not_measured: Option<crate::probe::Unmeasured>,
     /// The effective limit, when the policy is valid.
     pub limit_bytes: Option<u64>,
     /// Where each policy key came from.

@@ -34,6 +34,7 @@ pub struct Scanner {
     shutdown: Shutdown,
     reclaimer: crate::reclaim::Reclaimer,
     kubelet: KubeletStats,
+    prober: probe::Prober,
     retried: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
@@ -61,6 +62,7 @@ impl Scanner {
     ) -> Self {
         Scanner {
             kubelet: KubeletStats::new(client.clone(), &cfg.node, cfg.api_timeout),
+            prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
             retried: Default::default(),
             cfg,
             client,
@@ -71,15 +73,16 @@ impl Scanner {
         }
     }
 
-    pub async fn scan(&mut self, world: &mut World) -> Vec<VolumeReport> {
+    /// One scan; an error when the node could not be probed at all (nothing was measured, so
+    /// nothing is decided: the caller keeps the last good reports).
+    pub async fn scan(
+        &mut self,
+        world: &mut World,
+    ) -> Result<Vec<VolumeReport>, probe::ProbeError> {
         let now = Timestamp::now();
-        let volumes = match probe::probe_kubelet_root_async(self.cfg.kubelet_root.clone()).await {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(error = %e, root = %self.cfg.kubelet_root.display(), "cannot probe the kubelet root");
-                return Vec::new();
-            }
-        };
+        let probed = self.prober.probe().await;
+        self.admin.metrics().stuck_calls(self.prober.stuck_calls());
+        let volumes = probed?;
         // Volumes of pods being deleted are left alone: the workload is leaving this node.
         let pods: HashMap<String, Arc<Pod>> = world
             .pods
@@ -184,7 +187,9 @@ impl Scanner {
                 central: &central,
                 node_draining: draining,
             };
-            if !self.shutdown.is_stopping() {
+            // FITRIM on a mount whose statfs is stuck would hang too, and hold the node's one
+            // trim slot until the mount answers.
+            if !self.shutdown.is_stopping() && vol.unmeasured.is_none() {
                 let plan = self.reclaimer.run_due(&target, now).await;
                 tracing::debug!(pv, ?plan, "reclaim");
             }
@@ -195,7 +200,7 @@ impl Scanner {
             .collect();
         self.events
             .retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
-        reports
+        Ok(reports)
     }
 
     async fn volume(
@@ -296,7 +301,23 @@ impl Scanner {
             }
             _ => None,
         };
-        Some(crate::postgres::gather(Some(&s.volume.path), sql.as_ref(), max_pending, now).await)
+        // The WAL directory is under the volume's mount: bounded like statfs, and not read again
+        // while an earlier read (or statfs) of this mount is stuck.
+        let path = s.volume.path.clone();
+        let from_volume = async {
+            let read = self
+                .prober
+                .in_flight()
+                .run(&s.volume.path, self.prober.deadline(), move || {
+                    crate::postgres::volume::inspect(&path, now)
+                })
+                .await;
+            Some(match read {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(e) => Err(format!("reading the WAL directory: {e}")),
+            })
+        };
+        Some(crate::postgres::gather_with(from_volume, sql.as_ref(), max_pending, now).await)
     }
 }
 

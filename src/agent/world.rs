@@ -26,14 +26,69 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-/// Called with the watcher's name each time a watch fails and restarts.
-pub type OnRestart = Arc<dyn Fn(&str) + Send + Sync>;
+/// Told how each watch fares, by the watcher's name.
+pub trait WatchObserver: Send + Sync {
+    /// The watch failed and restarts with backoff; its view may be stale from now on.
+    fn failed(&self, watcher: &str);
+    /// The watch yielded an event (it works), or was stopped (nothing to track).
+    fn ok(&self, watcher: &str);
+}
+
+pub type Observer = Arc<dyn WatchObserver>;
+
+/// The longest wait between a failing watch's retries, before jitter (up to half again).
+pub const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A failing watch retries at least this often; one silent this long after its last error, while
+/// the API server answers, has reconnected (kube's watcher resumes a watch without an event).
+pub const RETRY_QUIET: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Doubling delays from half a second to [`RETRY_MAX`], each lengthened by up to half at random,
+/// so a fleet of agents does not retry in step after an outage.
+struct RetryBackoff {
+    next: std::time::Duration,
+    seed: u64,
+}
+
+const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl RetryBackoff {
+    fn new(name: &str) -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        RetryBackoff {
+            next: RETRY_MIN,
+            seed: RandomState::new().hash_one(name),
+        }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<std::time::Duration> {
+        // splitmix64: enough randomness for jitter without a dependency.
+        self.seed = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let share = (z ^ (z >> 31)) as f64 / u64::MAX as f64 / 2.0;
+        let delay = self.next;
+        self.next = (delay * 2).min(RETRY_MAX);
+        Some(delay + delay.mul_f64(share))
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        self.next = RETRY_MIN;
+    }
+}
 
 fn spawn_reflector<K>(
     api: Api<K>,
     config: watcher::Config,
     name: String,
-    on_restart: OnRestart,
+    observer: Observer,
 ) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -44,20 +99,25 @@ where
     // page size is set, and the cache does not page anyway.
     let mut config = config.any_semantic();
     config.page_size = None;
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let retry = RetryBackoff::new(&name);
+    let stream = reflector::reflector(writer, watcher(api, config).backoff(retry));
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
-                on_restart(&name);
+            match event {
+                Err(e) => {
+                    tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
+                    observer.failed(&name);
+                }
+                Ok(_) => observer.ok(&name),
             }
         }
     });
     (reader, task)
 }
 
-type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>)>;
+/// Per key: the store, the task, and the watcher's name.
+type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>, String)>;
 
 /// Makes `watches` hold exactly the keys in `wanted`: stops the others, starts the missing ones
 /// with `start` and waits up to `wait` for them to list (one that has not is picked up by a
@@ -66,21 +126,26 @@ async fn sync_watches<K: Clone + Eq + Hash + Ord>(
     watches: &mut Watches<K>,
     wanted: &BTreeSet<K>,
     wait: std::time::Duration,
-    start: impl Fn(&K) -> (Store<PersistentVolumeClaim>, JoinHandle<()>),
+    observer: &Observer,
+    name_of: impl Fn(&K) -> String,
+    start: impl Fn(&K, String) -> (Store<PersistentVolumeClaim>, JoinHandle<()>),
 ) {
-    watches.retain(|key, (_, task)| {
+    watches.retain(|key, (_, task, name)| {
         let keep = wanted.contains(key);
         if !keep {
             task.abort();
+            // A stopped watch's last failure must not hold readiness down.
+            observer.ok(name);
         }
         keep
     });
     let mut started = Vec::new();
     for key in wanted {
         if !watches.contains_key(key) {
-            let (store, task) = start(key);
+            let name = name_of(key);
+            let (store, task) = start(key, name.clone());
             started.push(store.clone());
-            watches.insert(key.clone(), (store, task));
+            watches.insert(key.clone(), (store, task, name));
         }
     }
     let ready = futures::future::join_all(started.iter().map(|s| s.wait_until_ready()));
@@ -96,7 +161,7 @@ pub struct World {
     /// Claims by namespace, for the namespaces with a claim mounted here.
     namespaces: Watches<String>,
     tasks: Vec<JoinHandle<()>>,
-    on_restart: OnRestart,
+    observer: Observer,
 }
 
 impl World {
@@ -105,7 +170,7 @@ impl World {
         node: &str,
         namespace: &str,
         configmap: &str,
-        on_restart: OnRestart,
+        observer: Observer,
     ) -> Self {
         let by_name =
             |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -113,25 +178,25 @@ impl World {
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().fields(&format!("spec.nodeName={node}")),
             "pods".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         let (nodes, t2) = spawn_reflector(
             Api::<Node>::all(client.clone()),
             by_name(node),
             "node".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         let (classes, t3) = spawn_reflector(
             Api::<StorageClass>::all(client.clone()),
             watcher::Config::default(),
             "storageclasses".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         let (configmaps, t4) = spawn_reflector(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             by_name(configmap),
             "configmap".into(),
-            on_restart.clone(),
+            observer.clone(),
         );
         World {
             pods,
@@ -141,7 +206,7 @@ impl World {
             client,
             namespaces: HashMap::new(),
             tasks: vec![t1, t2, t3, t4],
-            on_restart,
+            observer,
         }
     }
 
@@ -157,27 +222,34 @@ impl World {
     /// `wait`, for them to list, so a scan sees a claim as soon as its pod is here), stops those
     /// no pod here mounts a claim of any more.
     pub async fn sync_namespaces(&mut self, wanted: &BTreeSet<String>, wait: std::time::Duration) {
-        let (client, on_restart) = (self.client.clone(), self.on_restart.clone());
-        sync_watches(&mut self.namespaces, wanted, wait, |ns| {
-            spawn_reflector(
-                Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                watcher::Config::default(),
-                format!("pvcs in {ns}"),
-                on_restart.clone(),
-            )
-        })
+        let (client, observer) = (self.client.clone(), self.observer.clone());
+        sync_watches(
+            &mut self.namespaces,
+            wanted,
+            wait,
+            &observer,
+            |ns| format!("pvcs in {ns}"),
+            |ns, watcher| {
+                spawn_reflector(
+                    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+                    watcher::Config::default(),
+                    watcher,
+                    observer.clone(),
+                )
+            },
+        )
         .await;
     }
 
     /// The largest request in the group `key` of namespace `ns`, from that namespace's watch.
     pub fn group_size(&self, ns: &str, key: &str) -> Option<u64> {
-        let (store, _) = self.namespaces.get(ns)?;
+        let (store, _, _) = self.namespaces.get(ns)?;
         crate::k8s::roles::group_size(store.state().iter().map(|p| p.as_ref()), key)
     }
 
     /// The claim as last seen by its namespace's watch; `None` until that watch has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        let (store, _) = self.namespaces.get(namespace)?;
+        let (store, _, _) = self.namespaces.get(namespace)?;
         store.get(&reflector::ObjectRef::new(name).within(namespace))
     }
 
@@ -199,8 +271,33 @@ impl Drop for World {
         for task in &self.tasks {
             task.abort();
         }
-        for (_, task) in self.namespaces.values() {
+        for (_, task, _) in self.namespaces.values() {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[test]
+    fn retries_double_to_the_cap_with_bounded_jitter_and_stay_inside_the_quiet_window() {
+        let mut b = RetryBackoff::new("pods");
+        let mut base = RETRY_MIN;
+        for _ in 0..12 {
+            let d = b.next().expect("endless");
+            assert!(
+                d >= base && d <= base.mul_f64(1.5),
+                "{d:?} for base {base:?}"
+            );
+            // The readiness rule counts on a failing watch retrying within RETRY_QUIET.
+            assert!(d < RETRY_QUIET, "{d:?}");
+            base = (base * 2).min(RETRY_MAX);
+        }
+        assert_eq!(base, RETRY_MAX);
+        b.reset();
+        assert!(b.next().expect("endless") <= RETRY_MIN.mul_f64(1.5));
     }
 }

@@ -180,6 +180,8 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         shared_with: vec![],
         measurement,
         measured_by: MeasuredBy::Statfs,
+        measured_at: None,
+        not_measured: None,
         limit_bytes: Some(100 * GI),
         provenance: BTreeMap::new(),
         policy_errors: vec![],

@@ -61,12 +61,16 @@ pub struct Metrics {
     /// leaves the node.
     resize_series: Mutex<BTreeSet<[String; 5]>>,
     disagreement_series: Mutex<BTreeSet<[String; 3]>>,
+    /// Each volume's last measurement time, kept across scans that could not measure it.
+    measured_at: Mutex<HashMap<[String; 3], f64>>,
     scan_duration: Histogram,
     volumes_seen: prometheus::Gauge,
     last_scan: prometheus::Gauge,
     api_requests: IntCounterVec,
     watch_restarts: IntCounterVec,
     internal_errors: prometheus::IntCounter,
+    scan_failures: prometheus::IntCounter,
+    stuck_calls: prometheus::Gauge,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -200,6 +204,19 @@ impl Metrics {
             source,
         })?;
         b.register("headroom_internal_errors_total", internal_errors.clone())?;
+        let scan_failures = prometheus::IntCounter::new(
+            "headroom_scan_failures_total",
+            "Scans that could not measure the node (the probe failed or timed out); the last good values are kept.",
+        )
+        .map_err(|source| MetricsError::Register {
+            name: "headroom_scan_failures_total",
+            source,
+        })?;
+        b.register("headroom_scan_failures_total", scan_failures.clone())?;
+        let stuck_calls = b.gauge(
+            "headroom_probe_stuck_calls",
+            "Blocking probe calls (statfs, directory reads) past their deadline that have not returned: one per hung mount.",
+        )?;
         Ok(Metrics {
             registry,
             scan_lock: RwLock::new(()),
@@ -208,12 +225,15 @@ impl Metrics {
             disagreement,
             resize_series: Mutex::new(BTreeSet::new()),
             disagreement_series: Mutex::new(BTreeSet::new()),
+            measured_at: Mutex::new(HashMap::new()),
             scan_duration,
             volumes_seen,
             last_scan,
             api_requests,
             watch_restarts,
             internal_errors,
+            scan_failures,
+            stuck_calls,
         })
     }
 
@@ -232,13 +252,30 @@ impl Metrics {
         for vec in self.volumes.all() {
             vec.reset();
         }
-        for r in reports {
-            self.volumes.set(r);
-        }
         let present: BTreeSet<[&str; 3]> = reports
             .iter()
             .map(|r| [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()])
             .collect();
+        {
+            let mut seen = lock(&self.measured_at);
+            seen.retain(|l, _| present.contains(&l.each_ref().map(String::as_str)));
+            for r in reports {
+                let key = [
+                    r.namespace.clone(),
+                    r.pvc.clone(),
+                    r.role.as_str().to_string(),
+                ];
+                let at = match r.measured_at {
+                    Some(t) => {
+                        let secs = t.as_millisecond() as f64 / 1000.0;
+                        seen.insert(key, secs);
+                        Some(secs)
+                    }
+                    None => seen.get(&key).copied(),
+                };
+                self.volumes.set(r, at);
+            }
+        }
         lock(&self.resize_series).retain(|l| {
             let keep = present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]);
             if !keep {
@@ -261,6 +298,17 @@ impl Metrics {
         self.volumes_seen.set(reports.len() as f64);
         self.last_scan
             .set(finished_at.as_millisecond() as f64 / 1000.0);
+    }
+
+    /// A scan that could not measure: the per-volume series and the last-successful timestamp
+    /// stay as the last good scan left them.
+    pub fn scan_failed(&self, duration: Duration) {
+        self.scan_duration.observe(duration.as_secs_f64());
+        self.scan_failures.inc();
+    }
+
+    pub fn stuck_calls(&self, n: usize) {
+        self.stuck_calls.set(n as f64);
     }
 
     /// Counts one resize request; `result` is a short stable word (`ok`, `conflict`, `error`).

@@ -32,10 +32,12 @@ pub(super) struct VolumeGauges {
     wal_slot_retention: GaugeVec,
     wal_size: GaugeVec,
     invalid_history: GaugeVec,
+    measured_at: GaugeVec,
+    not_measured: GaugeVec,
 }
 
 impl VolumeGauges {
-    pub(super) fn all(&self) -> [&GaugeVec; 24] {
+    pub(super) fn all(&self) -> [&GaugeVec; 26] {
         [
             &self.info,
             &self.capacity,
@@ -61,6 +63,8 @@ impl VolumeGauges {
             &self.wal_slot_retention,
             &self.wal_size,
             &self.invalid_history,
+            &self.measured_at,
+            &self.not_measured,
         ]
     }
 
@@ -170,12 +174,27 @@ impl VolumeGauges {
                 "1 when entries of the claim's headroom.dev/history were ignored (dated too far in the future).",
                 &[],
             )?,
+            measured_at: b.gauge_vec(
+                "headroom_volume_measured_timestamp_seconds",
+                "Unix time of the volume's last measurement; older than the last scan means its numbers are stale (probe timed out or failed).",
+                &[],
+            )?,
+            not_measured: b.gauge_vec(
+                "headroom_volume_not_measured",
+                "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
+                &["reason"],
+            )?,
         })
     }
 
-    pub(super) fn set(&self, r: &VolumeReport) {
+    /// `measured_at`: the report's measurement time, or the last one remembered for the volume.
+    pub(super) fn set(&self, r: &VolumeReport, measured_at: Option<f64>) {
         let g = self;
         let l = [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()];
+        set_opt(&g.measured_at, &l, measured_at);
+        if let Some(why) = r.not_measured {
+            set(&g.not_measured, &[&l[..], &[why.as_str()]].concat(), 1.0);
+        }
         let measured_by = serde_json::to_value(r.measured_by)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -39,6 +39,16 @@ pub async fn gather(
             Err(e) => Err(format!("volume reader task: {e}")),
         })
     };
+    gather_with(from_volume, sql, max_pending, now).await
+}
+
+/// [`gather`] with the caller's volume reader (the agent bounds it with a deadline).
+pub async fn gather_with(
+    from_volume: impl std::future::Future<Output = Option<Result<VolumeWal, String>>>,
+    sql: Option<&SqlTarget>,
+    max_pending: u64,
+    now: Timestamp,
+) -> WalHealth {
     let from_sql = async { Some(sql::query(sql?).await.map_err(|e| e.to_string())) };
     let (v, s) = tokio::join!(from_volume, from_sql);
     combine(v, s, max_pending, now)

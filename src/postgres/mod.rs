@@ -7,7 +7,7 @@ pub mod sql;
 pub mod tls;
 pub mod volume;
 
-pub use health::{combine, gather};
+pub use health::{combine, gather, gather_with};
 pub use sql::{SqlError, SqlTarget};
 pub use volume::{VolumeError, VolumeWal};
 

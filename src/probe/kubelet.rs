@@ -46,6 +46,27 @@ pub struct VolData {
 
 /// Finds, locates and measures every PVC volume under `root` (classes are set by the caller).
 pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
+    let found = find(root, mounts)?;
+    let mut vols = found.volumes;
+    for v in &mut vols {
+        if let Some(rel) = v.mount_rel.clone() {
+            measure(&found.root_fd, &rel, v);
+        }
+    }
+    Ok(vols)
+}
+
+/// The kubelet root's volumes, located but not measured, and the root they were found under.
+pub struct Found {
+    pub root_fd: OwnedFd,
+    /// Volumes to measure carry `mount_rel`: pass it to [`measure`].
+    pub volumes: Vec<Volume>,
+}
+
+/// Finds and locates every PVC volume under `root` without touching anything inside a mount:
+/// only the kubelet's own directories are listed (and `vol_data.json` read beside each CSI
+/// mount), so a hung volume cannot stall the walk. [`measure`] then visits each mount.
+pub fn find(root: &Path, mounts: &[MountEntry]) -> Result<Found, ProbeError> {
     let io = |action| {
         move |source| ProbeError::Io {
             path: root.to_path_buf(),
@@ -107,7 +128,29 @@ pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, Probe
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    Ok(Found {
+        root_fd,
+        volumes: out,
+    })
+}
+
+/// Opens the volume's mount directory beneath the root (never through a symlink) and statfs'es
+/// it. Both block on a hung mount: run this with a deadline.
+pub fn measure(root_fd: &OwnedFd, rel: &[OsString], v: &mut Volume) {
+    let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
+    let fd = match open_dir_beneath(root_fd, &comps) {
+        Ok(fd) => fd,
+        Err(e) => {
+            v.findings.push(format!(
+                "cannot open the mount directory (symlinks are never followed): {e}"
+            ));
+            return;
+        }
+    };
+    match statfs_fd(&fd) {
+        Ok(s) => v.set_stats(s),
+        Err(e) => v.findings.push(format!("statfs failed: {e}")),
+    }
 }
 
 fn filesystem_volume(
@@ -133,13 +176,15 @@ fn filesystem_volume(
         if let Ok(dir) = open_dir_beneath(root_fd, &comps[..comps.len() - 1]) {
             apply_vol_data(&mut v, &dir);
         }
-        match std::fs::symlink_metadata(&v.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // The type comes from listing the parent (the kubelet's directory), not from stat of
+        // the mount point: that would ask the volume's filesystem, which may hang.
+        match child_type(&entry.path(), OsStr::new("mount")) {
+            None => {
                 v.findings
                     .push("no mount directory: the volume is not mounted yet".to_owned());
                 return v;
             }
-            Ok(md) if md.file_type().is_symlink() => {
+            Some(t) if t.is_symlink() => {
                 let target = std::fs::read_link(&v.path)
                     .map(|t| t.display().to_string())
                     .unwrap_or_default();
@@ -147,26 +192,13 @@ fn filesystem_volume(
                     .push(format!("mount is a symlink to {target}: not followed"));
                 return v;
             }
-            _ => {}
+            Some(_) => {}
         }
     }
-    let fd = match open_dir_beneath(root_fd, &comps) {
-        Ok(fd) => fd,
-        Err(e) => {
-            v.findings.push(format!(
-                "cannot open the mount directory (symlinks are never followed): {e}"
-            ));
-            return v;
-        }
-    };
     v.locate(mounts);
-    match statfs_fd(&fd) {
-        Ok(s) => v.set_stats(s),
-        Err(e) => v.findings.push(format!("statfs failed: {e}")),
-    }
+    v.mount_rel = Some(comps.iter().map(|c| c.to_os_string()).collect());
     v
 }
-
 fn block_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &DirEntry) -> Volume {
     let path = rel.iter().fold(root.to_path_buf(), |p, c| p.join(c));
     let mut v = Volume::new(path, VolumeMode::Block);
@@ -212,6 +244,16 @@ fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
         }
         Err(e) => v.findings.push(format!("vol_data.json: invalid: {e}")),
     }
+}
+
+/// The type of `dir/name` as its directory listing says (no stat of it when the filesystem
+/// reports types, as tmpfs, ext4, xfs and btrfs do).
+fn child_type(dir: &Path, name: &OsStr) -> Option<std::fs::FileType> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == name)
+        .and_then(|e| e.file_type().ok())
 }
 
 fn is_real_dir(e: &DirEntry) -> bool {

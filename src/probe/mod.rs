@@ -9,6 +9,7 @@
 //! use `read_dir` with `DirEntry::file_type`, which never follows a symlink; a component swapped
 //! for a symlink after listing makes the later `O_NOFOLLOW` open fail, so it is never measured.
 
+pub mod bounded;
 pub mod kubelet;
 pub mod mounts;
 pub mod safe_open;
@@ -48,6 +49,30 @@ pub enum ProbeError {
     Json(#[from] serde_json::Error),
     #[error("the probe's blocking task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error("reading the mount table and listing {path}: {source}")]
+    Discovery {
+        path: PathBuf,
+        #[source]
+        source: bounded::BoundedError,
+    },
+}
+
+/// Why a volume the probe found has no measurement of its own, when that is the probe's fault
+/// rather than the volume's nature (block mode, not mounted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unmeasured {
+    /// statfs (or opening the mount) did not answer within the deadline, now or in an earlier
+    /// scan whose call is still stuck.
+    ProbeTimeout,
+}
+
+impl Unmeasured {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unmeasured::ProbeTimeout => "probe_timeout",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -117,6 +142,11 @@ pub struct Volume {
     /// Volumes of other PVs (or other given paths) on the same device.
     pub shared_with: Vec<PathBuf>,
     pub findings: Vec<String>,
+    pub unmeasured: Option<Unmeasured>,
+    /// Path components of the mount directory below the kubelet root, for [`kubelet::measure`];
+    /// `None` when there is nothing to measure.
+    #[serde(skip)]
+    pub(crate) mount_rel: Option<Vec<std::ffi::OsString>>,
 }
 
 impl Volume {
@@ -141,6 +171,8 @@ impl Volume {
             class: VolumeClass::Unknown,
             shared_with: Vec::new(),
             findings: Vec::new(),
+            unmeasured: None,
+            mount_rel: None,
         }
     }
 
@@ -192,13 +224,107 @@ pub fn probe_kubelet_root(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volu
     Ok(vols)
 }
 
-/// [`probe_kubelet_root`] with this process's mount table, off the async runtime.
+/// [`probe_kubelet_root`] with this process's mount table, off the async runtime, with the
+/// default deadlines.
 pub async fn probe_kubelet_root_async(root: PathBuf) -> Result<Vec<Volume>, ProbeError> {
-    tokio::task::spawn_blocking(move || {
-        let mounts = read_mountinfo()?;
-        probe_kubelet_root(&root, &mounts)
-    })
-    .await?
+    Prober::new(root, DEFAULT_DEADLINE).probe().await
+}
+
+/// Default bound on each blocking probe call.
+pub const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// statfs calls in flight at once: enough to measure hundreds of volumes within a scan, few
+/// enough not to flood the blocking pool.
+const PARALLEL_MEASUREMENTS: usize = 16;
+
+/// The agent's probe: discovery (mount table, kubelet directories, `vol_data.json`) in one
+/// blocking call, then each volume's statfs in its own, every call with a deadline. A volume
+/// whose call is stuck is reported [`Unmeasured::ProbeTimeout`] and not called again until that
+/// call returns; the others are measured as usual.
+#[derive(Debug, Clone)]
+pub struct Prober {
+    root: PathBuf,
+    deadline: std::time::Duration,
+    in_flight: bounded::InFlight,
+}
+
+impl Prober {
+    pub fn new(root: PathBuf, deadline: std::time::Duration) -> Self {
+        Prober {
+            root,
+            deadline,
+            in_flight: bounded::InFlight::new(),
+        }
+    }
+
+    /// Blocking calls that passed their deadline and have not returned yet.
+    pub fn stuck_calls(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Shared with other readers of the same volumes (the WAL reader), so no path gets a second
+    /// call while one is stuck.
+    pub fn in_flight(&self) -> &bounded::InFlight {
+        &self.in_flight
+    }
+
+    pub fn deadline(&self) -> std::time::Duration {
+        self.deadline
+    }
+
+    pub async fn probe(&self) -> Result<Vec<Volume>, ProbeError> {
+        use futures::StreamExt;
+        let root = self.root.clone();
+        let found = self
+            .in_flight
+            .run(&self.root, self.deadline, move || {
+                let mounts = read_mountinfo()?;
+                kubelet::find(&root, &mounts)
+            })
+            .await
+            .map_err(|source| ProbeError::Discovery {
+                path: self.root.clone(),
+                source,
+            })??;
+        let root_fd = std::sync::Arc::new(found.root_fd);
+        let mut vols: Vec<Volume> = futures::stream::iter(found.volumes)
+            .map(|v| self.measure(&root_fd, v))
+            .buffered(PARALLEL_MEASUREMENTS)
+            .collect()
+            .await;
+        classify(&mut vols);
+        Ok(vols)
+    }
+
+    async fn measure(&self, root_fd: &std::sync::Arc<std::os::fd::OwnedFd>, v: Volume) -> Volume {
+        let Some(rel) = v.mount_rel.clone() else {
+            return v;
+        };
+        let (fd, key) = (std::sync::Arc::clone(root_fd), v.path.clone());
+        let mut fallback = v.clone();
+        let mut v = v;
+        let r = self
+            .in_flight
+            .run(&key, self.deadline, move || {
+                kubelet::measure(&fd, &rel, &mut v);
+                v
+            })
+            .await;
+        match r {
+            Ok(v) => v,
+            Err(e) if e.is_timeout() => {
+                tracing::warn!(path = %key.display(), error = %e, "volume probe timed out");
+                fallback.unmeasured = Some(Unmeasured::ProbeTimeout);
+                let reason = Unmeasured::ProbeTimeout.as_str();
+                fallback.findings.push(format!("statfs: {e} ({reason})"));
+                fallback
+            }
+            Err(e) => {
+                fallback.findings.push(format!("statfs: {e}"));
+                fallback
+            }
+        }
+    }
 }
 
 /// Measures given paths (following symlinks, as `df PATH` does: the operator chose them).

@@ -39,6 +39,8 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             inodes_used: 1_234,
         }),
         measured_by: MeasuredBy::Statfs,
+        measured_at: Some(at("2025-03-01T10:00:00Z")),
+        not_measured: None,
         limit_bytes: Some(50 * GI),
         provenance: BTreeMap::from([
             ("enabled".to_string(), Source::PvcAnnotation),
@@ -94,6 +96,7 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
     r.storage_class = None;
     r.measurement = None;
     r.measured_by = MeasuredBy::None;
+    r.measured_at = None;
     r.limit_bytes = None;
     r.wal = None;
     r.decision = Decision {

@@ -1,0 +1,148 @@
+//! Blocking filesystem calls with a deadline, at most one at a time per path.
+//!
+//! A hung mount (an NFS server gone, a FUSE daemon stopped) blocks `statfs`, `open` and `stat`
+//! of anything under it, uninterruptibly. Such a thread cannot be cancelled, only abandoned: the
+//! caller stops waiting at the deadline and the thread keeps the path marked busy until the
+//! kernel lets it return. Until then no second call is started on that path, so a hung mount
+//! costs one thread, not one per scan.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoundedError {
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    #[error("an earlier call on this path has not returned yet")]
+    StillBusy,
+    #[error("the blocking task failed: {0}")]
+    Task(String),
+}
+
+impl BoundedError {
+    /// The call did not answer in time, now or before: the path is presumed hung.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, BoundedError::TimedOut(_) | BoundedError::StillBusy)
+    }
+}
+
+/// The paths with a blocking call still running. Cheap to clone; clones share the set.
+#[derive(Debug, Clone, Default)]
+pub struct InFlight {
+    busy: Arc<Mutex<HashSet<PathBuf>>>,
+}
+
+/// Frees the path when the blocking closure ends (returns, panics, or is dropped unrun).
+struct Release {
+    busy: Arc<Mutex<HashSet<PathBuf>>>,
+    key: PathBuf,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        busy.remove(&self.key);
+    }
+}
+
+impl InFlight {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Paths whose call has not returned (the stuck ones, between scans).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_busy(&self, key: &Path) -> bool {
+        self.lock().contains(key)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
+        self.busy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on a blocking thread and waits at most `deadline` for it. Refuses at once when a
+    /// call on `key` is still running.
+    pub async fn run<T, F>(&self, key: &Path, deadline: Duration, f: F) -> Result<T, BoundedError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        if !self.lock().insert(key.to_path_buf()) {
+            return Err(BoundedError::StillBusy);
+        }
+        let release = Release {
+            busy: Arc::clone(&self.busy),
+            key: key.to_path_buf(),
+        };
+        let task = tokio::task::spawn_blocking(move || {
+            let _release = release;
+            f()
+        });
+        match tokio::time::timeout(deadline, task).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(BoundedError::Task(e.to_string())),
+            Err(_) => Err(BoundedError::TimedOut(deadline)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[tokio::test]
+    async fn a_stuck_call_times_out_blocks_its_path_only_and_frees_it_when_it_returns() {
+        let inflight = InFlight::new();
+        let (release, gate) = mpsc::channel::<()>();
+        let stuck = Path::new("/hung");
+        let short = Duration::from_millis(50);
+        let r = inflight
+            .run(stuck, short, move || gate.recv().is_ok())
+            .await;
+        assert_eq!(r, Err(BoundedError::TimedOut(short)));
+        assert!(inflight.is_busy(stuck));
+        // No second call on the same path while the first is stuck: the closure must not run.
+        let ran = Arc::new(Mutex::new(false));
+        let flag = Arc::clone(&ran);
+        let again = inflight
+            .run(stuck, short, move || *flag.lock().unwrap() = true)
+            .await;
+        assert_eq!(again, Err(BoundedError::StillBusy));
+        assert!(!*ran.lock().unwrap());
+        // Another path is unaffected.
+        let ok = inflight
+            .run(Path::new("/fine"), Duration::from_secs(30), || 7)
+            .await;
+        assert_eq!(ok, Ok(7));
+        // Once the stuck call returns, the path is usable again.
+        release.send(()).unwrap();
+        while inflight.is_busy(stuck) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            inflight.run(stuck, Duration::from_secs(30), || 1).await,
+            Ok(1)
+        );
+        assert!(inflight.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_panicking_call_is_an_error_and_frees_its_path() {
+        let inflight = InFlight::new();
+        let r: Result<(), _> = inflight
+            .run(Path::new("/p"), Duration::from_secs(30), || panic!("boom"))
+            .await;
+        assert!(matches!(r, Err(BoundedError::Task(_))), "{r:?}");
+        assert!(inflight.is_empty());
+    }
+}
