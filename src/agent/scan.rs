@@ -290,7 +290,12 @@ impl Scanner {
         creds: &Credentials,
         now: Timestamp,
     ) -> Option<WalHealth> {
-        let (role, wal_on_data, cluster) = postgres_facts(s).ok()?;
+        // Only a claim that opted in (a valid, enabled policy) has its volume read or its server
+        // asked: the others are measured for metrics and nothing more.
+        if !eval.policy.as_ref().is_some_and(|p| p.enabled) {
+            return None;
+        }
+        let (role, wal_on_data, _) = postgres_facts(s).ok()?;
         if !(role == VolumeRole::Wal || (role == VolumeRole::Data && wal_on_data)) {
             return None;
         }
@@ -301,7 +306,8 @@ impl Scanner {
                 p.wal_safety.max_pending_wal_files
             });
         let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone());
-        let sql = match (creds.for_cluster(cluster.as_deref()).cloned(), pod_ip) {
+        // The pod's namespace and owner choose the credential, never its labels.
+        let sql = match (creds.for_pod(s.pod).cloned(), pod_ip) {
             // Reading the password file is blocking I/O: keep it off the async workers.
             (Some(cred), Some(ip)) => {
                 tokio::task::spawn_blocking(move || pgconn::target(&cred, &ip))
