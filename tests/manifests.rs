@@ -391,7 +391,10 @@ fn shipped_configmap_parses_with_the_agents_parsers() {
             .expect("postgres.yaml"),
     )
     .expect("postgres.yaml");
-    assert!(!creds.clusters.is_empty(), "the example binds no credential");
+    assert!(
+        !creds.clusters.is_empty(),
+        "the example binds no credential"
+    );
     for c in &creds.clusters {
         let file = &c.password_file;
         assert!(

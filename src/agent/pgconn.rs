@@ -116,7 +116,10 @@ impl Credentials {
                 return Err(format!("{}: one cluster, by name", field("cluster")));
             }
             if c.sslmode == SslMode::VerifyCa && c.ca_file.is_none() {
-                return Err(format!("{}: required with sslmode: verify-ca", field("caFile")));
+                return Err(format!(
+                    "{}: required with sslmode: verify-ca",
+                    field("caFile")
+                ));
             }
         }
         Ok(Credentials {
@@ -222,13 +225,17 @@ mod tests {
         let c = Credentials::parse("headroom/headroom", TWO).expect("parse");
         let cnpg = ("postgresql.cnpg.io/v1", "Cluster", "main");
         assert_eq!(
-            c.for_pod(&pod("db", Some(cnpg), &[])).map(|c| c.user.as_str()),
+            c.for_pod(&pod("db", Some(cnpg), &[]))
+                .map(|c| c.user.as_str()),
             Some("m")
         );
         // Another namespace, even owned by a Cluster of the same name: nothing.
         assert_eq!(c.for_pod(&pod("evil", Some(cnpg), &[])), None);
         // The right labels without the ownership: nothing.
-        let labels = [("cnpg.io/cluster", "main"), ("cnpg.io/instanceRole", "primary")];
+        let labels = [
+            ("cnpg.io/cluster", "main"),
+            ("cnpg.io/instanceRole", "primary"),
+        ];
         assert_eq!(c.for_pod(&pod("db", None, &labels)), None);
         let sts = ("apps/v1", "StatefulSet", "main");
         assert_eq!(c.for_pod(&pod("db", Some(sts), &labels)), None);
@@ -247,17 +254,28 @@ mod tests {
     #[test]
     fn crunchy_statefulsets_carry_the_cluster_as_a_prefix() {
         let set = |n| pod("db", Some(("apps/v1", "StatefulSet", n)), &[]);
-        assert!(owned_by(&set("hippo-instance1-abcd"), Operator::Crunchy, "hippo"));
+        assert!(owned_by(
+            &set("hippo-instance1-abcd"),
+            Operator::Crunchy,
+            "hippo"
+        ));
         assert!(!owned_by(&set("hippo"), Operator::Crunchy, "hippo"));
         assert!(!owned_by(&set("hippo-"), Operator::Crunchy, "hippo"));
-        assert!(!owned_by(&set("hippopotamus-x"), Operator::Crunchy, "hippo"));
+        assert!(!owned_by(
+            &set("hippopotamus-x"),
+            Operator::Crunchy,
+            "hippo"
+        ));
     }
 
     #[test]
     fn a_default_or_wildcard_is_an_error_naming_the_field() {
         let e = Credentials::parse("ns/cm", "default: { user: x, passwordFile: /p }\n")
             .expect_err("default");
-        assert!(e.contains("ns/cm") && e.contains(KEY) && e.contains("default"), "{e}");
+        assert!(
+            e.contains("ns/cm") && e.contains(KEY) && e.contains("default"),
+            "{e}"
+        );
         let e = Credentials::parse(
             "ns/cm",
             "clusters:\n  - { namespace: '*', cluster: a, operator: zalando, user: x, passwordFile: /p }\n",

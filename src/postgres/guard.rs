@@ -104,7 +104,9 @@ impl<S> Guarded<S> {
                         self.header[3],
                         self.header[4],
                     ]) as usize;
-                    let body = len.checked_sub(4).ok_or_else(|| refuse("a malformed message"))?;
+                    let body = len
+                        .checked_sub(4)
+                        .ok_or_else(|| refuse("a malformed message"))?;
                     self.state = match self.header[0] {
                         b'R' if body < 4 => return Err(refuse("a malformed request")),
                         b'R' => State::AuthCode {
@@ -258,10 +260,6 @@ mod tests {
     #[test]
     fn malformed_lengths_are_refused() {
         assert!(Guarded::from_startup(()).inspect(b"R\0\0\0\x02").is_err());
-        assert!(
-            Guarded::from_startup(())
-                .inspect(b"R\0\0\0\x05x")
-                .is_err()
-        );
+        assert!(Guarded::from_startup(()).inspect(b"R\0\0\0\x05x").is_err());
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tokio_postgres::config::{ChannelBinding, Host, SslMode};
+use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{Client, Config, Row};
 
 use super::guard::Guarded;
@@ -73,9 +73,6 @@ impl SqlTarget {
         if config.get_application_name().is_none() {
             config.application_name("headroom");
         }
-        // Channel binding when the server offers it; cleartext and MD5 are refused by the
-        // stream guard whatever this says.
-        config.channel_binding(ChannelBinding::Prefer);
         let mut target = Self {
             config,
             timeout: DEFAULT_TIMEOUT,
