@@ -39,14 +39,16 @@ pub async fn gather(
         let shown = path.display().to_string();
         let read = tokio::task::spawn_blocking(move || volume::inspect(&path, now));
         // A stuck filesystem must not hold the scan: the reader is left behind after this.
-        Some(match tokio::time::timeout(VOLUME_READ_TIMEOUT, read).await {
-            Ok(Ok(result)) => result.map_err(|e| e.to_string()),
-            Ok(Err(e)) => Err(format!("volume reader task: {e}")),
-            Err(_) => Err(format!(
-                "{shown}: no answer within {}s",
-                VOLUME_READ_TIMEOUT.as_secs()
-            )),
-        })
+        Some(
+            match tokio::time::timeout(VOLUME_READ_TIMEOUT, read).await {
+                Ok(Ok(result)) => result.map_err(|e| e.to_string()),
+                Ok(Err(e)) => Err(format!("volume reader task: {e}")),
+                Err(_) => Err(format!(
+                    "{shown}: no answer within {}s",
+                    VOLUME_READ_TIMEOUT.as_secs()
+                )),
+            },
+        )
     };
     let from_sql = async { Some(sql::query(sql?).await.map_err(|e| e.to_string())) };
     let (v, s) = tokio::join!(from_volume, from_sql);

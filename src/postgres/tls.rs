@@ -16,14 +16,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, InvalidDnsNameError, ServerName, UnixTime};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 use tokio_rustls::TlsConnector;
@@ -36,12 +32,7 @@ pub struct EncryptOnlyTls {
     config: Arc<ClientConfig>,
 }
 
-/// A CA bundle (PEM) that could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum CaError {
-    #[error("CA file {path}: {detail}")]
-    Unusable { path: String, detail: String },
-}
+pub use crate::ca::CaError;
 
 impl EncryptOnlyTls {
     pub fn new() -> Result<Self, rustls::Error> {
@@ -57,32 +48,10 @@ impl EncryptOnlyTls {
     }
 
     /// Verifies the server's chain against the CA certificates in `pem` (`path` names it in
-    /// errors).
+    /// errors), for any name.
     pub fn verify_ca(path: &str, pem: &[u8]) -> Result<Self, CaError> {
-        let bad = |detail: String| CaError::Unusable {
-            path: path.to_string(),
-            detail,
-        };
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(pem) {
-            let cert = cert.map_err(|e| bad(e.to_string()))?;
-            roots.add(cert).map_err(|e| bad(e.to_string()))?;
-        }
-        if roots.is_empty() {
-            return Err(bad("no certificate in it".into()));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| bad(e.to_string()))?;
-        let config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| bad(e.to_string()))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyName(webpki)))
-            .with_no_client_auth();
         Ok(Self {
-            config: Arc::new(config),
+            config: Arc::new(crate::ca::chain_only(path, pem)?),
         })
     }
 }
@@ -197,53 +166,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// A chain to the configured CA, for any name (see the module comment).
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
     }
 }
 
