@@ -60,7 +60,7 @@ impl Scanner {
         reclaimer: crate::reclaim::Reclaimer,
     ) -> Self {
         Scanner {
-            kubelet: KubeletStats::new(client.clone(), &cfg.node, cfg.api_timeout),
+            kubelet: KubeletStats::new(cfg.kubelet.clone(), cfg.api_timeout),
             retried: Default::default(),
             cfg,
             client,
@@ -117,7 +117,11 @@ impl Scanner {
             None => Credentials::default(),
         };
         let draining = node_draining(world.node().as_deref());
-        let kubelet = self.kubelet.get(now).await.clone();
+        // The kubelet is asked only for what statfs could not measure.
+        let blind = volumes
+            .iter()
+            .any(|v| v.measurement.is_none() && v.mode == probe::VolumeMode::Filesystem);
+        let kubelet = self.kubelet.get(now, blind).await.clone();
 
         // Namespaces whose claims here belong to a group: their peers set the group's size.
         let grouped: BTreeSet<String> = pods
