@@ -148,3 +148,86 @@ async fn verify_ca_accepts_the_servers_ca_and_refuses_another() {
         "{err}"
     );
 }
+
+/// A real PostgreSQL whose pg_hba.conf says `password`, then `md5` (with an MD5-stored
+/// password): the client hangs up on the request, the server never gets an answer, and the
+/// same client with SCRAM connects (so the refusal is the method, not the setup).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_server_asking_password_or_md5_gets_nothing() {
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let opts = Options {
+        archive_mode: "off",
+        archive_command: "",
+        tls_only: false,
+    };
+    let c = Cluster::start(&bin, &opts);
+    let pw = c.monitor_role().await;
+    let su = c.superuser().await;
+    let hba = |method: &str| {
+        std::fs::write(
+            c.data.join("pg_hba.conf"),
+            format!("local all all trust\nhost all all 127.0.0.1/32 {method}\n"),
+        )
+        .expect("pg_hba.conf")
+    };
+    let target = || {
+        let mut t = SqlTarget::from_dsn(&c.dsn("headroom", "disable")).expect("dsn");
+        t.set_password_file(&pw).expect("password");
+        t
+    };
+    let reload = || async {
+        su.batch_execute("SELECT pg_reload_conf()")
+            .await
+            .expect("reload");
+    };
+    // The postmaster rereads pg_hba.conf on SIGHUP, asynchronously: ask until the new method
+    // answers (or 20 s pass, and the last answer is what the assertion sees).
+    let settle = |want: &'static str| {
+        let target = &target;
+        async move {
+            let mut last = query(&target()).await;
+            for _ in 0..100 {
+                let done = match &last {
+                    Err(e) => e.to_string().contains(want),
+                    Ok(_) => want.is_empty(),
+                };
+                if done {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                last = query(&target()).await;
+            }
+            last
+        }
+    };
+
+    hba("password");
+    reload().await;
+    let err = settle("cleartext password")
+        .await
+        .expect_err("password method");
+    assert!(err.to_string().contains("cleartext password"), "{err}");
+
+    su.batch_execute(&format!(
+        "SET password_encryption = 'md5'; ALTER ROLE headroom PASSWORD '{}'",
+        support::pg::MONITOR_PASSWORD
+    ))
+    .await
+    .expect("md5 password");
+    hba("md5");
+    reload().await;
+    let err = settle("MD5 password").await.expect_err("md5 method");
+    assert!(err.to_string().contains("MD5 password"), "{err}");
+
+    su.batch_execute(&format!(
+        "SET password_encryption = 'scram-sha-256'; ALTER ROLE headroom PASSWORD '{}'",
+        support::pg::MONITOR_PASSWORD
+    ))
+    .await
+    .expect("scram password");
+    hba("scram-sha-256");
+    reload().await;
+    settle("").await.expect("SCRAM connects");
+}
