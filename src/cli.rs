@@ -117,6 +117,10 @@ pub struct WalHealthArgs {
     /// the certificate, as libpq does).
     #[arg(long, value_enum)]
     pub sslmode: Option<SslModeArg>,
+    /// libpq's `verify-ca`: TLS, with the server's certificate chained to this CA (PEM); the
+    /// name is not checked.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
     /// Seconds allowed for connecting and for each query.
     #[arg(long, default_value_t = 5)]
     pub connect_timeout: u64,
