@@ -117,6 +117,10 @@ pub struct WalHealthArgs {
     /// the certificate, as libpq does).
     #[arg(long, value_enum)]
     pub sslmode: Option<SslModeArg>,
+    /// libpq's `verify-ca`: TLS, with the server's certificate chained to this CA (PEM); the
+    /// name is not checked.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
     /// Seconds allowed for connecting and for each query.
     #[arg(long, default_value_t = 5)]
     pub connect_timeout: u64,
@@ -173,6 +177,28 @@ pub struct AgentArgs {
         default_value = "/var/lib/kubelet"
     )]
     pub kubelet_root: PathBuf,
+    /// This node's IP (downward API `status.hostIP`): the kubelet's stats come from
+    /// https://HOST_IP:PORT/stats/summary, needing only `nodes/stats get`. Unset: statfs only.
+    #[arg(long, env = "HOST_IP")]
+    pub host_ip: Option<String>,
+    /// The kubelet's port.
+    #[arg(long, env = "HEADROOM_KUBELET_PORT", default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// CA bundle the kubelet's serving certificate must chain to (the cluster CA when kubelets
+    /// use serverTLSBootstrap; otherwise the kubelet's own CA, see the README).
+    #[arg(
+        long,
+        env = "HEADROOM_KUBELET_CA",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    )]
+    pub kubelet_ca: PathBuf,
+    /// Bearer token for the kubelet (re-read at every request).
+    #[arg(
+        long,
+        env = "HEADROOM_KUBELET_TOKEN_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )]
+    pub kubelet_token_file: PathBuf,
     /// Time between scans.
     #[arg(long, env = "HEADROOM_INTERVAL", default_value = "10s")]
     pub interval: String,

@@ -4,6 +4,7 @@
 //! out their decisions.
 
 pub mod agent;
+pub mod ca;
 pub mod cli;
 pub mod decide;
 pub mod health;

@@ -1,14 +1,13 @@
 //! Fleet-safe operation end to end on the fake API server (real tmpfs volumes, `headroom agent`
 //! as a child process): SIGTERM during a patch (the fake holds the PATCH open), failed resizes
-//! (resize status fields newer than the real test server's 1.20), the kubelet's
-//! numbers as a second source, topolvm annotations. Drains and group sizing run on
-//! the real server (kube_fleet.rs, kube_agent.rs); scheduled trims in `agent_reclaim.rs`.
+//! (resize status fields newer than the real test server's 1.20), topolvm annotations. Drains
+//! and group sizing run on the real server (kube_fleet.rs, kube_agent.rs); the kubelet as a
+//! second source in `agent_kubelet.rs`; scheduled trims in `agent_reclaim.rs`.
 
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
     pub mod cluster;
-    pub mod http;
     pub mod node;
     pub mod root;
 }
@@ -24,7 +23,6 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 use support::cluster::{Cluster, NODE, NS, history, status_field};
-use support::http::{self, claim_metric};
 use support::node::{MI, fill, request_of, wait_for};
 
 use support::root::needs_root;
@@ -230,51 +228,7 @@ async fn failed_resizes_get_nothing_stacked_on_top_and_one_event() {
     );
 }
 
-fn kubelet_volume(claim: &str, capacity: u64, used: u64) -> serde_json::Value {
-    json!({
-        "time": jiff::Timestamp::now().to_string(), "name": "data",
-        "pvcRef": { "name": claim, "namespace": NS },
-        "capacityBytes": capacity, "usedBytes": used, "availableBytes": capacity - used,
-        "inodes": 16384, "inodesUsed": 2, "inodesFree": 16382,
-    })
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn kubelet_numbers_that_disagree_show_in_the_metric() {
-    if !needs_root("kubelet_numbers_that_disagree_show_in_the_metric") {
-        return;
-    }
-    let mut c = Cluster::new().await;
-    let off = c.claim("off", "fast", 64, POLICY);
-    let same = c.claim("same", "fast", 64, POLICY);
-    fill(&off, 16 * MI);
-    fill(&same, 16 * MI);
-    // The kubelet says 16Mi + 20 % of 64Mi for one claim, and what statfs says for the other.
-    let pod = |claim: &str, used: u64| {
-        json!({ "podRef": { "name": format!("pod-{claim}"), "namespace": NS },
-                "volume": [kubelet_volume(claim, 64 * MI, used)] })
-    };
-    let summary = json!({
-        "node": { "nodeName": NODE },
-        "pods": [pod("off", 16 * MI + 64 * MI / 5), pod("same", 16 * MI)],
-    });
-    c.fake.set_stats_summary(NODE, summary);
-    let port = http::free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &["--listen", &listen]);
-    let name = "headroom_kubelet_statfs_disagreement_ratio";
-    let (off, same) = wait_for(Duration::from_secs(15), name, || {
-        Some((
-            claim_metric(port, name, "off")?,
-            claim_metric(port, name, "same")?,
-        ))
-    });
-    assert!(
-        (off - 0.2).abs() < 0.01,
-        "20 % apart, the metric says {off}"
-    );
-    assert!(same < 0.01, "in agreement, the metric says {same}");
-}
+// The kubelet's numbers as a second source: tests/agent_kubelet.rs (a real TLS kubelet).
 
 #[tokio::test(flavor = "multi_thread")]
 async fn topolvm_annotated_claims_grow_as_pvc_autoresizer_would() {

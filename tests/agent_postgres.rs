@@ -15,6 +15,7 @@ mod support {
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use support::cluster::{Cluster, NODE, NS, status_field};
 use support::http::{free_port, get};
 use support::node::{MI, fill, request_of, wait_for};
@@ -46,6 +47,15 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
     let uid = c.pod("pg-0", NODE, "pgdata");
     c.fake.update_with::<Pod>(NS, "pg-0", |p| {
         p.status.get_or_insert_with(Default::default).pod_ip = Some("127.0.0.1".into());
+        // The credential is bound to the cluster that owns the pod (see pgconn).
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "postgresql.cnpg.io/v1".into(),
+            kind: "Cluster".into(),
+            name: "pg".into(),
+            uid: "cluster-uid".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
     });
     // The server lives on its own tmpfs (a short path keeps its Unix socket under the length
     // limit), bind-mounted as the claim's volume: WAL on the data volume, as with CloudNativePG.
@@ -75,7 +85,7 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
     pg.generate_wal(&su, 5).await;
 
     let postgres_yaml = format!(
-        "default: {{ user: headroom, passwordFile: {}, port: {}, sslmode: disable }}\n",
+        "clusters:\n  - {{ namespace: {NS}, cluster: pg, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {}, sslmode: disable }}\n",
         password_file.display(),
         pg.port
     );

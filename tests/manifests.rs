@@ -79,14 +79,18 @@ const NEEDS: &[Need] = &[
         file: "src/agent/world.rs",
         evidence: &["Api::<StorageClass>::all", REFLECTOR],
     },
-    // The kubelet's /stats/summary through the API server's node proxy (second source).
+    // The kubelet's /stats/summary from this node's kubelet, with the service account's token:
+    // the kubelet authorizes it as nodes/stats get.
     Need {
         scope: "cluster",
         group: "",
-        resource: "nodes/proxy",
+        resource: "nodes/stats",
         verbs: &["get"],
-        file: "src/agent/kubelet.rs",
-        evidence: &["/proxy/stats/summary", "http::Request::get("],
+        file: "src/agent/kubelet_https.rs",
+        evidence: &[
+            "http::Request::get(\"/stats/summary\")",
+            "header::AUTHORIZATION",
+        ],
     },
     // kube-runtime's Recorder::publish creates an events.k8s.io/v1 Event, then merge-patches it
     // when the same event repeats (kube-runtime 5.0.0 src/events.rs).
@@ -193,6 +197,73 @@ fn rbac_grants_exactly_what_the_code_calls() {
     );
 }
 
+/// Permissions that reach other workloads' data or a node's exec API, whatever the code says.
+const DENIED: &[&str] = &[
+    "nodes/proxy",
+    "secrets",
+    "pods/exec",
+    "pods/attach",
+    "pods/portforward",
+    "serviceaccounts/token",
+];
+
+/// Every rule of `rel` that the deny list refuses, named.
+fn denied_rules(rel: &str) -> Vec<String> {
+    let doc = yaml(rel);
+    let mut out = Vec::new();
+    for (i, rule) in doc["rules"].as_array().expect("rules").iter().enumerate() {
+        let strings = |k: &str| -> Vec<String> {
+            rule[k]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (groups, resources, verbs) =
+            (strings("apiGroups"), strings("resources"), strings("verbs"));
+        let wild = |v: &[String]| v.iter().any(|x| x.contains('*'));
+        if wild(&groups) || wild(&resources) || wild(&verbs) {
+            out.push(format!("{rel} rule {i}: a wildcard"));
+        }
+        if rule.get("nonResourceURLs").is_some_and(|v| !v.is_null()) {
+            out.push(format!("{rel} rule {i}: nonResourceURLs"));
+        }
+        for r in &resources {
+            if DENIED.contains(&r.as_str()) {
+                out.push(format!("{rel} rule {i}: {r}"));
+            }
+        }
+        // Escalation verbs give what the role itself does not.
+        for v in &verbs {
+            if ["escalate", "bind", "impersonate"].contains(&v.as_str()) {
+                out.push(format!("{rel} rule {i}: verb {v}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_rule_from_the_deny_list() {
+    let mut found = denied_rules("rbac/clusterrole.yaml");
+    found.extend(denied_rules("rbac/role.yaml"));
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn the_deny_list_catches_what_it_names() {
+    let dir = tempfile::tempdir().expect("dir");
+    let role = "rules:\n  - { apiGroups: [''], resources: [nodes/proxy], verbs: [get] }\n  - { apiGroups: [''], resources: [secrets], verbs: [list] }\n  - { apiGroups: [''], resources: [pods/exec], verbs: [create] }\n  - { apiGroups: ['*'], resources: [pods], verbs: [get] }\n  - { apiGroups: [''], resources: ['*'], verbs: [get] }\n  - { apiGroups: [''], resources: [pods], verbs: ['*'] }\n  - { apiGroups: [''], resources: [pods], verbs: [get] }\n";
+    let path = dir.path().join("role.yaml");
+    std::fs::write(&path, role).expect("write");
+    let found = denied_rules(path.to_str().expect("utf-8"));
+    assert_eq!(found.len(), 6, "{found:?}");
+    assert!(!found.iter().any(|f| f.contains("rule 6")), "{found:?}");
+}
+
 #[test]
 fn every_api_the_source_reaches_has_a_grant() {
     let mut sources = Vec::new();
@@ -220,13 +291,11 @@ fn every_api_the_source_reaches_has_a_grant() {
                 );
             }
         }
-        // The kubelet's /stats/summary through the API server's node proxy needs nodes/proxy.
-        if text.contains("/proxy/") {
-            assert!(
-                resources.contains("nodes/proxy"),
-                "{file} uses the node proxy; grant nodes/proxy get"
-            );
-        }
+        // The API server's node proxy would need nodes/proxy, which the deny list refuses.
+        assert!(
+            !text.contains("}/proxy/"),
+            "{file} goes through the API server's node proxy: ask this node's kubelet instead"
+        );
         if text.contains("Recorder::new(") {
             assert!(resources.contains("events"), "{file} records Events");
         }
@@ -346,6 +415,9 @@ fn daemonset_is_locked_down_as_documented() {
     };
     assert_eq!(field("NODE_NAME"), "spec.nodeName");
     assert_eq!(field("POD_NAMESPACE"), "metadata.namespace");
+    assert_eq!(field("HOST_IP"), "status.hostIP");
+    // recursiveReadOnly needs mountPropagation None, which would hide volumes mounted later.
+    assert!(kubelet.get("recursiveReadOnly").is_none());
 }
 
 #[test]
@@ -391,14 +463,16 @@ fn shipped_configmap_parses_with_the_agents_parsers() {
             .expect("postgres.yaml"),
     )
     .expect("postgres.yaml");
-    let file = creds
-        .for_cluster(None)
-        .expect("default")
-        .password_file
-        .clone();
     assert!(
-        file.starts_with("/etc/headroom/postgres"),
-        "{} is outside the Secret's mount",
-        file.display()
+        !creds.clusters.is_empty(),
+        "the example binds no credential"
     );
+    for c in &creds.clusters {
+        let file = &c.password_file;
+        assert!(
+            file.starts_with("/etc/headroom/postgres"),
+            "{} is outside the Secret's mount",
+            file.display()
+        );
+    }
 }

@@ -106,6 +106,13 @@ impl Actor<'_> {
                 reason: BlockReason::Disabled | BlockReason::InternalError
             }
         );
+        // Opt-in is a hard boundary: a claim whose owner never enabled headroom gets no patch and
+        // no Event, whatever state it is in (a KEP-1790 infeasible resize included).
+        if !opted_in {
+            self.events.update(&key, pvc, None).await;
+            self.events.update(&format!("{key}#wal"), pvc, None).await;
+            return Applied::Done;
+        }
         let status = StatusAnnotation::from_report(report, now);
 
         self.wal_notice(&key, pvc, eval).await;
@@ -119,7 +126,7 @@ impl Actor<'_> {
                 .ok()
                 .flatten()
                 .is_some_and(|old| !status.differs(&old));
-            if opted_in && !self.dry_run && !unchanged {
+            if !self.dry_run && !unchanged {
                 match state::status_patch(Some(&rv), &status) {
                     // A 409 here only means the next scan writes the status.
                     Ok(body) => {

@@ -1,17 +1,19 @@
-//! The kubelet's own volume numbers (`/stats/summary`, through the API server's node proxy): a
-//! second source to cross-check statfs, and the fallback when statfs cannot see a volume.
+//! The kubelet's own volume numbers (`/stats/summary` from this node's kubelet, see
+//! `kubelet_https`): the fallback when statfs cannot see a volume, and then a cross-check of the
+//! volumes statfs did measure.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use kube::Client;
 use serde::Deserialize;
+
+use super::kubelet_https::{KubeletEndpoint, fetch_summary};
 
 use crate::decide::Measurement;
 
 /// The kubelet refreshes volume stats every minute or two; asking more often buys nothing.
-pub const REFRESH: SignedDuration = SignedDuration::from_secs(30);
+pub const REFRESH: SignedDuration = SignedDuration::from_mins(1);
 /// Older numbers are not used at all.
 pub const MAX_AGE: SignedDuration = SignedDuration::from_mins(5);
 
@@ -96,52 +98,41 @@ impl KubeletVolume {
     }
 }
 
-/// Fetches and caches the summary of one node.
+/// Fetches and caches the summary of this node.
 pub struct KubeletStats {
-    client: Client,
-    path: String,
+    endpoint: Option<KubeletEndpoint>,
     timeout: Duration,
     cached: ByClaim,
     fetched: Option<Timestamp>,
 }
 
 impl KubeletStats {
-    pub fn new(client: Client, node: &str, timeout: Duration) -> Self {
+    /// `None`: no kubelet to ask (no `HOST_IP`); statfs is then the only source.
+    pub fn new(endpoint: Option<KubeletEndpoint>, timeout: Duration) -> Self {
         KubeletStats {
-            client,
-            path: format!("/api/v1/nodes/{node}/proxy/stats/summary"),
+            endpoint,
             timeout,
             cached: ByClaim::new(),
             fetched: None,
         }
     }
 
-    /// The cached numbers, refreshed when older than [`REFRESH`]. A failed fetch keeps the old
-    /// numbers (they carry their own timestamps) and is logged.
-    pub async fn get(&mut self, now: Timestamp) -> &ByClaim {
-        if self
-            .fetched
-            .is_none_or(|t| crate::decide::budget::minus(now, REFRESH) >= t)
-        {
+    /// The cached numbers, refreshed when `needed` (statfs missed a volume) and older than
+    /// [`REFRESH`]; never asked for when statfs measured everything. A failed fetch keeps the
+    /// old numbers (they carry their own timestamps) and is logged.
+    pub async fn get(&mut self, now: Timestamp, needed: bool) -> &ByClaim {
+        let due = self.fetched.is_none_or(|t| crate::decide::budget::minus(now, REFRESH) >= t);
+        if let (true, true, Some(ep)) = (needed, due, &self.endpoint) {
             self.fetched = Some(now);
-            match self.fetch().await {
-                Ok(fresh) => self.cached = fresh,
-                Err(e) => tracing::debug!(error = %e, "kubelet stats unavailable"),
+            match fetch_summary(ep, self.timeout).await {
+                Ok(body) => match parse(&body) {
+                    Ok(fresh) => self.cached = fresh,
+                    Err(e) => tracing::warn!(error = %e, "kubelet summary is not valid"),
+                },
+                Err(e) => tracing::warn!(error = %e, "kubelet stats unavailable"),
             }
         }
         &self.cached
-    }
-
-    async fn fetch(&self) -> Result<ByClaim, String> {
-        let request = http::Request::get(&self.path)
-            .body(Vec::new())
-            .map_err(|e| e.to_string())?;
-        let call = self.client.request_text(request);
-        let text = tokio::time::timeout(self.timeout, call)
-            .await
-            .map_err(|_| format!("no answer within {:?}", self.timeout))?
-            .map_err(|e| e.to_string())?;
-        parse(text.as_bytes()).map_err(|e| format!("summary is not valid: {e}"))
     }
 }
 

@@ -9,6 +9,7 @@ pub mod events;
 mod hostile_tests;
 pub mod inflight;
 pub mod kubelet;
+pub mod kubelet_https;
 pub mod pgconn;
 pub mod report;
 mod scan;
@@ -60,6 +61,8 @@ pub struct AgentConfig {
     pub namespace: String,
     pub configmap: String,
     pub kubelet_root: std::path::PathBuf,
+    /// This node's kubelet, when `HOST_IP` is known.
+    pub kubelet: Option<kubelet_https::KubeletEndpoint>,
     pub interval: Duration,
     pub dry_run: bool,
     pub resize_timeout: SignedDuration,
@@ -97,6 +100,17 @@ impl AgentConfig {
             namespace: a.namespace.clone(),
             configmap: a.configmap.clone(),
             kubelet_root: a.kubelet_root.clone(),
+            kubelet: a
+                .host_ip
+                .as_deref()
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(|host| kubelet_https::KubeletEndpoint {
+                    host: host.to_string(),
+                    port: a.kubelet_port,
+                    ca_file: a.kubelet_ca.clone(),
+                    token_file: a.kubelet_token_file.clone(),
+                }),
             interval: duration("interval", &a.interval)?,
             dry_run: a.dry_run,
             resize_timeout: SignedDuration::try_from(resize_timeout).map_err(|e| {

@@ -61,7 +61,7 @@ impl Scanner {
         reclaimer: crate::reclaim::Reclaimer,
     ) -> Self {
         Scanner {
-            kubelet: KubeletStats::new(client.clone(), &cfg.node, cfg.api_timeout),
+            kubelet: KubeletStats::new(cfg.kubelet.clone(), cfg.api_timeout),
             prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
             retried: Default::default(),
             cfg,
@@ -117,7 +117,11 @@ impl Scanner {
             None => Credentials::default(),
         };
         let draining = node_draining(world.node().as_deref());
-        let kubelet = self.kubelet.get(now).await.clone();
+        // The kubelet is asked only for what statfs could not measure.
+        let blind = volumes
+            .iter()
+            .any(|v| v.measurement.is_none() && v.mode == probe::VolumeMode::Filesystem);
+        let kubelet = self.kubelet.get(now, blind).await.clone();
 
         let mut by_pv: BTreeMap<&str, Vec<&Volume>> = BTreeMap::new();
         for v in &volumes {
@@ -278,7 +282,12 @@ impl Scanner {
         creds: &Credentials,
         now: Timestamp,
     ) -> Option<WalHealth> {
-        let (role, wal_on_data, cluster) = postgres_facts(s).ok()?;
+        // Only a claim that opted in (a valid, enabled policy) has its volume read or its server
+        // asked: the others are measured for metrics and nothing more.
+        if !eval.policy.as_ref().is_some_and(|p| p.enabled) {
+            return None;
+        }
+        let (role, wal_on_data, _) = postgres_facts(s).ok()?;
         if !(role == VolumeRole::Wal || (role == VolumeRole::Data && wal_on_data)) {
             return None;
         }
@@ -289,7 +298,8 @@ impl Scanner {
                 p.wal_safety.max_pending_wal_files
             });
         let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone());
-        let sql = match (creds.for_cluster(cluster.as_deref()).cloned(), pod_ip) {
+        // The pod's namespace and owner choose the credential, never its labels.
+        let sql = match (creds.for_pod(s.pod).cloned(), pod_ip) {
             // Reading the password file is blocking I/O: keep it off the async workers.
             (Some(cred), Some(ip)) => {
                 tokio::task::spawn_blocking(move || pgconn::target(&cred, &ip))

@@ -55,6 +55,16 @@ fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
             SslModeArg::Require => SslMode::Require,
         });
     }
+    if let Some(ca) = &args.ca_file {
+        let shown = ca.display().to_string();
+        let pem = std::fs::read(ca).map_err(|source| {
+            WalError::Sql(super::SqlError::CaFile {
+                path: shown.clone(),
+                source,
+            })
+        })?;
+        t.set_verify_ca(&shown, &pem).map_err(WalError::Sql)?;
+    }
     if let Some(path) = &args.password_file {
         t.set_password_file(path).map_err(WalError::Sql)?;
     }

@@ -23,6 +23,9 @@ use crate::decide::{SlotRetention, WalHealth};
 /// A segment waiting this long to be archived means the archiver is failing or hung.
 pub const STALE_READY_SECONDS: u64 = 15 * 60;
 
+/// How long the volume's WAL directories may take to read.
+pub const VOLUME_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Reads the volume (on a blocking thread) and asks the server, concurrently; never fails:
 /// what did not answer is `None` with its reason in `detail.errors`.
 pub async fn gather(
@@ -33,11 +36,19 @@ pub async fn gather(
 ) -> WalHealth {
     let from_volume = async {
         let path = volume?.to_path_buf();
-        let read = tokio::task::spawn_blocking(move || volume::inspect(&path, now)).await;
-        Some(match read {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(e) => Err(format!("volume reader task: {e}")),
-        })
+        let shown = path.display().to_string();
+        let read = tokio::task::spawn_blocking(move || volume::inspect(&path, now));
+        // A stuck filesystem must not hold the scan: the reader is left behind after this.
+        Some(
+            match tokio::time::timeout(VOLUME_READ_TIMEOUT, read).await {
+                Ok(Ok(result)) => result.map_err(|e| e.to_string()),
+                Ok(Err(e)) => Err(format!("volume reader task: {e}")),
+                Err(_) => Err(format!(
+                    "{shown}: no answer within {}s",
+                    VOLUME_READ_TIMEOUT.as_secs()
+                )),
+            },
+        )
     };
     gather_with(from_volume, sql, max_pending, now).await
 }

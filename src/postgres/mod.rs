@@ -2,6 +2,7 @@
 //! replication-slot state over SQL (`pg_monitor`), combined into [`crate::decide::WalHealth`].
 
 pub mod cli;
+pub mod guard;
 pub mod health;
 pub mod sql;
 pub mod tls;

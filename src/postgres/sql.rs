@@ -4,11 +4,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tokio_postgres::config::SslMode;
-use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{Client, Config, NoTls, Row, Socket};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::{Client, Config, NoTls, Row};
 
-use super::tls::EncryptOnlyTls;
+use super::guard::Guarded;
+use super::tls::{CaError, EncryptOnlyTls};
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -21,10 +21,17 @@ pub enum SqlError {
         path: String,
         source: std::io::Error,
     },
+    #[error("CA file {path}: {source}")]
+    CaFile {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("password file {path}: empty")]
     EmptyPassword { path: String },
     #[error("TLS setup: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("{0}")]
+    Ca(#[from] CaError),
     #[error("connecting to {target}: {detail}")]
     Connect { target: String, detail: String },
     #[error("connecting to {target}: no answer within {secs}s")]
@@ -44,6 +51,18 @@ pub enum SqlError {
 pub struct SqlTarget {
     config: Config,
     timeout: Duration,
+    /// Set for `verify-ca`: certificates must chain to this CA.
+    verified_tls: Option<VerifiedTls>,
+}
+
+/// `Debug` for the TLS connector without its key material.
+#[derive(Clone)]
+struct VerifiedTls(EncryptOnlyTls);
+
+impl std::fmt::Debug for VerifiedTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("verify-ca")
+    }
 }
 
 impl SqlTarget {
@@ -57,6 +76,7 @@ impl SqlTarget {
         let mut target = Self {
             config,
             timeout: DEFAULT_TIMEOUT,
+            verified_tls: None,
         };
         let timeout = target.config.get_connect_timeout().copied();
         target.set_timeout(timeout.unwrap_or(DEFAULT_TIMEOUT));
@@ -73,6 +93,14 @@ impl SqlTarget {
     pub fn set_ssl_mode(&mut self, mode: SslMode) -> &mut Self {
         self.config.ssl_mode(mode);
         self
+    }
+
+    /// libpq's `verify-ca`: TLS required, the chain checked against the CA in `pem`, the name
+    /// not (pod IPs are not in certificates).
+    pub fn set_verify_ca(&mut self, path: &str, pem: &[u8]) -> Result<&mut Self, SqlError> {
+        self.verified_tls = Some(VerifiedTls(EncryptOnlyTls::verify_ca(path, pem)?));
+        self.config.ssl_mode(SslMode::Require);
+        Ok(self)
     }
 
     pub fn set_password(&mut self, password: impl AsRef<[u8]>) -> &mut Self {
@@ -109,7 +137,6 @@ impl SqlTarget {
 
     /// `user@host:port` for messages.
     pub fn describe(&self) -> String {
-        use tokio_postgres::config::Host;
         let user = self.config.get_user().unwrap_or("?");
         let host = match self.config.get_hosts().first() {
             Some(Host::Tcp(h)) => h.clone(),
@@ -170,30 +197,87 @@ pub async fn query(target: &SqlTarget) -> Result<SqlFacts, SqlError> {
 }
 
 async fn query_unbounded(target: &SqlTarget) -> Result<SqlFacts, SqlError> {
+    let connect_err = |detail: String| SqlError::Connect {
+        target: target.describe(),
+        detail,
+    };
     // As libpq: no TLS over a Unix socket (the server would refuse it, and a socket path is no
-    // name to check a certificate against), whatever sslmode says.
-    if target.unix_only() {
+    // name to check a certificate against), whatever sslmode says. The socket is guarded too.
+    if let Some(path) = unix_socket(&target.config) {
+        let socket = tokio::net::UnixStream::connect(&path)
+            .await
+            .map_err(|e| connect_err(format!("{}: {e}", path.display())))?;
         let mut config = target.config.clone();
         config.ssl_mode(SslMode::Disable);
-        return ask_over(&config, NoTls, target).await;
+        let (client, connection) = config
+            .connect_raw(Guarded::from_startup(socket), NoTls)
+            .await
+            .map_err(|e| connect_err(chain(&e)))?;
+        return ask_on(client, tokio::spawn(connection), target).await;
     }
-    ask_over(&target.config, EncryptOnlyTls::new()?, target).await
+    let tls = match &target.verified_tls {
+        Some(v) => v.0.clone(),
+        None => EncryptOnlyTls::new()?,
+    };
+    // The socket is opened here rather than by tokio-postgres so that it can be guarded: no
+    // password leaves for a server that asks for it in the clear or as MD5 (see `guard`).
+    let (host, port) = tcp_address(&target.config).map_err(connect_err)?;
+    let socket = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| connect_err(e.to_string()))?;
+    let _ = socket.set_nodelay(true);
+    let stream = match target.config.get_ssl_mode() {
+        SslMode::Disable => Guarded::from_startup(socket),
+        _ => Guarded::after_ssl_request(socket),
+    };
+    let mut make = tls;
+    let connector =
+        tokio_postgres::tls::MakeTlsConnect::<Guarded<tokio::net::TcpStream>>::make_tls_connect(
+            &mut make, &host,
+        )
+        .map_err(|e| connect_err(e.to_string()))?;
+    let (client, connection) = target
+        .config
+        .connect_raw(stream, connector)
+        .await
+        .map_err(|e| connect_err(chain(&e)))?;
+    ask_on(client, tokio::spawn(connection), target).await
 }
 
-async fn ask_over<T>(config: &Config, tls: T, target: &SqlTarget) -> Result<SqlFacts, SqlError>
-where
-    T: MakeTlsConnect<Socket>,
-    T::Stream: Send + 'static,
-{
-    let (client, connection) = config.connect(tls).await.map_err(|e| SqlError::Connect {
-        target: target.describe(),
-        detail: chain(&e),
-    })?;
-    let conn = tokio::spawn(connection);
+async fn ask_on<E>(
+    client: Client,
+    conn: tokio::task::JoinHandle<Result<(), E>>,
+    target: &SqlTarget,
+) -> Result<SqlFacts, SqlError> {
     let result = ask(&client, target.timeout).await;
     drop(client);
     conn.abort();
     result
+}
+
+/// The socket file of a target whose hosts are all socket directories (`host=/run/postgresql`),
+/// as libpq names it: `<dir>/.s.PGSQL.<port>`.
+fn unix_socket(config: &Config) -> Option<std::path::PathBuf> {
+    let hosts = config.get_hosts();
+    let dir = match hosts {
+        [Host::Unix(dir), ..] if hosts.iter().all(|h| matches!(h, Host::Unix(_))) => dir,
+        _ => return None,
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    Some(dir.join(format!(".s.PGSQL.{port}")))
+}
+
+/// The one TCP host and port a target names (Unix sockets are for the CLI on the same host and
+/// have no place in the agent, which reaches pods by IP).
+fn tcp_address(config: &Config) -> Result<(String, u16), String> {
+    let host = match config.get_hosts() {
+        [Host::Tcp(h)] => h.clone(),
+        [] => "localhost".to_string(),
+        [Host::Unix(p)] => return Err(format!("{}: Unix sockets are not supported", p.display())),
+        _ => return Err("name exactly one host".into()),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    Ok((host, port))
 }
 
 fn q(what: &'static str) -> impl FnOnce(tokio_postgres::Error) -> SqlError {

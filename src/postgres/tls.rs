@@ -1,9 +1,14 @@
-//! TLS for `sslmode=prefer|require` with rustls (ring provider).
+//! TLS for Postgres connections with rustls (ring provider), in two modes:
 //!
-//! libpq's `require` encrypts without verifying the server certificate, and headroom connects to
-//! a pod IP on its own node, where certificates issued for service names would not match anyway:
-//! so this connector encrypts and checks handshake signatures but accepts any certificate.
-//! `verify-ca`/`verify-full` are not supported (tokio-postgres refuses them when parsing a DSN).
+//! - encrypt only (libpq `sslmode=prefer|require`): handshake signatures are checked, any
+//!   certificate is accepted;
+//! - `verify-ca`: the certificate must chain to a configured CA. The name is not checked: the
+//!   agent connects to a pod IP on its own node, which certificates issued for service names do
+//!   not carry (libpq's `verify-ca` has the same meaning).
+//!
+//! Either way the stream offers `tls-server-end-point` channel binding, so a SCRAM server that
+//! supports it (SCRAM-SHA-256-PLUS) can tell a relaying man in the middle from us, and the
+//! decrypted stream is [`Guarded`]: only SCRAM may ask for the password.
 
 use std::future::Future;
 use std::io;
@@ -19,11 +24,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 use tokio_rustls::TlsConnector;
 
-/// Makes encrypt-only TLS connections (libpq `sslmode=require` semantics).
+use super::guard::Guarded;
+
+/// Makes TLS connections; see the module comment for the two modes.
 #[derive(Clone)]
 pub struct EncryptOnlyTls {
     config: Arc<ClientConfig>,
 }
+
+pub use crate::ca::CaError;
 
 impl EncryptOnlyTls {
     pub fn new() -> Result<Self, rustls::Error> {
@@ -35,6 +44,14 @@ impl EncryptOnlyTls {
             .with_no_client_auth();
         Ok(Self {
             config: Arc::new(config),
+        })
+    }
+
+    /// Verifies the server's chain against the CA certificates in `pem` (`path` names it in
+    /// errors), for any name.
+    pub fn verify_ca(path: &str, pem: &[u8]) -> Result<Self, CaError> {
+        Ok(Self {
+            config: Arc::new(crate::ca::chain_only(path, pem)?),
         })
     }
 }
@@ -83,18 +100,55 @@ where
                 )
             })?;
             let tls = self.connector.connect(name, stream).await?;
-            Ok(RustlsStream(Box::new(tls)))
+            let binding = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|leaf| server_end_point(leaf.as_ref()));
+            Ok(RustlsStream {
+                inner: Guarded::from_startup(Box::new(tls)),
+                binding,
+            })
         })
     }
 }
 
-pub struct RustlsStream<S>(Box<tokio_rustls::client::TlsStream<S>>);
+pub struct RustlsStream<S> {
+    inner: Guarded<Box<tokio_rustls::client::TlsStream<S>>>,
+    binding: Option<Vec<u8>>,
+}
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
     fn channel_binding(&self) -> ChannelBinding {
-        // Channel binding proves the certificate, which this connector does not check anyway.
-        ChannelBinding::none()
+        match &self.binding {
+            Some(hash) => ChannelBinding::tls_server_end_point(hash.clone()),
+            None => ChannelBinding::none(),
+        }
     }
+}
+
+/// RFC 5929 `tls-server-end-point`: the certificate's hash, with its signature's hash function,
+/// SHA-256 for MD5, SHA-1 and anything not recognised.
+fn server_end_point(der: &[u8]) -> Vec<u8> {
+    // DER of the signature algorithm OIDs that name SHA-384 and SHA-512.
+    const SHA384: [&[u8]; 2] = [
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0c],
+        &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03],
+    ];
+    const SHA512: [&[u8]; 2] = [
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0d],
+        &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x04],
+    ];
+    let has = |oids: [&[u8]; 2]| oids.iter().any(|o| der.windows(o.len()).any(|w| w == *o));
+    let algorithm = if has(SHA512) {
+        &ring::digest::SHA512
+    } else if has(SHA384) {
+        &ring::digest::SHA384
+    } else {
+        &ring::digest::SHA256
+    };
+    ring::digest::digest(algorithm, der).as_ref().to_vec()
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for RustlsStream<S> {
@@ -103,7 +157,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for RustlsStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_read(cx, buf)
+        Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
@@ -113,15 +167,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0).poll_write(cx, buf)
+        Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_flush(cx)
+        Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_shutdown(cx)
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -1,11 +1,28 @@
 //! WAL facts read from the volume itself: no credentials, metadata only (no file is opened).
+//!
+//! The volume belongs to a tenant, who may plant symlinks (to another tenant's volume, to the
+//! host), `..` tricks, FIFOs or millions of entries. So every directory below the mount is opened
+//! relative to the mount's descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, or,
+//! on kernels before 5.6, one `O_NOFOLLOW` component at a time; entries are only `fstatat`ed
+//! without following (a FIFO is never opened), and no directory is read past [`MAX_ENTRIES`].
 
-use std::fs;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use jiff::Timestamp;
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
+
+use crate::probe::safe_open;
+
+/// Entries read from one directory at most: a real `pg_wal` holds a few thousand even with
+/// archiving broken for days; more is a tenant making the agent work, and an error.
+pub const MAX_ENTRIES: usize = 50_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
@@ -15,12 +32,14 @@ pub enum VolumeError {
     NotFound { path: PathBuf },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("{path}: more than {cap} entries; not read further")]
+    TooManyEntries { path: PathBuf, cap: usize },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> VolumeError + '_ {
-    move |source| VolumeError::Io {
+fn io_err(path: &Path) -> impl FnOnce(Errno) -> VolumeError + '_ {
+    move |e| VolumeError::Io {
         path: path.to_path_buf(),
-        source,
+        source: io::Error::from(e),
     }
 }
 
@@ -29,7 +48,8 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> VolumeError + '_ {
 pub enum WalLocation {
     /// A `pg_wal` directory on this volume.
     Here(PathBuf),
-    /// `pg_wal` is a symlink: WAL lives on another volume, measured through that volume's own mount.
+    /// `pg_wal` is a symlink: WAL lives on another volume, measured through that volume's own
+    /// mount. The link is read, never followed.
     Elsewhere { link: PathBuf, target: PathBuf },
 }
 
@@ -54,70 +74,191 @@ pub enum VolumeWal {
     Elsewhere { link: PathBuf, target: PathBuf },
 }
 
+/// A path below an opened volume root: components, and how to show it.
+#[derive(Debug, Clone)]
+struct Rel {
+    parts: Vec<OsString>,
+    shown: PathBuf,
+}
+
+impl Rel {
+    fn root(mount: &Path) -> Rel {
+        Rel {
+            parts: Vec::new(),
+            shown: mount.to_path_buf(),
+        }
+    }
+
+    fn join(&self, name: &OsStr) -> Rel {
+        let mut parts = self.parts.clone();
+        parts.push(name.to_os_string());
+        Rel {
+            parts,
+            shown: self.shown.join(name),
+        }
+    }
+}
+
+/// Opens directory `rel` below `root` for reading, refusing symlinks, `..` and anything that
+/// resolves outside `root`.
+fn open_dir(root: &OwnedFd, rel: &Rel) -> Result<OwnedFd, Errno> {
+    let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    if rel.parts.is_empty() {
+        return openat(root.as_fd(), ".", read, Mode::empty());
+    }
+    let mut joined = OsString::new();
+    for (i, p) in rel.parts.iter().enumerate() {
+        if p.is_empty() || p == ".." || p == "." || p.as_bytes().contains(&b'/') {
+            return Err(Errno::EINVAL);
+        }
+        if i > 0 {
+            joined.push("/");
+        }
+        joined.push(p);
+    }
+    let how = OpenHow::new().flags(read).resolve(
+        ResolveFlag::RESOLVE_BENEATH
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+    );
+    match openat2(root.as_fd(), joined.as_os_str(), how) {
+        // Kernels before 5.6 (or a seccomp profile without openat2): one component at a time.
+        Err(Errno::ENOSYS | Errno::EPERM) => {
+            let parts: Vec<&OsStr> = rel.parts.iter().map(OsString::as_os_str).collect();
+            let dir = safe_open::open_dir_beneath(root, &parts)?;
+            openat(dir.as_fd(), ".", read, Mode::empty())
+        }
+        other => other,
+    }
+}
+
+/// Metadata of `name` in `dir`, the entry itself if it is a symlink.
+fn stat_at(dir: &impl AsFd, name: &OsStr) -> Result<FileStat, Errno> {
+    fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+}
+
+fn kind(st: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
+}
+
+/// Names in directory `dir` (`.` and `..` left out), at most [`MAX_ENTRIES`].
+fn list(dir: OwnedFd, shown: &Path) -> Result<(Dir, Vec<OsString>), VolumeError> {
+    let mut d = Dir::from_fd(dir).map_err(io_err(shown))?;
+    let mut names = Vec::new();
+    for entry in d.iter() {
+        let entry = entry.map_err(io_err(shown))?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        if names.len() == MAX_ENTRIES {
+            return Err(VolumeError::TooManyEntries {
+                path: shown.to_path_buf(),
+                cap: MAX_ENTRIES,
+            });
+        }
+        names.push(name.to_os_string());
+    }
+    Ok((d, names))
+}
+
+fn is_file_at(root: &OwnedFd, dir: &Rel, name: &str) -> bool {
+    open_dir(root, dir)
+        .and_then(|d| stat_at(&d, OsStr::new(name)))
+        .is_ok_and(|st| kind(&st) == SFlag::S_IFREG)
+}
+
 /// Finds the WAL directory of a data directory, a volume mount holding one (CloudNativePG's
 /// `<mount>/pgdata`, or `PG_VERSION` within two levels), or a WAL volume mount (`<mount>/pg_wal`,
 /// or the mount being `pg_wal` itself). Symlinks are never followed.
 pub fn locate(mount: &Path) -> Result<WalLocation, VolumeError> {
-    let candidates = [mount.to_path_buf(), mount.join("pgdata")];
-    let datadir = match candidates.iter().find(|d| is_file(&d.join("PG_VERSION"))) {
-        Some(d) => Some(d.clone()),
-        None => find_pg_version(mount, 2)?,
+    let root = safe_open::open_root(mount).map_err(io_err(mount))?;
+    Ok(match locate_in(&root, mount)? {
+        Found::Here(rel) => WalLocation::Here(rel.shown),
+        Found::Elsewhere { link, target } => WalLocation::Elsewhere { link, target },
+    })
+}
+
+enum Found {
+    Here(Rel),
+    Elsewhere { link: PathBuf, target: PathBuf },
+}
+
+fn locate_in(root: &OwnedFd, mount: &Path) -> Result<Found, VolumeError> {
+    let top = Rel::root(mount);
+    let pgdata = top.join(OsStr::new("pgdata"));
+    let datadir = if is_file_at(root, &top, "PG_VERSION") {
+        Some(top.clone())
+    } else if is_file_at(root, &pgdata, "PG_VERSION") {
+        Some(pgdata)
+    } else {
+        find_pg_version(root, &top, 2)?
     };
     if let Some(datadir) = datadir {
-        return pg_wal_in(&datadir.join("pg_wal"));
+        return pg_wal_in(root, &datadir);
     }
-    let wal = mount.join("pg_wal");
-    if fs::symlink_metadata(&wal).is_ok() {
-        return pg_wal_in(&wal);
+    let top_fd = open_dir(root, &top).map_err(io_err(mount))?;
+    if stat_at(&top_fd, OsStr::new("pg_wal")).is_ok() {
+        return pg_wal_in(root, &top);
     }
-    if is_dir(&mount.join("archive_status")) {
-        return Ok(WalLocation::Here(mount.to_path_buf()));
+    let status = stat_at(&top_fd, OsStr::new("archive_status"));
+    if status.is_ok_and(|st| kind(&st) == SFlag::S_IFDIR) {
+        return Ok(Found::Here(top));
     }
     Err(VolumeError::NotFound {
         path: mount.to_path_buf(),
     })
 }
 
-fn pg_wal_in(pg_wal: &Path) -> Result<WalLocation, VolumeError> {
-    let meta = fs::symlink_metadata(pg_wal).map_err(io_err(pg_wal))?;
-    if meta.file_type().is_symlink() {
-        let target = fs::read_link(pg_wal).map_err(io_err(pg_wal))?;
-        return Ok(WalLocation::Elsewhere {
-            link: pg_wal.to_path_buf(),
-            target,
-        });
+/// `pg_wal` in `parent`: here if a directory, elsewhere (the link read, not followed) if a
+/// symlink.
+fn pg_wal_in(root: &OwnedFd, parent: &Rel) -> Result<Found, VolumeError> {
+    let wal = parent.join(OsStr::new("pg_wal"));
+    let dir = open_dir(root, parent).map_err(io_err(&parent.shown))?;
+    let st = stat_at(&dir, OsStr::new("pg_wal")).map_err(io_err(&wal.shown))?;
+    match kind(&st) {
+        SFlag::S_IFLNK => {
+            let target = readlinkat(dir.as_fd(), "pg_wal").map_err(io_err(&wal.shown))?;
+            Ok(Found::Elsewhere {
+                link: wal.shown,
+                target: PathBuf::from(target),
+            })
+        }
+        SFlag::S_IFDIR => Ok(Found::Here(wal)),
+        _ => Err(VolumeError::Io {
+            path: wal.shown,
+            source: io::Error::other("not a directory"),
+        }),
     }
-    Ok(WalLocation::Here(pg_wal.to_path_buf()))
-}
-
-fn is_file(p: &Path) -> bool {
-    fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
-}
-
-fn is_dir(p: &Path) -> bool {
-    fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
 /// Breadth-first: the shallowest data directory wins; directories are visited in name order so
 /// the answer does not depend on readdir order.
-fn find_pg_version(root: &Path, depth: u32) -> Result<Option<PathBuf>, VolumeError> {
-    let mut level = vec![root.to_path_buf()];
+fn find_pg_version(root: &OwnedFd, top: &Rel, depth: u32) -> Result<Option<Rel>, VolumeError> {
+    let mut level = vec![top.clone()];
     for _ in 0..depth {
         let mut next = Vec::new();
         for dir in &level {
-            let Ok(entries) = fs::read_dir(dir) else {
+            let Ok(fd) = open_dir(root, dir) else {
                 continue;
             };
-            let mut subdirs: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
+            let (d, names) = list(fd, &dir.shown)?;
+            let mut subdirs: Vec<Rel> = names
+                .iter()
+                .filter(|n| stat_at(&d, n).is_ok_and(|st| kind(&st) == SFlag::S_IFDIR))
+                .map(|n| dir.join(n))
                 .collect();
-            subdirs.sort();
-            if let Some(found) = subdirs.iter().find(|d| is_file(&d.join("PG_VERSION"))) {
+            subdirs.sort_by(|a, b| a.parts.cmp(&b.parts));
+            if let Some(found) = subdirs.iter().find(|s| is_file_at(root, s, "PG_VERSION")) {
                 return Ok(Some(found.clone()));
             }
             next.extend(subdirs);
+            if next.len() > MAX_ENTRIES {
+                return Err(VolumeError::TooManyEntries {
+                    path: top.shown.clone(),
+                    cap: MAX_ENTRIES,
+                });
+            }
         }
         level = next;
     }
@@ -132,73 +273,77 @@ pub fn is_segment_name(name: &str) -> bool {
 /// Counts `.ready`/`.done` markers and WAL segment bytes in `pg_wal`, from metadata only.
 /// Files that vanish mid-walk (Postgres recycles segments) are skipped.
 pub fn read_wal_dir(pg_wal: &Path, now: Timestamp) -> Result<WalDirStats, VolumeError> {
+    let root = safe_open::open_root(pg_wal).map_err(io_err(pg_wal))?;
+    read_wal_in(&root, &Rel::root(pg_wal), now)
+}
+
+fn read_wal_in(root: &OwnedFd, wal: &Rel, now: Timestamp) -> Result<WalDirStats, VolumeError> {
     let mut stats = WalDirStats {
-        pg_wal: pg_wal.to_path_buf(),
+        pg_wal: wal.shown.clone(),
         ..Default::default()
     };
-    for entry in fs::read_dir(pg_wal).map_err(io_err(pg_wal))? {
-        let entry = entry.map_err(io_err(pg_wal))?;
-        let name = entry.file_name();
+    let fd = open_dir(root, wal).map_err(io_err(&wal.shown))?;
+    let (d, names) = list(fd, &wal.shown)?;
+    for name in &names {
         if !name.to_str().is_some_and(is_segment_name) {
             continue;
         }
-        match entry.metadata() {
-            Ok(m) if m.is_file() => {
+        match stat_at(&d, name) {
+            Ok(st) if kind(&st) == SFlag::S_IFREG => {
                 stats.segment_files += 1;
-                stats.segment_bytes += m.len();
+                stats.segment_bytes += u64::try_from(st.st_size).unwrap_or(0);
             }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(&entry.path())(e)),
+            Ok(_) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(io_err(&wal.shown.join(name))(e)),
         }
     }
-    let status = pg_wal.join("archive_status");
-    let entries = match fs::read_dir(&status) {
-        Ok(entries) => entries,
+    let status = wal.join(OsStr::new("archive_status"));
+    let fd = match open_dir(root, &status) {
+        Ok(fd) => fd,
         // No archive_status: nothing was ever marked for archiving.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(stats),
-        Err(e) => return Err(io_err(&status)(e)),
+        Err(Errno::ENOENT) => return Ok(stats),
+        Err(e) => return Err(io_err(&status.shown)(e)),
     };
-    let now_system = SystemTime::from(now);
-    let mut oldest: Option<SystemTime> = None;
-    for entry in entries {
-        let entry = entry.map_err(io_err(&status))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.ends_with(".done") {
+    let (d, names) = list(fd, &status.shown)?;
+    let now_secs = now.as_second();
+    let mut oldest: Option<i64> = None;
+    for name in &names {
+        let Some(text) = name.to_str() else { continue };
+        if text.ends_with(".done") {
             stats.done_files += 1;
             continue;
         }
-        if !name.ends_with(".ready") {
+        if !text.ends_with(".ready") {
             continue;
         }
-        let mtime = match entry.metadata().and_then(|m| m.modified()) {
-            Ok(t) => t,
+        let mtime = match stat_at(&d, name) {
+            Ok(st) => st.st_mtime,
             // Archived between readdir and stat: no longer pending.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_err(&entry.path())(e)),
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(io_err(&status.shown.join(name))(e)),
         };
         stats.ready_files += 1;
         oldest = Some(oldest.map_or(mtime, |o| o.min(mtime)));
     }
-    stats.oldest_ready_seconds =
-        oldest.map(|t| now_system.duration_since(t).map_or(0, |d| d.as_secs()));
+    stats.oldest_ready_seconds = oldest.map(|t| u64::try_from(now_secs - t).unwrap_or(0));
     Ok(stats)
 }
 
 /// Locates and reads the WAL of a volume mount or data directory.
 pub fn inspect(mount: &Path, now: Timestamp) -> Result<VolumeWal, VolumeError> {
-    match locate(mount)? {
-        WalLocation::Here(pg_wal) => Ok(VolumeWal::Here(read_wal_dir(&pg_wal, now)?)),
-        WalLocation::Elsewhere { link, target } => Ok(VolumeWal::Elsewhere { link, target }),
+    let root = safe_open::open_root(mount).map_err(io_err(mount))?;
+    match locate_in(&root, mount)? {
+        Found::Here(wal) => Ok(VolumeWal::Here(read_wal_in(&root, &wal, now)?)),
+        Found::Elsewhere { link, target } => Ok(VolumeWal::Elsewhere { link, target }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs::File;
+    use std::fs::{self, File};
     use std::os::unix::fs::symlink;
+    use std::time::SystemTime;
 
     fn touch(p: &Path, age_secs: u64, now: Timestamp) {
         let f = File::create(p).unwrap();

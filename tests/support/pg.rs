@@ -182,10 +182,20 @@ impl Cluster {
         .unwrap();
     }
 
+    /// A CA (`ca.crt` in the data directory, for `verify-ca`) and a server certificate it
+    /// signed, for `localhost` (not the IP clients connect to).
     fn make_certificate(&self) {
-        let (crt, key) = (self.data.join("server.crt"), self.data.join("server.key"));
-        let out = Command::new("openssl")
-            .args([
+        let d = &self.data;
+        let (crt, key) = (d.join("server.crt"), d.join("server.key"));
+        let ext = d.join("server.ext");
+        fs::write(
+            &ext,
+            "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost\n",
+        )
+        .unwrap();
+        let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+        let steps: [Vec<String>; 3] = [
+            [
                 "req",
                 "-x509",
                 "-newkey",
@@ -194,19 +204,59 @@ impl Cluster {
                 "-days",
                 "1",
                 "-subj",
+                "/CN=headroom test CA",
+                "-keyout",
+                &p("ca.key"),
+                "-out",
+                &p("ca.crt"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            [
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
                 "/CN=localhost",
-            ])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&crt)
-            .output()
-            .expect("run the openssl CLI to make a test certificate");
-        assert!(
-            out.status.success(),
-            "openssl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+                "-keyout",
+                &p("server.key"),
+                "-out",
+                &p("server.csr"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            [
+                "x509",
+                "-req",
+                "-in",
+                &p("server.csr"),
+                "-CA",
+                &p("ca.crt"),
+                "-CAkey",
+                &p("ca.key"),
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                &p("server.ext"),
+                "-out",
+                &p("server.crt"),
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for args in steps {
+            let out = Command::new("openssl")
+                .args(&args)
+                .output()
+                .expect("run the openssl CLI to make a test certificate");
+            assert!(
+                out.status.success(),
+                "openssl: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
         self.chown(&crt);
