@@ -149,10 +149,12 @@ pub fn layers(
     }
 
     // pvc-autoresizer leaves a claim alone without a non-zero limit; so does this translation.
-    let Some((limit_text, limit_object, limit_origin)) = limit(&objects, spec_limit, &mut out)
-    else {
+    // An unreadable limit is a claim asking to be resized with a typo: it is enabled, so that the
+    // problem is reported (pvc-autoresizer counts it as a failed resize).
+    let found_limit = limit(&objects, spec_limit, &mut out);
+    if matches!(found_limit, Limit::None) {
         return out;
-    };
+    }
     let on = Some(enabled.object);
     out.enabled_by = Some((enabled.object, enabled.origin.clone()));
     out.set(on, "enabled", "true", &enabled.origin);
@@ -163,6 +165,9 @@ pub fn layers(
         enabled.origin
     );
     out.set(on, "mode", "threshold", &mode_origin);
+    let Limit::Found(limit_text, limit_object, limit_origin) = found_limit else {
+        return out;
+    };
     out.set(Some(limit_object), "limit", &limit_text, &limit_origin);
 
     let default_origin = |key: &str, default: &str| {
@@ -219,13 +224,18 @@ pub fn layers(
     out
 }
 
-/// The limit, the object it was written on and its origin: the annotation first, then the
-/// claim's spec. A zero limit is ignored, as pvc-autoresizer documents.
-fn limit(
-    objects: &Objects<'_>,
-    spec_limit: Option<&str>,
-    out: &mut Layers,
-) -> Option<(String, Object, String)> {
+enum Limit {
+    /// The limit as written, the object it was written on, and its origin.
+    Found(String, Object, String),
+    /// No non-zero limit anywhere.
+    None,
+    /// A limit that is not a quantity (a problem is recorded).
+    Invalid,
+}
+
+/// The limit: the annotation first, then the claim's spec. A zero limit is ignored, as
+/// pvc-autoresizer documents.
+fn limit(objects: &Objects<'_>, spec_limit: Option<&str>, out: &mut Layers) -> Limit {
     let candidates = [
         objects
             .lookup(STORAGE_LIMIT)
@@ -245,14 +255,14 @@ fn limit(
         }
         match size(&text) {
             Ok(0) => continue,
-            Ok(_) => return Some((text.trim().to_string(), object, origin)),
+            Ok(_) => return Limit::Found(text.trim().to_string(), object, origin),
             Err(m) => {
                 out.problem(field, format!("{m} (in {origin})"));
-                return None;
+                return Limit::Invalid;
             }
         }
     }
-    None
+    Limit::None
 }
 
 #[derive(Debug, PartialEq)]
