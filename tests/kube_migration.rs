@@ -150,6 +150,17 @@ fn pvc_autoresizer_claims_end_where_pvc_autoresizer_would_put_them() {
             want: GI,
         },
         // Its own threshold and increase: 16 % free is under 20 %; 2Gi + 2Gi.
+        // Free inodes under inodes-threshold, bytes plenty: 100 inodes, 61 used, 39 % free
+        // under 50 %. 1Gi + 10 % -> 2Gi, the limit; the inodes stay short, so it stops there.
+        Case {
+            name: "inodes",
+            class: "on",
+            size: GI,
+            annotations: &[("storage_limit", "2Gi"), ("inodes-threshold", "50%")],
+            labels: &[],
+            fill_mi: Some(1),
+            want: 2 * GI,
+        },
         Case {
             name: "custom",
             class: "on",
@@ -298,6 +309,9 @@ fn pvc_autoresizer_claims_end_where_pvc_autoresizer_would_put_them() {
             let pv = c.pv_name(case.name);
             let mount = c.root.tmpfs_volume(&uid, &pv, 64 * MI);
             fill(&mount, mi * MI);
+            if case.name == "inodes" {
+                few_inodes(&mount, 100, 60);
+            }
             mounts.push((case.name, mount));
         }
     }
@@ -331,6 +345,8 @@ fn pvc_autoresizer_claims_end_where_pvc_autoresizer_would_put_them() {
         let grew = usize::from(case.want != case.size);
         assert_eq!(c.resize_patches(case.name), grew, "{}: resizes", case.name);
     }
+    // At its limit with the inodes still short: said, and nothing more.
+    c.wait_blocked("inodes", "at_limit");
     // Claims pvc-autoresizer would not touch and headroom does not manage are not written at all.
     for name in ["no-limit", "zero-limit", "not-enabled"] {
         assert!(
@@ -399,6 +415,24 @@ fn pvc_autoresizer_claims_end_where_pvc_autoresizer_would_put_them() {
         before == manifests(),
         "the test changed the shipped manifests"
     );
+}
+
+/// Remounts the tmpfs at `mount` with `total` inodes (the CSI driver's later remounts keep it)
+/// and creates `files` empty files.
+fn few_inodes(mount: &Path, total: u64, files: u64) {
+    use nix::mount::{MsFlags, mount as remount};
+    let opts = format!("size={},nr_inodes={total}", 64 * MI);
+    remount(
+        Some("tmpfs"),
+        mount,
+        Some("tmpfs"),
+        MsFlags::MS_REMOUNT,
+        Some(opts.as_str()),
+    )
+    .expect("remount with few inodes");
+    for i in 0..files {
+        std::fs::write(mount.join(format!("f{i}")), b"").expect("create a file");
+    }
 }
 
 /// `headroom_volume_resize_blocked{reason=...}` of `claim`.
