@@ -46,6 +46,10 @@ fi
 if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
   HEADROOM_KUBE_APISERVER="$(./scripts/kube-apiserver.sh)"
   export HEADROOM_KUBE_APISERVER
+  # kubectl 1.20.2 (Debian's kubernetes-client, unpacked into the same cache) for the migration
+  # test's `kubectl apply -k daemonset/`.
+  HEADROOM_KUBECTL="$(./scripts/kubectl.sh)"
+  export HEADROOM_KUBECTL
 else
   echo "test.sh: not root: the real-API-server tests will skip (set CI to make that a failure)" >&2
 fi

@@ -35,7 +35,8 @@ pub enum Command {
     /// Show the WAL archive and replication-slot health of a Postgres data directory or server.
     WalHealth(WalHealthArgs),
     /// Show every claim's headroom status and last action, read from its annotations (one LIST
-    /// with your kubeconfig, like kubectl).
+    /// with your kubeconfig, like kubectl); with --policy, each claim's effective policy and
+    /// where every key came from.
     Status(StatusArgs),
     /// Trim (FITRIM, like fstrim) one mounted filesystem and print what it reclaimed. Needs CAP_SYS_ADMIN.
     Trim(TrimArgs),
@@ -140,6 +141,18 @@ pub enum SslModeArg {
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
+    /// Only this claim (in the namespace given or the context's).
+    pub name: Option<String>,
+    /// Show the effective policy of each claim, key by key, and where each key came from (the
+    /// claim, its StorageClass, their resize.topolvm.io annotations, the ConfigMap, the default).
+    #[arg(long)]
+    pub policy: bool,
+    /// Namespace of the central policy ConfigMap (--policy).
+    #[arg(long, default_value = "headroom")]
+    pub configmap_namespace: String,
+    /// Name of the central policy ConfigMap (--policy).
+    #[arg(long, default_value = "headroom")]
+    pub configmap: String,
     /// Namespace to list (default: the kubeconfig context's namespace).
     #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
     pub namespace: Option<String>,

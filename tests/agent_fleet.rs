@@ -1,8 +1,8 @@
 //! Fleet-safe operation end to end on the fake API server (real tmpfs volumes, `headroom agent`
 //! as a child process): SIGTERM during a patch (the fake holds the PATCH open), failed resizes
-//! (resize status fields newer than the real test server's 1.20), topolvm annotations. Drains
-//! and group sizing run on the real server (kube_fleet.rs, kube_agent.rs); the kubelet as a
-//! second source in `agent_kubelet.rs`; scheduled trims in `agent_reclaim.rs`.
+//! (resize status fields newer than the real test server's 1.20). Drains and group sizing run on
+//! the real server (kube_fleet.rs, kube_agent.rs), topolvm annotations too (kube_migration.rs);
+//! the kubelet as a second source in `agent_kubelet.rs`; scheduled trims in `agent_reclaim.rs`.
 
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
@@ -12,12 +12,10 @@ mod support {
     pub mod root;
 }
 
-use std::collections::BTreeMap;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -54,17 +52,6 @@ fn wait_blocked(c: &Cluster, name: &str, reason: &str, used_over: f64) {
                 .then_some(())
         },
     );
-}
-
-fn wait_request(c: &Cluster, name: &str, bytes: u64) -> PersistentVolumeClaim {
-    wait_for(
-        Duration::from_secs(10),
-        &format!("{name}'s request to be {bytes}"),
-        || {
-            let p = c.get(name);
-            (request_of(&p) >= bytes).then_some(p)
-        },
-    )
 }
 
 fn kinds(pvc: &PersistentVolumeClaim) -> Vec<String> {
@@ -229,58 +216,3 @@ async fn failed_resizes_get_nothing_stacked_on_top_and_one_event() {
 }
 
 // The kubelet's numbers as a second source: tests/agent_kubelet.rs (a real TLS kubelet).
-
-#[tokio::test(flavor = "multi_thread")]
-async fn topolvm_annotated_claims_grow_as_pvc_autoresizer_would() {
-    if !needs_root("topolvm_annotated_claims_grow_as_pvc_autoresizer_would") {
-        return;
-    }
-    let mut c = Cluster::new().await;
-    let mut class = fake_api::fixtures::storage_class("topolvm", true);
-    class.metadata.annotations = Some(BTreeMap::from([(
-        "resize.topolvm.io/enabled".to_string(),
-        "true".to_string(),
-    )]));
-    c.fake.insert::<StorageClass>(class);
-    let topolvm = |limit: &'static str| {
-        move |p: &mut PersistentVolumeClaim| {
-            let a = p.metadata.annotations.get_or_insert_with(Default::default);
-            for (k, v) in [
-                ("threshold", "20%"),
-                ("increase", "8Mi"),
-                ("storage_limit", limit),
-            ] {
-                a.insert(format!("resize.topolvm.io/{k}"), v.to_string());
-            }
-        }
-    };
-    // (claim, class, size, limit): each a 64Mi tmpfs filled to 86 % (14 % free, under 20 %).
-    let claims = [
-        ("small", "topolvm", "64Mi", "100Mi"),
-        ("large", "topolvm", "1Gi", "4Gi"),
-        ("not-enabled", "fast", "64Mi", "100Mi"),
-    ];
-    for (name, class, size, limit) in claims {
-        let mut pvc = fake_api::fixtures::bound_pvc(NS, name, class, size);
-        topolvm(limit)(&mut pvc);
-        c.fake.insert(pvc);
-        let uid = c.pod(&format!("pod-{name}"), NODE, name);
-        let mount = c.root.tmpfs_volume(&uid, &format!("pv-{name}"), 64 * MI);
-        fill(&mount, 55 * MI);
-    }
-    let _agent = c.agent("300ms");
-    // Below 1Gi headroom steps in whole Mi: +8Mi. (pvc-autoresizer rounds every new size up to
-    // a whole Gi, capped at the limit, which would make this one 100Mi.)
-    let small = wait_request(&c, "small", 65 * MI);
-    assert_eq!(request_of(&small), 72 * MI);
-    // From 1Gi both round up to whole Gi: 1Gi + 8Mi -> 2Gi, exactly pvc-autoresizer's choice.
-    let large = wait_request(&c, "large", 1025 * MI);
-    assert_eq!(request_of(&large), 2048 * MI);
-    assert_eq!(kinds(&small), ["Grow"]);
-    assert_eq!(kinds(&large), ["Grow"]);
-    std::thread::sleep(Duration::from_millis(900));
-    // The StorageClass does not enable pvc-autoresizer: its annotations mean nothing.
-    assert_eq!(c.resize_patches("not-enabled"), 0);
-    assert_eq!(c.resize_patches("small"), 1);
-    assert_eq!(c.resize_patches("large"), 1);
-}

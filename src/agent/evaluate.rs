@@ -154,11 +154,8 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     errors.extend(validation.errors.iter().cloned());
     validation.warnings.extend(ignored);
     // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are not
-    // worth an Event on every claim of the cluster.
-    let wants_enabled = merged
-        .spec
-        .get("enabled")
-        .is_some_and(|r| r.text.trim() != "false");
+    // worth an Event on every claim of the cluster; a claim pvc-autoresizer would resize is in.
+    let wants_enabled = merged.wants_enabled();
     let policy = validation.policy.filter(|_| errors.is_empty());
     let disabled = Policy::with_limit(0);
     let input = match (&policy, wants_enabled) {

@@ -12,6 +12,9 @@ use crate::decide::VolumeRole;
 
 pub const POSTGRES_ROLE: &str = "headroom.dev/postgres-role";
 pub const GROUP: &str = "headroom.dev/group";
+use crate::policy::topolvm::INITIAL_RESIZE_GROUP_BY;
+/// The group kind of pvc-autoresizer's `initial-resize-group-by` in a group key.
+const TOPOLVM_GROUP: &str = "topolvm";
 
 const CNPG_ROLE: &str = "cnpg.io/pvcRole";
 const CNPG_CLUSTER: &str = "cnpg.io/cluster";
@@ -216,13 +219,23 @@ pub fn wal_on_data(pod: &Pod, pvcs: &[&PersistentVolumeClaim]) -> bool {
 }
 
 /// The group `pvc` sizes with (issue 6), namespaced and prefixed by how it was found:
-/// `<ns>/group/<annotation>`, `<ns>/cnpg/<cluster>/<pvcRole>[/<tablespace>]`, or
+/// `<ns>/group/<annotation>`, `<ns>/topolvm/<label key>=<value>` (pvc-autoresizer's
+/// `initial-resize-group-by`), `<ns>/cnpg/<cluster>/<pvcRole>[/<tablespace>]`, or
 /// `<ns>/sts/<statefulset>/<claim template>`.
 pub fn group_key(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<String> {
     let m = &pvc.metadata;
     let ns = m.namespace.as_deref().unwrap_or("");
     if let Some(g) = annotations(m).get(GROUP).filter(|g| !g.trim().is_empty()) {
         return Some(format!("{ns}/group/{}", g.trim()));
+    }
+    // pvc-autoresizer sizes a new claim like the largest claim of its namespace carrying the
+    // same value of the label the annotation names; without that label it has no group.
+    if let Some(key) = annotations(m)
+        .get(INITIAL_RESIZE_GROUP_BY)
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty() && !k.contains('='))
+    {
+        return label(m, key).map(|value| format!("{ns}/{TOPOLVM_GROUP}/{key}={value}"));
     }
     if let (Some(cluster), Some(role)) = (label(m, CNPG_CLUSTER), label(m, CNPG_ROLE)) {
         let mut key = format!("{ns}/cnpg/{cluster}/{role}");
@@ -252,6 +265,14 @@ pub fn group_key(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<Strin
 pub fn in_group(pvc: &PersistentVolumeClaim, key: &str) -> bool {
     if group_key(pvc, None).as_deref() == Some(key) {
         return true;
+    }
+    // pvc-autoresizer's group is every claim of the namespace with the label's value, whether
+    // or not it carries the annotation itself. Label keys and values hold no `=`.
+    if let Some((ns, rest)) = key.split_once(&format!("/{TOPOLVM_GROUP}/"))
+        && let Some((label_key, value)) = rest.split_once('=')
+    {
+        return pvc.metadata.namespace.as_deref() == Some(ns)
+            && label(&pvc.metadata, label_key).as_deref() == Some(value);
     }
     let mut parts = key.splitn(4, '/');
     let (Some(ns), Some("sts"), Some(sts), Some(template)) =

@@ -507,3 +507,57 @@ fn group_size_counts_peers_seen_without_their_pods() {
     assert_eq!(group_size(&sts, "db/sts/web/data"), Some(12 << 30));
     assert_eq!(group_size(&sts, "db/sts/nothing/data"), None);
 }
+
+#[test]
+fn pvc_autoresizers_initial_resize_group_by_groups_by_the_named_labels_value() {
+    let by = json!({ "resize.topolvm.io/initial-resize-group-by": "label-foobar" });
+    let member = |name: &str, ns: &str, value: Option<&str>, annotations: &Value| {
+        let labels = value.map_or(json!({}), |v| json!({ "label-foobar": v }));
+        pvc(ns, name, labels, annotations.clone(), json!([]))
+    };
+    // pvc-autoresizer's README example: pvc-x-3 joins pvc-x-1 and pvc-x-2, not pvc-y-1.
+    let x3 = member("pvc-x-3", "db", Some("group-x"), &by);
+    let key = group_key(&x3, None).expect("grouped");
+    assert_eq!(key, "db/topolvm/label-foobar=group-x");
+    assert!(in_group(
+        &member("pvc-x-1", "db", Some("group-x"), &by),
+        &key
+    ));
+    // A claim with the label but not the annotation counts, as pvc-autoresizer lists by label.
+    assert!(in_group(
+        &member("pvc-x-2", "db", Some("group-x"), &json!({})),
+        &key
+    ));
+    assert!(!in_group(
+        &member("pvc-y-1", "db", Some("group-y"), &by),
+        &key
+    ));
+    assert!(!in_group(
+        &member("pvc-x-9", "other", Some("group-x"), &by),
+        &key
+    ));
+    // The annotation without the label, or naming nothing: no group.
+    assert_eq!(group_key(&member("pvc-z", "db", None, &by), None), None);
+    let blank = json!({ "resize.topolvm.io/initial-resize-group-by": " " });
+    assert_eq!(
+        group_key(&member("pvc-z", "db", Some("group-x"), &blank), None),
+        None
+    );
+    // headroom's own group annotation wins.
+    let both = json!({ "resize.topolvm.io/initial-resize-group-by": "label-foobar", "headroom.dev/group": "g" });
+    assert_eq!(
+        group_key(&member("pvc-x-4", "db", Some("group-x"), &both), None).as_deref(),
+        Some("db/group/g")
+    );
+    // Label keys with a prefix keep their slash.
+    let app = pvc(
+        "db",
+        "data-0",
+        json!({ "app.kubernetes.io/instance": "mysql-a" }),
+        json!({ "resize.topolvm.io/initial-resize-group-by": "app.kubernetes.io/instance" }),
+        json!([]),
+    );
+    let key = group_key(&app, None).expect("grouped");
+    assert_eq!(key, "db/topolvm/app.kubernetes.io/instance=mysql-a");
+    assert!(in_group(&app, &key));
+}

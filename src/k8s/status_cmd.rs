@@ -1,6 +1,7 @@
 //! `headroom status`: the cluster-wide view from the claims' own annotations, with one LIST and
 //! the caller's kubeconfig, like `kubectl get pvc`. Every claim the LIST returns is a row;
-//! claims headroom has not touched show "-", so `-l` is how to narrow the view.
+//! claims headroom has not touched show "-", so `-l` (or a claim's name) is how to narrow the
+//! view. `--policy` shows the effective policy instead ([`super::status_policy`]).
 
 use std::process::ExitCode;
 
@@ -69,11 +70,22 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let rows = runtime.block_on(list(args))?;
-    let out = match args.format {
-        Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
-        Format::Table => render_table(&rows, Timestamp::now()),
-    };
+    let out = runtime.block_on(async {
+        let (client, claims) = list(args).await?;
+        if args.policy {
+            let cm = (args.configmap_namespace.as_str(), args.configmap.as_str());
+            let rows = super::status_policy::fetch(client, &claims, cm).await?;
+            return Ok::<_, KubeError>(match args.format {
+                Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
+                Format::Table => super::status_policy::render(&rows),
+            });
+        }
+        let rows: Vec<Row> = claims.iter().map(Row::from_pvc).collect();
+        Ok(match args.format {
+            Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
+            Format::Table => render_table(&rows, Timestamp::now()),
+        })
+    })?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)
 }
@@ -110,25 +122,34 @@ async fn client(args: &StatusArgs) -> Result<(kube::Client, String), KubeError> 
     Ok((client, namespace))
 }
 
-async fn list(args: &StatusArgs) -> Result<Vec<Row>, KubeError> {
+/// The claims to show, sorted by namespace and name, and the client that listed them.
+async fn list(args: &StatusArgs) -> Result<(kube::Client, Vec<PersistentVolumeClaim>), KubeError> {
     let (client, default_ns) = client(args).await?;
     let (api, scope): (Api<PersistentVolumeClaim>, String) = if args.all_namespaces {
-        (Api::all(client), "all namespaces".into())
+        (Api::all(client.clone()), "all namespaces".into())
     } else {
         let ns = args.namespace.clone().unwrap_or(default_ns);
-        (Api::namespaced(client, &ns), format!("namespace {ns}"))
+        (
+            Api::namespaced(client.clone(), &ns),
+            format!("namespace {ns}"),
+        )
     };
     let mut params = ListParams::default();
     if let Some(selector) = &args.selector {
         params = params.labels(selector);
     }
+    if let Some(name) = &args.name {
+        params = params.fields(&format!("metadata.name={name}"));
+    }
     let list = api.list(&params).await.map_err(|source| KubeError::Api {
         action: format!("listing PersistentVolumeClaims in {scope}"),
         source,
     })?;
-    let mut rows: Vec<Row> = list.items.iter().map(Row::from_pvc).collect();
-    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    Ok(rows)
+    let mut claims = list.items;
+    claims.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    Ok((client, claims))
 }
 
 const HEADERS: [&str; 9] = [

@@ -230,7 +230,7 @@ proptest! {
         if let Some(w) = v.policy.as_ref().and_then(|p| p.maintenance_window.as_ref()) {
             exercise_window(w, at);
         }
-        let _ = topolvm::layer("db/x", &pvc, Some(("fast", &class)), spec_limit.as_deref());
+        let _ = topolvm::layers("db/x", &pvc, Some(("fast", &class)), spec_limit.as_deref());
         let r = reclaim::resolve("db/x", &pvc, Some(("fast", &class)), &central);
         let _ = format!("{r:?}");
     }

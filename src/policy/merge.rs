@@ -1,7 +1,8 @@
-//! The live hierarchy: PVC annotations over StorageClass annotations over the central
-//! ConfigMap's per-StorageClass section over its defaults, merged key by key (a PVC may override
-//! only `emergencyGrow.criticalThreshold`), then topolvm/pvc-autoresizer annotations
-//! ([`super::topolvm`]). Each key records which layer it came from.
+//! The live hierarchy, merged key by key, highest first: the PVC's `headroom.dev/*` annotations,
+//! its `resize.topolvm.io/*` ones ([`super::topolvm`]), the StorageClass's `headroom.dev/*`, its
+//! `resize.topolvm.io/*`, then the central ConfigMap's per-StorageClass section and its
+//! defaults. pvc-autoresizer's own defaults rank with the object that enables it. Each key
+//! records which layer it came from.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +30,13 @@ pub enum Source {
     CsiAddonsStorageClassAnnotation,
     ConfigMapStorageClass,
     ConfigMapDefault,
-    /// Translated from `resize.topolvm.io/*` annotations (claim over StorageClass).
-    Topolvm,
+    /// Translated from the PVC's `resize.topolvm.io/*` annotations (or its
+    /// `spec.resources.limits.storage`, pvc-autoresizer's older limit).
+    TopolvmPvcAnnotation,
+    /// Translated from the StorageClass's `resize.topolvm.io/*` annotations.
+    TopolvmStorageClassAnnotation,
+    /// pvc-autoresizer's default for a key no annotation sets, on a claim it enables.
+    TopolvmDefault,
     /// No layer sets the key: the built-in default applies (or, for `limit`, nothing does).
     Default,
 }
@@ -41,6 +47,22 @@ pub struct Merged {
     pub spec: PolicySpec,
     /// YAML path -> layer. Every key of [`FIELDS`] is present.
     pub provenance: BTreeMap<String, Source>,
+    /// Where `resize.topolvm.io/enabled: "true"` enables the claim for pvc-autoresizer, when
+    /// pvc-autoresizer would resize it.
+    pub topolvm_enabled_by: Option<String>,
+}
+
+impl Merged {
+    /// Whether the claim asks to be managed: `enabled` is not false, or pvc-autoresizer's
+    /// annotations enable it. In the second case a headroom `enabled: false` over them is a
+    /// problem to report, never a silent no.
+    pub fn wants_enabled(&self) -> bool {
+        self.topolvm_enabled_by.is_some()
+            || self
+                .spec
+                .get("enabled")
+                .is_some_and(|r| r.text.trim() != "false")
+    }
 }
 
 /// The central ConfigMap's policy sections.
@@ -163,17 +185,41 @@ pub fn effective_with_limits(
     let cm_class = storage_class
         .and_then(|(name, _)| central.storage_classes.get(name))
         .unwrap_or(&empty);
+    let tv = topolvm::layers(pvc, pvc_annotations, storage_class, spec_limit);
+    let (pvc_defaults, sc_defaults) = match tv.enabled_by {
+        Some((topolvm::Object::Pvc, _)) => (&tv.defaults, &empty),
+        _ => (&empty, &tv.defaults),
+    };
     let mut merged = merge_layers(&[
         (Source::PvcAnnotation, &pvc_spec),
+        (Source::TopolvmPvcAnnotation, &tv.pvc),
+        (Source::TopolvmDefault, pvc_defaults),
         (Source::StorageClassAnnotation, &sc_spec),
+        (Source::TopolvmStorageClassAnnotation, &tv.storage_class),
+        (Source::TopolvmDefault, sc_defaults),
         (Source::ConfigMapStorageClass, cm_class),
         (Source::ConfigMapDefault, &central.defaults),
-        (
-            Source::Topolvm,
-            &topolvm::layer(pvc, pvc_annotations, storage_class, spec_limit),
-        ),
     ]);
     merged.spec.problems.extend(central.errors.iter().cloned());
+    if let Some((_, enabler)) = tv.enabled_by {
+        let off = merged
+            .spec
+            .get("enabled")
+            .filter(|r| r.text.trim() == "false");
+        if let Some(off) = off {
+            let by = off
+                .origin
+                .clone()
+                .unwrap_or_else(|| "a headroom setting".into());
+            merged.spec.problems.push(Finding {
+                field: "enabled".into(),
+                message: format!(
+                    "{enabler} enables pvc-autoresizer for PVC {pvc}, but {by} turns headroom off for it, so nothing resizes it; remove one of the two"
+                ),
+            });
+        }
+        merged.topolvm_enabled_by = Some(enabler);
+    }
     merged
 }
 

@@ -1,6 +1,8 @@
-//! topolvm/pvc-autoresizer annotations as the lowest policy layer, so a cluster can switch to
-//! headroom without re-annotating its claims. Any headroom setting of a key wins over the value
-//! translated from topolvm (see [`super::merge::effective_with_limits`]).
+//! topolvm/pvc-autoresizer annotations as policy, so a cluster can switch to headroom without
+//! re-annotating its claims. An object's `resize.topolvm.io/*` annotations are that object's own
+//! settings: they rank just below the same object's `headroom.dev/*` keys and above the ConfigMap
+//! (see [`super::merge::effective_with_limits`]), so the shipped ConfigMap's defaults cannot
+//! silently change what a claim annotated for pvc-autoresizer does.
 //!
 //! The translation follows pvc-autoresizer's own reading of its annotations: the StorageClass
 //! enables (exactly `"true"`), the claim gives thresholds and the increase, and a claim without a
@@ -20,6 +22,8 @@ pub const THRESHOLD: &str = "resize.topolvm.io/threshold";
 pub const INODES_THRESHOLD: &str = "resize.topolvm.io/inodes-threshold";
 pub const INCREASE: &str = "resize.topolvm.io/increase";
 pub const STORAGE_LIMIT: &str = "resize.topolvm.io/storage_limit";
+/// The label key whose value groups claims of one namespace (see `k8s::roles::group_key`).
+pub const INITIAL_RESIZE_GROUP_BY: &str = "resize.topolvm.io/initial-resize-group-by";
 /// Where pvc-autoresizer falls back to when `storage_limit` is absent (older releases).
 pub const SPEC_LIMIT: &str = "spec.resources.limits.storage";
 
@@ -29,9 +33,17 @@ pub const DEFAULT_THRESHOLD: &str = "10%";
 pub const DEFAULT_INODES_THRESHOLD: &str = "10%";
 pub const DEFAULT_INCREASE: &str = "10%";
 
-/// A value and a description of where it was written, for origins and messages.
+/// Which object a translated value was written on; it ranks with that object's own keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Object {
+    Pvc,
+    StorageClass,
+}
+
+/// A value, the object it was written on and a description of where, for origins and messages.
 struct Found<'a> {
     text: &'a str,
+    object: Object,
     origin: String,
 }
 
@@ -48,61 +60,115 @@ impl<'a> Objects<'a> {
         let given = |t: &&String| !t.trim().is_empty();
         let on_pvc = self.pvc_annotations.get(key).filter(given).map(|t| Found {
             text: t.as_str(),
+            object: Object::Pvc,
             origin: format!("PVC {} annotation {key}", self.pvc),
         });
         on_pvc.or_else(|| {
             let (name, annotations) = self.storage_class?;
             annotations.get(key).filter(given).map(|t| Found {
                 text: t.as_str(),
+                object: Object::StorageClass,
                 origin: format!("StorageClass {name} annotation {key}"),
             })
         })
     }
 }
 
-/// The policy layer topolvm's annotations express for one claim. `pvc` and the class name appear
-/// in messages; `spec_limit` is the claim's `spec.resources.limits.storage`, if any. Empty when
+/// What topolvm's annotations say about one claim, split by the object each value was written
+/// on, so that each ranks with that object's `headroom.dev/*` keys (see
+/// [`super::merge::effective_with_limits`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layers {
+    /// Values written on the claim (and its `spec.resources.limits.storage`).
+    pub pvc: PolicySpec,
+    /// Values written on the StorageClass.
+    pub storage_class: PolicySpec,
+    /// pvc-autoresizer's defaults for what no annotation says; they rank with the object that
+    /// enables the claim, since enabling pvc-autoresizer is asking for them.
+    pub defaults: PolicySpec,
+    /// The object whose `resize.topolvm.io/enabled: "true"` enables the claim and where that is
+    /// written, when pvc-autoresizer would resize the claim.
+    pub enabled_by: Option<(Object, String)>,
+}
+
+impl Layers {
+    fn of(&mut self, object: Option<Object>) -> &mut PolicySpec {
+        match object {
+            Some(Object::Pvc) => &mut self.pvc,
+            Some(Object::StorageClass) => &mut self.storage_class,
+            None => &mut self.defaults,
+        }
+    }
+
+    /// Sets `path` in the layer of `object` (`None`: the defaults).
+    fn set(&mut self, object: Option<Object>, path: &str, text: &str, origin: &str) {
+        if let Some(slot) = self.of(object).slot_mut(path) {
+            set(slot, text, origin);
+        }
+    }
+
+    fn problem(&mut self, field: &str, message: String) {
+        problem(&mut self.pvc, field, message);
+    }
+}
+
+/// The policy topolvm's annotations express for one claim. `pvc` and the class name appear in
+/// messages; `spec_limit` is the claim's `spec.resources.limits.storage`, if any. Empty when
 /// topolvm does not enable the claim; invalid values become problems naming the annotation.
-pub fn layer(
+pub fn layers(
     pvc: &str,
     pvc_annotations: &BTreeMap<String, String>,
     storage_class: Option<(&str, &BTreeMap<String, String>)>,
     spec_limit: Option<&str>,
-) -> PolicySpec {
+) -> Layers {
     let objects = Objects {
         pvc,
         pvc_annotations,
         storage_class,
     };
-    let mut spec = PolicySpec::default();
+    let mut out = Layers::default();
     let Some(enabled) = objects.lookup(ENABLED) else {
-        return spec;
+        return out;
     };
     match enabled.text.trim() {
         "true" => {}
         "false" => {
-            set(&mut spec.enabled, "false", &enabled.origin);
-            return spec;
+            out.set(Some(enabled.object), "enabled", "false", &enabled.origin);
+            return out;
         }
         other => {
-            problem(
-                &mut spec,
+            out.problem(
                 ENABLED,
                 format!(
                     "'{other}' does not enable pvc-autoresizer (it accepts exactly \"true\"); write \"true\" or \"false\" (on {})",
                     enabled.origin
                 ),
             );
-            return spec;
+            return out;
         }
     }
 
-    // pvc-autoresizer leaves a claim alone without a non-zero limit; so does this layer.
-    let Some((limit_text, limit_origin)) = limit(&objects, spec_limit, &mut spec) else {
-        return spec;
+    // pvc-autoresizer leaves a claim alone without a non-zero limit; so does this translation.
+    // An unreadable limit is a claim asking to be resized with a typo: it is enabled, so that the
+    // problem is reported (pvc-autoresizer counts it as a failed resize).
+    let found_limit = limit(&objects, spec_limit, &mut out);
+    if matches!(found_limit, Limit::None) {
+        return out;
+    }
+    let on = Some(enabled.object);
+    out.enabled_by = Some((enabled.object, enabled.origin.clone()));
+    out.set(on, "enabled", "true", &enabled.origin);
+    // pvc-autoresizer only ever grows on thresholds: a ConfigMap's `mode: convergent` is not
+    // what this claim asked for.
+    let mode_origin = format!(
+        "pvc-autoresizer grows on thresholds ({} enables the claim)",
+        enabled.origin
+    );
+    out.set(on, "mode", "threshold", &mode_origin);
+    let Limit::Found(limit_text, limit_object, limit_origin) = found_limit else {
+        return out;
     };
-    set(&mut spec.enabled, "true", &enabled.origin);
-    set(&mut spec.limit, &limit_text, &limit_origin);
+    out.set(Some(limit_object), "limit", &limit_text, &limit_origin);
 
     let default_origin = |key: &str, default: &str| {
         format!(
@@ -110,73 +176,93 @@ pub fn layer(
             enabled.origin
         )
     };
+    // (text, layer: None for pvc-autoresizer's default, origin)
     let pick = |key: &str, default: &'static str| match objects.lookup(key) {
         Some(found) => (
             found.text.to_string(),
+            Some(found.object),
             format!("{}: {}", found.origin, found.text),
         ),
-        None => (default.to_string(), default_origin(key, default)),
+        None => (default.to_string(), None, default_origin(key, default)),
     };
 
-    let (text, origin) = pick(THRESHOLD, DEFAULT_THRESHOLD);
+    let (text, object, origin) = pick(THRESHOLD, DEFAULT_THRESHOLD);
     match threshold(&text) {
-        Ok(Threshold::Percent(used)) => set(&mut spec.usage_threshold, &used.to_string(), &origin),
+        Ok(Threshold::Percent(used)) => {
+            out.set(object, "usageThreshold", &used.to_string(), &origin);
+            // One trigger, as pvc-autoresizer has: a ConfigMap's minAvailable would add another.
+            out.set(object, "minAvailable", "0", &origin);
+        }
         Ok(Threshold::Bytes(bytes)) => {
-            set(&mut spec.min_available, &quantity::format(bytes), &origin);
+            out.set(object, "minAvailable", &quantity::format(bytes), &origin);
             // With a size, pvc-autoresizer has no percent trigger; 99 is as close as headroom's
             // range allows, so the default 80 % does not grow the claim earlier than it used to.
-            set(&mut spec.usage_threshold, "99", &origin);
+            out.set(object, "usageThreshold", "99", &origin);
         }
-        Err(m) => problem(&mut spec, THRESHOLD, format!("{m} (in {origin})")),
+        Err(m) => out.problem(THRESHOLD, format!("{m} (in {origin})")),
     }
 
-    let (text, origin) = pick(INODES_THRESHOLD, DEFAULT_INODES_THRESHOLD);
+    let (text, object, origin) = pick(INODES_THRESHOLD, DEFAULT_INODES_THRESHOLD);
     match inodes_threshold(&text) {
-        Ok(used) => set(&mut spec.inode_threshold, &used.to_string(), &origin),
-        Err(m) => problem(&mut spec, INODES_THRESHOLD, format!("{m} (in {origin})")),
+        Ok(used) => out.set(object, "inodeThreshold", &used.to_string(), &origin),
+        Err(m) => out.problem(INODES_THRESHOLD, format!("{m} (in {origin})")),
     }
 
-    let (text, origin) = pick(INCREASE, DEFAULT_INCREASE);
+    let (text, object, origin) = pick(INCREASE, DEFAULT_INCREASE);
     match increase(&text) {
-        Ok(step) => set(&mut spec.step, &step, &origin),
-        Err(m) => problem(&mut spec, INCREASE, format!("{m} (in {origin})")),
+        Ok(step) => {
+            if step.ends_with('%') {
+                // pvc-autoresizer does not clamp a percent increase (it stops at the limit):
+                // a ConfigMap's minStep/maxStep would change the size it grows to.
+                out.set(object, "minStep", "0", &origin);
+                out.set(object, "maxStep", &limit_text, &origin);
+            }
+            out.set(object, "step", &step, &origin);
+        }
+        Err(m) => out.problem(INCREASE, format!("{m} (in {origin})")),
     }
-    spec
+    out
 }
 
-/// The limit and its origin: the annotation first, then the claim's spec. A zero limit is
-/// ignored, as pvc-autoresizer documents.
-fn limit(
-    objects: &Objects<'_>,
-    spec_limit: Option<&str>,
-    spec: &mut PolicySpec,
-) -> Option<(String, String)> {
+enum Limit {
+    /// The limit as written, the object it was written on, and its origin.
+    Found(String, Object, String),
+    /// No non-zero limit anywhere.
+    None,
+    /// A limit that is not a quantity (a problem is recorded).
+    Invalid,
+}
+
+/// The limit: the annotation first, then the claim's spec. A zero limit is ignored, as
+/// pvc-autoresizer documents.
+fn limit(objects: &Objects<'_>, spec_limit: Option<&str>, out: &mut Layers) -> Limit {
     let candidates = [
         objects
             .lookup(STORAGE_LIMIT)
-            .map(|f| (f.text.to_string(), f.origin, STORAGE_LIMIT)),
+            .map(|f| (f.text.to_string(), f.object, f.origin, STORAGE_LIMIT)),
         spec_limit.map(|t| {
             (
                 t.to_string(),
+                Object::Pvc,
                 format!("PVC {} {SPEC_LIMIT}", objects.pvc),
                 SPEC_LIMIT,
             )
         }),
     ];
-    for (text, origin, field) in candidates.into_iter().flatten() {
+    for (text, object, origin, field) in candidates.into_iter().flatten() {
         if text.trim().is_empty() {
             continue;
         }
         match size(&text) {
             Ok(0) => continue,
-            Ok(_) => return Some((text.trim().to_string(), origin)),
+            Ok(_) => return Limit::Found(text.trim().to_string(), object, origin),
             Err(m) => {
-                problem(spec, field, format!("{m} (in {origin})"));
-                return None;
+                out.problem(field, format!("{m} (in {origin})"));
+                return Limit::Invalid;
             }
         }
     }
-    None
+    Limit::None
 }
 
 #[derive(Debug, PartialEq)]

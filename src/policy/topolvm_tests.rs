@@ -50,19 +50,17 @@ fn the_upstream_readme_example_translates_key_by_key() {
     assert_eq!((p.usage_threshold, p.inode_threshold), (80, 80));
     assert_eq!(p.step, Step::Bytes(20 * GI));
     assert_eq!(p.min_available, defaults::MIN_AVAILABLE);
-    for key in [
-        "enabled",
-        "limit",
-        "usageThreshold",
-        "inodeThreshold",
-        "step",
-    ] {
-        assert_eq!(m.provenance[key], Source::Topolvm, "{key}");
+    for key in ["limit", "usageThreshold", "inodeThreshold", "step"] {
+        assert_eq!(m.provenance[key], Source::TopolvmPvcAnnotation, "{key}");
     }
+    assert_eq!(
+        m.provenance["enabled"],
+        Source::TopolvmStorageClassAnnotation
+    );
     assert_eq!(m.provenance["maxActionsPerDay"], Source::Default);
     assert_eq!(
         serde_json::to_value(&m.provenance).expect("json")["step"],
-        "topolvm"
+        "topolvm_pvc_annotation"
     );
     let origin = m.spec.get("usageThreshold").and_then(|r| r.origin.clone());
     assert_eq!(
@@ -129,13 +127,16 @@ fn limit_comes_from_the_annotation_then_the_claims_spec_and_zero_is_ignored() {
 }
 
 #[test]
-fn every_headroom_layer_wins_over_topolvm() {
+fn an_objects_topolvm_annotations_rank_with_its_own_keys_above_the_configmap() {
     let central = parse_configmap(
         &map(&[
-            ("policy.yaml", "usageThreshold: 70\n"),
+            (
+                "policy.yaml",
+                "enabled: false\nlimit: 500Gi\nusageThreshold: 70\nminAvailable: 5Gi\nminStep: 1Gi\nmaxStep: 100Gi\nmaxActionsPerDay: 4\n",
+            ),
             (
                 "storageClasses.yaml",
-                "topolvm-provisioner:\n  maxStep: 50Gi\n  step: 5Gi\n",
+                "topolvm-provisioner:\n  maxStep: 50Gi\n  step: 5Gi\n  mode: convergent\n",
             ),
         ]),
         "headroom/headroom",
@@ -148,21 +149,144 @@ fn every_headroom_layer_wins_over_topolvm() {
     ]);
     let class = map(&[(ENABLED, "true"), ("headroom.dev/limit", "200Gi")]);
     let (m, v) = run(&pvc, &class, None, &central);
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
     let p = v.policy.expect("valid");
+    assert!(
+        p.enabled,
+        "the ConfigMap's enabled: false is only a default"
+    );
+    assert_eq!(p.mode, crate::policy::Mode::Threshold);
     assert_eq!(
         (p.usage_threshold, p.inode_threshold, p.limit, p.step),
-        (70, 75, 200 * GI, Step::Bytes(5 * GI))
+        (80, 75, 100 * GI, Step::Percent(30))
     );
-    assert_eq!(m.provenance["usageThreshold"], Source::ConfigMapDefault);
-    assert_eq!(m.provenance["step"], Source::ConfigMapStorageClass);
-    assert_eq!(m.provenance["limit"], Source::StorageClassAnnotation);
-    assert_eq!(m.provenance["inodeThreshold"], Source::PvcAnnotation);
-    assert_eq!(m.provenance["enabled"], Source::Topolvm);
+    // pvc-autoresizer has one trigger and an unclamped percent increase.
+    assert_eq!((p.min_available, p.min_step, p.max_step), (0, 0, 100 * GI));
+    assert_eq!(
+        p.max_actions_per_day, 4,
+        "what no object says, the ConfigMap fills"
+    );
+    let src = |k: &str| m.provenance[k];
+    assert_eq!(src("usageThreshold"), Source::TopolvmPvcAnnotation);
+    assert_eq!(src("minAvailable"), Source::TopolvmPvcAnnotation);
+    assert_eq!(src("step"), Source::TopolvmPvcAnnotation);
+    // The claim's storage_limit is the claim's own setting: above the StorageClass's.
+    assert_eq!(src("limit"), Source::TopolvmPvcAnnotation);
+    assert_eq!(src("inodeThreshold"), Source::PvcAnnotation);
+    assert_eq!(src("enabled"), Source::TopolvmStorageClassAnnotation);
+    assert_eq!(src("mode"), Source::TopolvmStorageClassAnnotation);
+    assert_eq!(src("maxActionsPerDay"), Source::ConfigMapDefault);
+    assert_eq!(
+        m.topolvm_enabled_by.as_deref(),
+        Some("StorageClass topolvm-provisioner annotation resize.topolvm.io/enabled")
+    );
 
-    // headroom can switch off what topolvm switches on.
-    let pvc = map(&[(STORAGE_LIMIT, "100Gi"), ("headroom.dev/enabled", "false")]);
-    let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
-    assert!(!v.policy.expect("valid").enabled);
+    // Without topolvm's own value, the StorageClass's headroom key beats pvc-autoresizer's
+    // default and the ConfigMap: `headroom.dev/step` on the class, default increase otherwise.
+    let pvc = map(&[(STORAGE_LIMIT, "100Gi")]);
+    let class = map(&[(ENABLED, "true"), ("headroom.dev/step", "3Gi")]);
+    let (m, v) = run(&pvc, &class, None, &central);
+    let p = v.policy.expect("valid");
+    assert_eq!((p.step, p.usage_threshold), (Step::Bytes(3 * GI), 90));
+    assert_eq!(m.provenance["step"], Source::StorageClassAnnotation);
+    assert_eq!(m.provenance["usageThreshold"], Source::TopolvmDefault);
+
+    // On one object, headroom's key wins over topolvm's.
+    let class = map(&[(ENABLED, "true"), ("headroom.dev/usage-threshold", "60")]);
+    let pvc = map(&[
+        (STORAGE_LIMIT, "100Gi"),
+        ("headroom.dev/step", "2Gi"),
+        (INCREASE, "5Gi"),
+    ]);
+    let (m, v) = run(&pvc, &class, None, &central);
+    let p = v.policy.expect("valid");
+    assert_eq!((p.step, p.usage_threshold), (Step::Bytes(2 * GI), 60));
+    assert_eq!(m.provenance["step"], Source::PvcAnnotation);
+}
+
+#[test]
+fn headroom_switching_off_what_topolvm_enables_is_reported_not_silent() {
+    for (pvc_extra, class_extra, by) in [
+        (
+            ("headroom.dev/enabled", "false"),
+            ("x", "y"),
+            "PVC db/data-pg-0 annotation headroom.dev/enabled",
+        ),
+        (
+            ("x", "y"),
+            ("headroom.dev/enabled", "false"),
+            "StorageClass topolvm-provisioner annotation headroom.dev/enabled",
+        ),
+    ] {
+        let pvc = map(&[(STORAGE_LIMIT, "100Gi"), pvc_extra]);
+        let class = map(&[(ENABLED, "true"), class_extra]);
+        let (m, v) = run(&pvc, &class, None, &CentralPolicy::default());
+        assert!(
+            m.wants_enabled(),
+            "{by}: the claim asked pvc-autoresizer to resize it"
+        );
+        let e = v
+            .errors
+            .iter()
+            .find(|f| f.field == "enabled")
+            .unwrap_or_else(|| panic!("{by}: no finding: {:?}", v.errors));
+        assert!(
+            e.message.contains("StorageClass topolvm-provisioner annotation resize.topolvm.io/enabled enables pvc-autoresizer")
+                && e.message.contains(by),
+            "{}",
+            e.message
+        );
+    }
+    // A claim pvc-autoresizer leaves alone (no limit) disabled by the ConfigMap: silence is right.
+    let central = parse_configmap(
+        &map(&[("policy.yaml", "enabled: false\nlimit: 1Ti\n")]),
+        "h/h",
+    );
+    let (m, v) = run(&BTreeMap::new(), &enabled_class(), None, &central);
+    assert!(!m.wants_enabled());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+}
+
+#[test]
+fn the_shipped_configmap_changes_nothing_pvc_autoresizer_decides() {
+    let shipped: serde_json::Value =
+        serde_saphyr::from_str(include_str!("../../daemonset/configmap.yaml")).expect("yaml");
+    let data: BTreeMap<String, String> =
+        serde_json::from_value(shipped["data"].clone()).expect("data");
+    let central = parse_configmap(&data, "headroom/headroom");
+    assert_eq!(central.all_problems().count(), 0);
+    let bare = map(&[(STORAGE_LIMIT, "100Gi")]);
+    let (_, with_shipped) = run(&bare, &enabled_class(), None, &central);
+    let (_, alone) = run(&bare, &enabled_class(), None, &CentralPolicy::default());
+    let (a, b) = (
+        with_shipped.policy.expect("valid"),
+        alone.policy.expect("valid"),
+    );
+    assert!(a.enabled);
+    assert_eq!(
+        (
+            a.usage_threshold,
+            a.min_available,
+            a.inode_threshold,
+            a.step,
+            a.min_step,
+            a.max_step,
+            a.limit
+        ),
+        (
+            b.usage_threshold,
+            b.min_available,
+            b.inode_threshold,
+            b.step,
+            b.min_step,
+            b.max_step,
+            b.limit
+        )
+    );
+    assert_eq!(
+        (a.usage_threshold, a.step, a.limit),
+        (90, Step::Percent(10), 100 * GI)
+    );
 }
 
 #[test]
@@ -281,7 +405,10 @@ fn disabled_by_topolvm_is_recorded_as_such() {
         None,
         &CentralPolicy::default(),
     );
-    assert_eq!(m.provenance["enabled"], Source::Topolvm);
+    assert_eq!(
+        m.provenance["enabled"],
+        Source::TopolvmStorageClassAnnotation
+    );
     assert_eq!(m.provenance["limit"], Source::Default);
     assert!(v.errors.iter().all(|f| f.field == "limit"));
 }
