@@ -121,7 +121,9 @@ impl KubeletStats {
     /// [`REFRESH`]; never asked for when statfs measured everything. A failed fetch keeps the
     /// old numbers (they carry their own timestamps) and is logged.
     pub async fn get(&mut self, now: Timestamp, needed: bool) -> &ByClaim {
-        let due = self.fetched.is_none_or(|t| crate::decide::budget::minus(now, REFRESH) >= t);
+        let due = self
+            .fetched
+            .is_none_or(|t| crate::decide::budget::minus(now, REFRESH) >= t);
         if let (true, true, Some(ep)) = (needed, due, &self.endpoint) {
             self.fetched = Some(now);
             match fetch_summary(ep, self.timeout).await {
