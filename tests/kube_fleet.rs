@@ -172,18 +172,27 @@ fn sigkill_at_random_moments_never_double_resizes_or_loses_history() {
             expect_from = *to;
         }
         assert_eq!(request_of(&pvc), expect_from, "{name}: request vs history");
-        let bodies: Vec<serde_json::Value> = c
+        // The server's record of each resize PATCH: 200, or 500 when the agent was killed before
+        // the answer reached it (the server may have applied it: the audit code is the
+        // response's, not the write's).
+        let resizes: Vec<(u16, serde_json::Value)> = c
             .claim_writes(name)
             .into_iter()
-            .filter(|e| e.code() == 200)
-            .filter_map(|e| e.request_object)
-            .filter(|b| b.pointer("/spec/resources/requests/storage").is_some())
+            .filter_map(|e| Some((e.code(), e.request_object.clone()?)))
+            .filter(|(_, b)| b.pointer("/spec/resources/requests/storage").is_some())
             .collect();
-        assert_eq!(
-            bodies.len(),
-            sizes.len(),
-            "{name}: resize patches vs history entries"
+        let applied = resizes.iter().filter(|(code, _)| *code == 200).count();
+        let aborted = resizes.iter().filter(|(code, _)| *code == 500).count();
+        assert!(
+            applied <= sizes.len() && sizes.len() <= applied + aborted,
+            "{name}: {applied} resize PATCHes accepted, {aborted} cut off, {} history entries",
+            sizes.len()
         );
+        let bodies: Vec<&serde_json::Value> = resizes
+            .iter()
+            .filter(|(code, _)| *code == 200 || *code == 500)
+            .map(|(_, b)| b)
+            .collect();
         for body in &bodies {
             let rv = body["metadata"]["resourceVersion"]
                 .as_str()

@@ -235,12 +235,16 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(node = %cfg.node, interval = ?cfg.interval, "agent started");
     admin.loop_started();
+    // No later than SIGTERM arrived (the start of the last scan), so the grace left is never
+    // overestimated.
+    let mut signalled = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shutdown.wait() => break,
         }
         let started = std::time::Instant::now();
+        signalled = started;
         let scan = scanner.scan(&mut world);
         let mut scan = std::pin::pin!(scan);
         tokio::select! {
@@ -252,6 +256,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
                 }
             },
             _ = shutdown.wait() => {
+                signalled = std::time::Instant::now();
                 // The scan starts no new action now; what is in flight may finish, bounded.
                 if tokio::time::timeout(cfg.shutdown_grace, &mut scan).await.is_err() {
                     tracing::warn!(grace = ?cfg.shutdown_grace, "scan still running at the end of the shutdown grace");
@@ -260,6 +265,10 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
             }
         }
     }
+    // Volume work that outlasted its scan (a slow PATCH) may finish within what is left of the
+    // grace.
+    let left = cfg.shutdown_grace.saturating_sub(signalled.elapsed());
+    scanner.finish_running(left).await;
     tracing::info!("shutting down");
     let _ = stop_http.send(());
     let _ = server.await;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::{Api, Client};
+use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
@@ -27,13 +28,24 @@ use crate::probe::{self, Volume};
 const CONFLICT_RETRIES: usize = 3;
 
 pub struct Scanner {
+    work: Arc<Work>,
+    reclaimer: crate::reclaim::Reclaimer,
+    kubelet: KubeletStats,
+    /// Volume work (WAL health over SQL, the PATCH) still running from an earlier scan, by claim:
+    /// a blackholed Postgres pod or a slow PATCH holds its own volume, never the scan or the
+    /// other volumes. No second task starts for a claim while one runs.
+    running: HashMap<String, JoinHandle<VolumeReport>>,
+    /// Each claim's last report, standing in while its work is still running.
+    last: HashMap<String, VolumeReport>,
+}
+
+/// What one volume's work needs, shared by the scan and the tasks it starts.
+struct Work {
     cfg: AgentConfig,
     client: Client,
     events: Events,
     admin: Arc<AdminState>,
     shutdown: Shutdown,
-    reclaimer: crate::reclaim::Reclaimer,
-    kubelet: KubeletStats,
     prober: probe::Prober,
     retried: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -62,14 +74,18 @@ impl Scanner {
     ) -> Self {
         Scanner {
             kubelet: KubeletStats::new(cfg.kubelet.clone(), cfg.api_timeout),
-            prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
-            retried: Default::default(),
-            cfg,
-            client,
-            events,
-            admin,
-            shutdown,
+            work: Arc::new(Work {
+                prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
+                retried: Default::default(),
+                cfg,
+                client,
+                events,
+                admin,
+                shutdown,
+            }),
             reclaimer,
+            running: HashMap::new(),
+            last: HashMap::new(),
         }
     }
 
@@ -80,8 +96,11 @@ impl Scanner {
         world: &mut World,
     ) -> Result<Vec<VolumeReport>, probe::ProbeError> {
         let now = Timestamp::now();
-        let probed = self.prober.probe().await;
-        self.admin.metrics().stuck_calls(self.prober.stuck_calls());
+        let probed = self.work.prober.probe().await;
+        self.work
+            .admin
+            .metrics()
+            .stuck_calls(self.work.prober.stuck_calls());
         let volumes = probed?;
         // Volumes of pods being deleted are left alone: the workload is leaving this node.
         let pods: HashMap<String, Arc<Pod>> = world
@@ -97,9 +116,11 @@ impl Scanner {
             .filter(|p| !roles::pod_claim_names(p).is_empty())
             .map(|p| p.metadata.namespace.clone().unwrap_or_default())
             .collect();
-        world.sync_namespaces(&wanted, self.cfg.api_timeout).await;
+        world
+            .sync_namespaces(&wanted, self.work.cfg.api_timeout)
+            .await;
 
-        let cm_name = format!("{}/{}", self.cfg.namespace, self.cfg.configmap);
+        let cm_name = format!("{}/{}", self.work.cfg.namespace, self.work.cfg.configmap);
         let data = world
             .configmap()
             .and_then(|c| c.data.clone())
@@ -129,6 +150,10 @@ impl Scanner {
                 by_pv.entry(pv).or_default().push(v);
             }
         }
+        let central = Arc::new(central);
+        let creds = Arc::new(creds);
+        let mut started = Vec::new();
+        let mut reclaims = Vec::new();
         let mut reports = Vec::new();
         for (pv, vols) in by_pv {
             let Some((vol, pod)) = vols
@@ -154,14 +179,15 @@ impl Scanner {
                 .as_ref()
                 .and_then(|s| s.storage_class_name.as_deref())
                 .and_then(|n| world.storage_class(n));
+            reclaims.push((vol, pvc.clone(), class.clone()));
+            let key = format!("{ns}/{}", pvc.metadata.name.as_deref().unwrap_or_default());
+            if let Some(report) = self.collect_running(&key).await {
+                // Still busy from an earlier scan: its last word stands, nothing new starts.
+                reports.extend(report);
+                continue;
+            }
             let ctx = VolumeCtx {
-                vol,
-                pod: &pod,
-                claims: &claims,
-                class: class.as_deref(),
-                central: &central,
-                creds: &creds,
-                draining,
+                vol: vol.clone(),
                 group_size: roles::group_key(&pvc, Some(&pod))
                     .and_then(|k| world.group_size(&ns, &k)),
                 kubelet: pvc
@@ -169,21 +195,53 @@ impl Scanner {
                     .name
                     .as_ref()
                     .and_then(|n| kubelet.get(&(ns.clone(), n.clone())).copied()),
+                pod,
+                claims,
+                class,
+                central: central.clone(),
+                creds: creds.clone(),
+                draining,
             };
-            let report = self.volume(&ctx, (*pvc).clone(), now).await;
-            if let (MeasuredBy::Statfs, Some(m), Some(k)) =
-                (report.measured_by, report.measurement, ctx.kubelet)
-            {
+            let work = self.work.clone();
+            let pvc = (*pvc).clone();
+            started.push((
+                key,
+                tokio::spawn(async move { work.volume(&ctx, pvc, now).await }),
+            ));
+        }
+        // Every volume's work runs at once; the scan waits for it up to one interval, and what
+        // is still running then reports at a later scan.
+        let deadline = tokio::time::Instant::now() + self.work.cfg.interval;
+        for (key, mut task) in started {
+            match tokio::time::timeout_at(deadline, &mut task).await {
+                Ok(Ok(report)) => {
+                    self.last.insert(key, report.clone());
+                    reports.push(report);
+                }
+                Ok(Err(e)) => tracing::error!(pvc = %key, error = %e, "a volume's work failed"),
+                Err(_) => {
+                    tracing::debug!(pvc = %key, "a volume's work outlasts the scan; it goes on");
+                    reports.extend(self.last.get(&key).cloned());
+                    self.running.insert(key, task);
+                }
+            }
+        }
+        for report in &reports {
+            let Some(k) = kubelet.get(&(report.namespace.clone(), report.pvc.clone())) else {
+                continue;
+            };
+            if let (MeasuredBy::Statfs, Some(m)) = (report.measured_by, report.measurement) {
                 let ratio = super::kubelet::disagreement(&m, &k.measurement);
-                self.admin.metrics().kubelet_disagreement(
+                self.work.admin.metrics().kubelet_disagreement(
                     &report.namespace,
                     &report.pvc,
                     report.role.as_str(),
                     ratio,
                 );
             }
-            reports.push(report);
-            // Decides at once; a due trim runs in the background, one per node at a time.
+        }
+        // A due trim runs in the background, one per node at a time.
+        for (vol, pvc, class) in reclaims {
             let target = crate::reclaim::Target {
                 volume: vol,
                 pvc: &pvc,
@@ -193,23 +251,47 @@ impl Scanner {
             };
             // FITRIM on a mount whose statfs is stuck would hang too, and hold the node's one
             // trim slot until the mount answers.
-            if !self.shutdown.is_stopping() && vol.unmeasured.is_none() {
+            if !self.work.shutdown.is_stopping() && vol.unmeasured.is_none() {
                 let plan = self.reclaimer.run_due(&target, now).await;
-                tracing::debug!(pv, ?plan, "reclaim");
+                tracing::debug!(pv = ?vol.pv, ?plan, "reclaim");
             }
         }
         let keys: BTreeSet<String> = reports
             .iter()
             .map(|r| format!("{}/{}", r.namespace, r.pvc))
             .collect();
-        self.events
+        self.work
+            .events
             .retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
+        self.last.retain(|k, _| keys.contains(k));
         Ok(reports)
     }
 
+    /// For a claim whose work from an earlier scan is still running: `Some` (its last report,
+    /// if any). A task that has finished meanwhile is collected, and `None` lets a new one start.
+    async fn collect_running(&mut self, key: &str) -> Option<Option<VolumeReport>> {
+        let task = self.running.remove(key)?;
+        if !task.is_finished() {
+            self.running.insert(key.to_string(), task);
+            return Some(self.last.get(key).cloned());
+        }
+        if let Ok(report) = task.await {
+            self.last.insert(key.to_string(), report);
+        }
+        None
+    }
+
+    /// After SIGTERM: lets volume work still running (a PATCH on its way) finish, within `grace`.
+    pub async fn finish_running(&mut self, grace: std::time::Duration) {
+        let tasks = self.running.drain().map(|(_, t)| t);
+        let _ = tokio::time::timeout(grace, futures::future::join_all(tasks)).await;
+    }
+}
+
+impl Work {
     async fn volume(
         &self,
-        ctx: &VolumeCtx<'_>,
+        ctx: &VolumeCtx,
         mut pvc: PersistentVolumeClaim,
         now: Timestamp,
     ) -> VolumeReport {
@@ -241,12 +323,12 @@ impl Scanner {
                 })
                 .collect();
             let subject = Subject {
-                volume: ctx.vol,
-                pod: ctx.pod,
+                volume: &ctx.vol,
+                pod: &ctx.pod,
                 pvc: &pvc,
                 pod_claims: &claim_refs,
-                storage_class: ctx.class,
-                central: ctx.central,
+                storage_class: ctx.class.as_deref(),
+                central: &ctx.central,
                 node: &self.cfg.node,
                 node_draining: ctx.draining,
                 resize_timeout: self.cfg.resize_timeout,
@@ -255,7 +337,7 @@ impl Scanner {
             };
             let mut eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             if wal.is_none()
-                && let Some(health) = self.wal_health(&subject, &eval, ctx.creds, now).await
+                && let Some(health) = self.wal_health(&subject, &eval, &ctx.creds, now).await
             {
                 wal = Some(health);
                 eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
@@ -331,13 +413,13 @@ impl Scanner {
     }
 }
 
-struct VolumeCtx<'a> {
-    vol: &'a Volume,
-    pod: &'a Pod,
-    claims: &'a [Arc<PersistentVolumeClaim>],
-    class: Option<&'a k8s_openapi::api::storage::v1::StorageClass>,
-    central: &'a CentralPolicy,
-    creds: &'a Credentials,
+struct VolumeCtx {
+    vol: Volume,
+    pod: Arc<Pod>,
+    claims: Vec<Arc<PersistentVolumeClaim>>,
+    class: Option<Arc<k8s_openapi::api::storage::v1::StorageClass>>,
+    central: Arc<CentralPolicy>,
+    creds: Arc<Credentials>,
     draining: bool,
     group_size: Option<u64>,
     kubelet: Option<KubeletVolume>,

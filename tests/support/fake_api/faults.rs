@@ -16,6 +16,8 @@ pub struct Faults {
     rules: Vec<Rule>,
     failing: bool,
     delay: Duration,
+    /// (method, path fragment, delay): a slow answer for matching requests only.
+    slow: Vec<(String, String, Duration)>,
 }
 
 impl Faults {
@@ -42,8 +44,21 @@ impl Faults {
         self.delay = delay;
     }
 
-    pub fn delay(&self) -> Duration {
-        self.delay
+    pub fn set_slow(&mut self, method: &str, path_contains: &str, delay: Duration) {
+        self.slow.push((
+            method.to_ascii_uppercase(),
+            path_contains.to_string(),
+            delay,
+        ));
+    }
+
+    /// How long to hold this request before answering it.
+    pub fn delay_for(&self, method: &str, path: &str) -> Duration {
+        self.slow
+            .iter()
+            .filter(|(m, p, _)| m == method && path.contains(p.as_str()))
+            .map(|(_, _, d)| *d)
+            .fold(self.delay, Duration::max)
     }
 
     /// The status to answer instead of serving this request, consuming one injected failure.

@@ -94,7 +94,7 @@ pub async fn serve(
         content_type: content_type.clone(),
         body: (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
     });
-    let delay = lock(&shared.faults).delay();
+    let delay = lock(&shared.faults).delay_for(&method, &path);
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }

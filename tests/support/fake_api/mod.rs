@@ -280,6 +280,11 @@ impl FakeApi {
         lock(&self.shared.faults).set_delay(delay);
     }
 
+    /// Holds every `method` request whose path contains `path_contains` for `delay`.
+    pub fn set_slow(&self, method: &str, path_contains: &str, delay: Duration) {
+        lock(&self.shared.faults).set_slow(method, path_contains, delay);
+    }
+
     /// Closes every open watch stream; clients see a clean end of stream and must re-watch.
     pub fn drop_watches(&self) {
         lock(&self.shared.store).drop_watches();
