@@ -316,3 +316,43 @@ fn new_group_member_is_grown_to_its_peers_size_once() {
     c.wait_blocked("pg-2", "budget_exhausted");
     assert_eq!(c.resize_patches("pg-2"), 1);
 }
+
+#[test]
+fn a_fill_between_scans_is_acted_on_within_a_second_or_two() {
+    if !server::available("a_fill_between_scans_is_acted_on_within_a_second_or_two") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
+    // Scans every 30 s; the fast measurement loop (default 1 s, 250 ms near the trigger) sees
+    // the fill and wakes the reconcile loop.
+    let _agent = c.agent("30s", &[]);
+    wait_for(Duration::from_secs(20), "the first status", || {
+        c.status_field("data", "state")
+    });
+    fill(&mount, 56 * MI);
+    let filled = std::time::Instant::now();
+    wait_for(
+        Duration::from_secs(5),
+        "a resize long before the next scan",
+        || (request_of(&c.get("data")) == 80 * MI).then_some(()),
+    );
+    eprintln!(
+        "grown {:?} after the fill, at a 30 s scan interval",
+        filled.elapsed()
+    );
+    // With the loop off, the same fill waits for the next scan.
+    let mut c = KubeCluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
+    let _agent = c.agent("30s", &["--measure-interval", "0s"]);
+    wait_for(Duration::from_secs(20), "the first status", || {
+        c.status_field("data", "state")
+    });
+    fill(&mount, 56 * MI);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        request_of(&c.get("data")),
+        64 * MI,
+        "grown without a scan or the fast loop"
+    );
+}

@@ -10,6 +10,7 @@ mod hostile_tests;
 pub mod inflight;
 pub mod kubelet;
 pub mod kubelet_https;
+pub mod measure;
 pub mod pgconn;
 pub mod report;
 mod scan;
@@ -68,6 +69,8 @@ pub struct AgentConfig {
     pub resize_timeout: SignedDuration,
     pub api_timeout: Duration,
     pub probe_timeout: Duration,
+    /// The fast measurement loop's period; `None` when off.
+    pub measure_interval: Option<Duration>,
     pub listen: String,
     pub shutdown_grace: Duration,
 }
@@ -121,6 +124,10 @@ impl AgentConfig {
             })?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
             probe_timeout: duration("probe-timeout", &a.probe_timeout)?,
+            measure_interval: match a.measure_interval.trim() {
+                "0" | "0s" | "off" => None,
+                text => Some(duration("measure-interval", text)?),
+            },
             listen: a.listen.clone(),
             shutdown_grace: duration("shutdown-grace", &a.shutdown_grace)?,
         })
@@ -233,7 +240,11 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
 
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tracing::info!(node = %cfg.node, interval = ?cfg.interval, "agent started");
+    let (watchlist, prober) = scanner.watchlist();
+    let measuring = cfg
+        .measure_interval
+        .map(|every| tokio::spawn(watchlist.clone().run(prober, every)));
+    tracing::info!(node = %cfg.node, interval = ?cfg.interval, measure = ?cfg.measure_interval, "agent started");
     admin.loop_started();
     // No later than SIGTERM arrived (the start of the last scan), so the grace left is never
     // overestimated.
@@ -241,6 +252,8 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
+            // A volume crossed its trigger between scans: decide now, not at the next tick.
+            _ = watchlist.crossed() => tracing::debug!("a volume crossed its trigger; scanning now"),
             _ = shutdown.wait() => break,
         }
         let started = std::time::Instant::now();
@@ -267,6 +280,9 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     }
     // Volume work that outlasted its scan (a slow PATCH) may finish within what is left of the
     // grace.
+    if let Some(task) = measuring {
+        task.abort();
+    }
     let left = cfg.shutdown_grace.saturating_sub(signalled.elapsed());
     scanner.finish_running(left).await;
     tracing::info!("shutting down");

@@ -12,6 +12,7 @@ use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
 use super::events::Events;
 use super::kubelet::{KubeletStats, KubeletVolume};
+use super::measure::{Trigger, Watchlist};
 use super::pgconn::{self, Credentials};
 use super::shutdown::Shutdown;
 use super::world::World;
@@ -37,6 +38,8 @@ pub struct Scanner {
     running: HashMap<String, JoinHandle<VolumeReport>>,
     /// Each claim's last report, standing in while its work is still running.
     last: HashMap<String, VolumeReport>,
+    /// What the fast measurement loop watches between scans.
+    watchlist: Arc<Watchlist>,
 }
 
 /// What one volume's work needs, shared by the scan and the tasks it starts.
@@ -48,6 +51,8 @@ struct Work {
     shutdown: Shutdown,
     prober: probe::Prober,
     retried: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Each evaluated volume's trigger (by mount path), for the fast measurement loop.
+    triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Trigger>>,
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
@@ -77,6 +82,7 @@ impl Scanner {
             work: Arc::new(Work {
                 prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
                 retried: Default::default(),
+                triggers: Default::default(),
                 cfg,
                 client,
                 events,
@@ -86,6 +92,7 @@ impl Scanner {
             reclaimer,
             running: HashMap::new(),
             last: HashMap::new(),
+            watchlist: Default::default(),
         }
     }
 
@@ -264,7 +271,22 @@ impl Scanner {
             .events
             .retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
         self.last.retain(|k, _| keys.contains(k));
+        let triggers = {
+            let mut t = self
+                .work
+                .triggers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            t.retain(|path, _| volumes.iter().any(|v| &v.path == path));
+            t.clone()
+        };
+        self.watchlist.set(&volumes, &triggers);
         Ok(reports)
+    }
+
+    /// The volumes the fast measurement loop watches, and the prober it measures them with.
+    pub fn watchlist(&self) -> (Arc<Watchlist>, probe::Prober) {
+        (self.watchlist.clone(), self.work.prober.clone())
     }
 
     /// For a claim whose work from an earlier scan is still running: `Some` (its last report,
@@ -343,6 +365,7 @@ impl Work {
                 eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             }
             attempt += 1;
+            self.note_trigger(&ctx.vol.path, eval.policy.as_ref());
             match actor.apply(&pvc, &eval, now).await {
                 Applied::Done => return eval.report,
                 Applied::Conflict if attempt < CONFLICT_RETRIES => {
@@ -354,6 +377,17 @@ impl Work {
                 Applied::Conflict => return eval.report,
             }
         }
+    }
+
+    fn note_trigger(&self, path: &std::path::Path, policy: Option<&crate::policy::Policy>) {
+        let mut t = self
+            .triggers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match policy.and_then(Trigger::for_policy) {
+            Some(trigger) => t.insert(path.to_path_buf(), trigger),
+            None => t.remove(path),
+        };
     }
 
     /// WAL health for a volume that holds its instance's WAL; `None` for any other volume.

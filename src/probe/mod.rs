@@ -246,6 +246,9 @@ pub struct Prober {
     root: PathBuf,
     deadline: std::time::Duration,
     in_flight: bounded::InFlight,
+    /// One pass at a time (a scan's probe or the fast loop's re-measurement): two passes would
+    /// find each other's calls busy and report healthy volumes unmeasured.
+    pass: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Prober {
@@ -254,6 +257,7 @@ impl Prober {
             root,
             deadline,
             in_flight: bounded::InFlight::new(),
+            pass: Default::default(),
         }
     }
 
@@ -274,6 +278,7 @@ impl Prober {
 
     pub async fn probe(&self) -> Result<Vec<Volume>, ProbeError> {
         use futures::StreamExt;
+        let _pass = self.pass.lock().await;
         let root = self.root.clone();
         let found = self
             .in_flight
@@ -294,6 +299,30 @@ impl Prober {
             .await;
         classify(&mut vols);
         Ok(vols)
+    }
+
+    /// Measures again volumes an earlier [`Prober::probe`] found, without walking the kubelet
+    /// root: statfs only, through the same `O_NOFOLLOW` opens and deadlines. Empty when the
+    /// root cannot be opened in time.
+    pub async fn remeasure(&self, vols: Vec<Volume>) -> Vec<Volume> {
+        use futures::StreamExt;
+        let _pass = self.pass.lock().await;
+        let root = self.root.clone();
+        // Its own key: the root's discovery key belongs to the scan.
+        let key = self.root.join(".headroom-remeasure");
+        let opened = self
+            .in_flight
+            .run(&key, self.deadline, move || safe_open::open_root(&root))
+            .await;
+        let Ok(Ok(fd)) = opened else {
+            return Vec::new();
+        };
+        let root_fd = std::sync::Arc::new(fd);
+        futures::stream::iter(vols)
+            .map(|v| self.measure(&root_fd, v))
+            .buffered(PARALLEL_MEASUREMENTS)
+            .collect()
+            .await
     }
 
     async fn measure(&self, root_fd: &std::sync::Arc<std::os::fd::OwnedFd>, v: Volume) -> Volume {
