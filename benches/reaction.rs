@@ -4,8 +4,10 @@
 //! volumes. Also counts the agent's established connections to the API server and its watch
 //! requests (from the server's audit log) with all claims mounted. Needs root and the server.
 //!
-//! `cargo bench --bench reaction` measures 60 crossings (two rounds of 30 claims, each claim
-//! crossing once, at moments spread uniformly over one interval). Without `--bench` (e.g.
+//! `cargo bench --bench reaction` measures 200 crossings (four rounds of 50 claims, each claim
+//! crossing once, at moments spread uniformly over one scan interval) with the agent's default
+//! settings (`--interval 10s`, `--measure-interval 1s`); `-- --bench --measure-interval 0s`
+//! measures the same with the fast measurement loop off. Without `--bench` (e.g.
 //! `cargo test --benches`) it runs a smoke pass of two crossings at a 1 s interval.
 
 mod support;
@@ -47,8 +49,8 @@ fn main() -> ExitCode {
         Plan {
             interval: Duration::from_secs(10),
             interval_arg: "10s",
-            per_round: 30,
-            rounds: 2,
+            per_round: 50,
+            rounds: 4,
         }
     } else {
         Plan {
@@ -76,7 +78,12 @@ fn measure(plan: &Plan) -> Vec<Duration> {
     for m in &mounts {
         fill(m, SIZE_MI * MI * 79 / 100);
     }
-    let agent = c.agent(plan.interval_arg, &[]);
+    let extra: Vec<String> = std::env::args()
+        .skip_while(|a| a != "--measure-interval")
+        .take(2)
+        .collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let agent = c.agent(plan.interval_arg, &extra);
     wait_for(
         plan.interval * 3 + Duration::from_secs(20),
         "first statuses",
@@ -170,10 +177,18 @@ fn report(plan: &Plan, mut samples: Vec<Duration>) {
     samples.sort();
     let secs = |d: Duration| d.as_secs_f64();
     let mean = samples.iter().map(|d| secs(*d)).sum::<f64>() / samples.len() as f64;
+    let measure: Vec<String> = std::env::args()
+        .skip_while(|a| a != "--measure-interval")
+        .collect();
     println!(
-        "threshold crossing to PVC patch, interval {:?}, {} crossings",
+        "threshold crossing to PVC patch, interval {:?}, {} crossings, {}",
         plan.interval,
-        samples.len()
+        samples.len(),
+        if measure.is_empty() {
+            "default settings".to_string()
+        } else {
+            measure.join(" ")
+        }
     );
     println!("| interval | n | min (s) | p50 (s) | mean (s) | p90 (s) | p99 (s) | max (s) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");

@@ -1,0 +1,77 @@
+//! What the fast measurement loop costs: the agent's CPU (utime + stime from /proc) and RSS with
+//! N claims mounted as real tmpfs volumes, against the real test API server, with the loop at its
+//! default (`--measure-interval 1s`) and off (`0s`), at the default `--interval 10s`. The
+//! difference is the loop's cost. Needs root and the server (tests/support/kube).
+//!
+//! `cargo bench --bench measure_cost` runs 500 claims and 60 s windows; without `--bench`
+//! (e.g. `cargo test --benches`) a smoke pass of 10 claims and 3 s windows.
+
+mod support;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use support::kube::cluster::{KubeCluster, POLICY};
+use support::kube::server;
+use support::node::{MI, fill, wait_for};
+
+fn ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    n(11) + n(12)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() -> ExitCode {
+    let full = std::env::args().any(|a| a == "--bench");
+    if !server::available("bench measure_cost") {
+        return ExitCode::SUCCESS;
+    }
+    let (n, window) = if full {
+        (500, Duration::from_secs(60))
+    } else {
+        (10, Duration::from_secs(3))
+    };
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    for i in 0..n {
+        let m = c.claim(&format!("c-{i}"), &fast, 16, POLICY);
+        fill(&m, 3 * MI);
+    }
+    // SC_CLK_TCK is 100 on Linux.
+    let hz = 100.0;
+    println!("| claims | measure interval | CPU (% of one core) | RSS (MiB) |");
+    println!("|---:|---|---:|---:|");
+    for measure in ["1s", "0s"] {
+        let agent = c.agent("10s", &["--measure-interval", measure]);
+        let pid = agent.child.id();
+        wait_for(Duration::from_secs(180), "every claim's first status", || {
+            (0..n)
+                .all(|i| c.status_field(&format!("c-{i}"), "state").is_some())
+                .then_some(())
+        });
+        // Let the start-up work (first LISTs, first statuses) settle.
+        std::thread::sleep(Duration::from_secs(if full { 15 } else { 1 }));
+        let t0 = ticks(pid);
+        std::thread::sleep(window);
+        let used = (ticks(pid) - t0) as f64 / hz;
+        let pct = 100.0 * used / window.as_secs_f64();
+        println!(
+            "| {n} | {measure} | {pct:.2} | {:.1} |",
+            rss_kib(pid) as f64 / 1024.0
+        );
+        drop(agent);
+    }
+    ExitCode::SUCCESS
+}
