@@ -14,8 +14,7 @@ mod support {
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::core::v1::ConfigMap;
 use support::cluster::{Cluster, NODE, NS, status_field};
 use support::http::{free_port, get};
 use support::node::{MI, fill, request_of, wait_for};
@@ -45,18 +44,7 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
         |_| {},
     );
     let uid = c.pod("pg-0", NODE, "pgdata");
-    c.fake.update_with::<Pod>(NS, "pg-0", |p| {
-        p.status.get_or_insert_with(Default::default).pod_ip = Some("127.0.0.1".into());
-        // The credential is bound to the cluster that owns the pod (see pgconn).
-        p.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "postgresql.cnpg.io/v1".into(),
-            kind: "Cluster".into(),
-            name: "pg".into(),
-            uid: "cluster-uid".into(),
-            controller: Some(true),
-            ..Default::default()
-        }]);
-    });
+    c.cnpg_instance("pg-0", "pg");
     // The server lives on its own tmpfs (a short path keeps its Unix socket under the length
     // limit), bind-mounted as the claim's volume: WAL on the data volume, as with CloudNativePG.
     let disk = c.root.scratch_tmpfs(512 * MI);

@@ -14,8 +14,7 @@ mod support {
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::core::v1::ConfigMap;
 use support::cluster::{Cluster, ENABLED, NODE, NS, history_len};
 use support::http::{free_port, get};
 use support::node::{MI, fill, request_of, wait_for};
@@ -58,17 +57,7 @@ async fn a_blackholed_postgres_pod_delays_only_its_own_volume() {
         ("wal-safety-acknowledge-wal-risk", "true"),
     ]);
     let _pg = c.claim("a-pgdata", "fast", 64, &pg_policy);
-    c.fake.update_with::<Pod>(NS, "pod-a-pgdata", |p| {
-        p.status.get_or_insert_with(Default::default).pod_ip = Some("127.0.0.1".into());
-        p.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "postgresql.cnpg.io/v1".into(),
-            kind: "Cluster".into(),
-            name: "pg".into(),
-            uid: "cluster-uid".into(),
-            controller: Some(true),
-            ..Default::default()
-        }]);
-    });
+    c.cnpg_instance("pod-a-pgdata", "pg");
     let password = tempfile::NamedTempFile::new().expect("password file");
     std::fs::write(password.path(), "secret\n").expect("password");
     let postgres_yaml = format!(

@@ -119,6 +119,24 @@ impl Cluster {
             .tmpfs_volume(&uid, &format!("pv-{name}"), size_mi * MI)
     }
 
+    /// Makes pod `pod` a CloudNativePG instance of `cluster` reachable at 127.0.0.1: the owner a
+    /// Postgres credential is bound to (see `pgconn`), and the address the agent connects to.
+    pub fn cnpg_instance(&self, pod: &str, cluster: &str) {
+        self.fake.update_with::<Pod>(NS, pod, |p| {
+            p.status.get_or_insert_with(Default::default).pod_ip = Some("127.0.0.1".into());
+            p.metadata.owner_references = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "postgresql.cnpg.io/v1".into(),
+                    kind: "Cluster".into(),
+                    name: cluster.into(),
+                    uid: format!("{cluster}-uid"),
+                    controller: Some(true),
+                    ..Default::default()
+                },
+            ]);
+        });
+    }
+
     pub fn agent(&self, interval: &str) -> Agent {
         self.agent_on(NODE, self.root.path(), interval, &[])
     }
