@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::agent::VolumeReport;
+use crate::report::VolumeReport;
 use crate::health::Health;
 pub use crate::health::{LIVE_INTERVALS, Liveness, Readiness, STALE_INTERVALS};
 use crate::metrics::{self, Metrics};

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::evaluate::{Evaluation, INVALID_HISTORY, Subject, contain, evaluate};
-use super::events::notice_for;
+use crate::events::notice_for;
 use super::kubelet::KubeletVolume;
 use crate::decide::{Action, BlockReason, GrowKind, Measurement, Verdict};
 use crate::k8s::state::{self, StatusAnnotation};

@@ -9,7 +9,7 @@ use kube::{Api, Client};
 
 use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
-use super::events::Events;
+use crate::events::Events;
 use super::kubelet::{KubeletStats, KubeletVolume};
 use super::pgconn::{self, Credentials};
 use super::shutdown::Shutdown;

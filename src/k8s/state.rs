@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
-use crate::agent::VolumeReport;
+use crate::report::VolumeReport;
 use crate::decide::budget::{self, WINDOW};
 use crate::decide::{Action, Verdict};
 

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::agent::{MeasuredBy, VolumeReport};
+use crate::report::{MeasuredBy, VolumeReport};
 use crate::decide::{
     BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, State, VolumeRole,
 };

@@ -15,7 +15,7 @@ use prometheus::{
     Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, Opts, Registry, TextEncoder,
 };
 
-use crate::agent::VolumeReport;
+use crate::report::VolumeReport;
 use crate::decide::GrowKind;
 
 mod volume;

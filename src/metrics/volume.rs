@@ -3,8 +3,7 @@
 use prometheus::GaugeVec;
 
 use super::{BLOCKED_STATE, Builder, MetricsError, bool_f, set, set_opt};
-use crate::agent::VolumeReport;
-use crate::agent::evaluate::INVALID_HISTORY;
+use crate::report::{INVALID_HISTORY, VolumeReport};
 use crate::decide::{BlockReason, State, Verdict};
 
 pub(super) struct VolumeGauges {
