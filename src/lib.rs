@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod ca;
 pub mod cli;
+pub mod cmd;
 pub mod decide;
 pub mod events;
 pub mod health;

@@ -10,10 +10,9 @@ pub mod reclaim;
 pub mod spec;
 pub mod topolvm;
 pub mod validate;
-pub mod validate_cmd;
 mod value;
 pub mod window;
-mod yaml;
+pub(crate) mod yaml;
 
 #[cfg(test)]
 mod docs_tests;

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use super::{ReclaimError, fitrim};
+use crate::reclaim::{ReclaimError, fitrim};
 use crate::cli::TrimArgs;
 use crate::quantity;
 

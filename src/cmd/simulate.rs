@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::{Options, Report, SimulateError, simulate, trace};
+use crate::simulate::{Options, Report, SimulateError, simulate, trace};
 use crate::cli::{Format, RoleArg, SimulateArgs};
 use crate::decide::{VolumeFacts, VolumeRole};
 use crate::policy::validate::{Context, parse_policy_yaml};
