@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::annotations::from_annotations;
 use super::fields::FIELDS;
-use super::reclaim::{ReclaimGlobal, global_from_configmap};
+use super::reclaim_global::{ReclaimGlobal, global_from_configmap};
 use super::spec::{Node, PolicySpec, parse_yaml};
 use super::topolvm;
 use super::validate::Finding;

@@ -7,6 +7,7 @@ pub mod annotations;
 pub mod fields;
 pub mod merge;
 pub mod reclaim;
+pub mod reclaim_global;
 pub mod spec;
 pub mod topolvm;
 pub mod validate;
