@@ -11,7 +11,7 @@ use super::fields::FIELDS;
 use super::reclaim_global::{ReclaimGlobal, global_from_configmap};
 use super::spec::{Node, PolicySpec, parse_yaml};
 use super::topolvm;
-use super::validate::Finding;
+use super::Finding;
 
 /// ConfigMap data key holding the defaults (a policy YAML).
 pub const POLICY_KEY: &str = "policy.yaml";

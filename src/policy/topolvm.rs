@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::spec::{PolicySpec, Raw};
-use super::validate::Finding;
+use super::Finding;
 use super::value::size;
 use crate::quantity;
 

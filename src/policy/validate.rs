@@ -7,15 +7,9 @@ use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, integer, size};
 use super::window::{MaintenanceWindow, WindowError};
+pub use super::Finding;
 use super::{Mode, Policy, Step};
 use crate::quantity::format as q;
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Finding {
-    /// YAML path (`emergencyGrow.criticalThreshold`), or the key as written when it is unknown.
-    pub field: String,
-    pub message: String,
-}
 
 /// Facts about the volume a policy is for, when known; they enable the warnings that need them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
