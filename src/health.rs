@@ -78,8 +78,7 @@ pub struct Health {
 /// retries stopped failing is only seen by its silence: no error for longer than its retries
 /// are apart, and the API server has answered since.
 fn recovered_silently(last_error: Timestamp, api_ok: Option<Timestamp>, now: Timestamp) -> bool {
-    let quiet =
-        SignedDuration::try_from(RETRY_QUIET).unwrap_or(SignedDuration::MAX);
+    let quiet = SignedDuration::try_from(RETRY_QUIET).unwrap_or(SignedDuration::MAX);
     api_ok.is_some_and(|ok| ok > last_error) && now.duration_since(last_error) > quiet
 }
 

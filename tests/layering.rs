@@ -12,8 +12,16 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 fn sources(dir: &Path, rel: &str, out: &mut BTreeMap<String, String>) {
     for entry in std::fs::read_dir(dir).expect("read src") {
         let path = entry.expect("entry").path();
-        let name = path.file_name().expect("name").to_string_lossy().into_owned();
-        let rel = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let rel = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
         if path.is_dir() {
             sources(&path, &rel, out);
         } else if rel.ends_with(".rs") {
@@ -38,7 +46,11 @@ fn layers(lib: &str) -> Vec<Vec<String>> {
 
 /// The module path a file defines: `a/b.rs` -> [a, b], `a/mod.rs` -> [a], `a.rs` -> [a].
 fn module_of(rel: &str) -> Vec<String> {
-    let mut parts: Vec<String> = rel.trim_end_matches(".rs").split('/').map(String::from).collect();
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
     if parts.last().is_some_and(|p| p == "mod") {
         parts.pop();
     }
@@ -199,7 +211,10 @@ fn violations(files: &BTreeMap<String, String>, layers: &[Vec<String>]) -> Vec<S
     }
     for (folder, graph) in &siblings {
         for cycle in cycles(graph) {
-            bad.push(format!("{folder}/: files import each other: {}", cycle.join(" -> ")));
+            bad.push(format!(
+                "{folder}/: files import each other: {}",
+                cycle.join(" -> ")
+            ));
         }
     }
     bad
@@ -249,7 +264,10 @@ fn every_module_imports_only_from_lower_layers() {
         .map(|rel| module_of(rel)[0].clone())
         .collect();
     let listed: BTreeSet<String> = layers.iter().flatten().cloned().collect();
-    assert_eq!(declared, listed, "every module of src/ in exactly the layers of lib.rs");
+    assert_eq!(
+        declared, listed,
+        "every module of src/ in exactly the layers of lib.rs"
+    );
     let bad = violations(&files, &layers);
     assert!(bad.is_empty(), "layering broken:\n{}", bad.join("\n"));
 }
@@ -268,14 +286,29 @@ fn the_checker_sees_upward_imports_and_circles() {
     };
     let ok = "use crate::low::X;\nuse crate::{\n    low::{self, Y},\n};\n";
     assert!(check(&[("mid/a.rs", ok), ("high.rs", "use crate::mid::a::X;\n")]).is_empty());
-    assert_eq!(check(&[("low.rs", "fn f() { crate::high::go() }\n")]).len(), 1);
+    assert_eq!(
+        check(&[("low.rs", "fn f() { crate::high::go() }\n")]).len(),
+        1
+    );
     assert_eq!(check(&[("mid/mod.rs", "use super::high;\n")]).len(), 1);
-    assert_eq!(check(&[("mid/a.rs", "use super::super::side::X;\n")]).len(), 1);
-    assert_eq!(check(&[("mid/a.rs", "use crate::{low, high::X};\n")]).len(), 1);
+    assert_eq!(
+        check(&[("mid/a.rs", "use super::super::side::X;\n")]).len(),
+        1
+    );
+    assert_eq!(
+        check(&[("mid/a.rs", "use crate::{low, high::X};\n")]).len(),
+        1
+    );
     assert_eq!(check(&[("nowhere.rs", "")]).len(), 1);
     // Comments and test code may name anything.
     let test_code = "// crate::high\n#[cfg(test)]\nmod tests {\n    use crate::high;\n}\n";
-    assert!(check(&[("low.rs", test_code), ("low/x_tests.rs", "use crate::high;")]).is_empty());
+    assert!(
+        check(&[
+            ("low.rs", test_code),
+            ("low/x_tests.rs", "use crate::high;")
+        ])
+        .is_empty()
+    );
     let circle = check(&[
         ("mid/mod.rs", "mod a;\nmod b;\nmod c;\n"),
         ("mid/a.rs", "use super::b::X;\n"),

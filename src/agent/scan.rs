@@ -9,13 +9,13 @@ use kube::{Api, Client};
 
 use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
-use crate::events::Events;
 use super::kubelet::{KubeletStats, KubeletVolume};
 use super::pgconn::{self, Credentials};
 use super::shutdown::Shutdown;
 use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
 use crate::decide::{VolumeRole, WalHealth};
+use crate::events::Events;
 use crate::http::AdminState;
 use crate::k8s::roles;
 use crate::policy::defaults;

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::probe::{ProbeError, Volume, probe_host, probe_kubelet_root, probe_paths, read_mountinfo};
 use crate::cli::{Format, ScanArgs};
+use crate::probe::{
+    ProbeError, Volume, probe_host, probe_kubelet_root, probe_paths, read_mountinfo,
+};
 use crate::quantity::human;
 
 /// One JSON output object: the documented keys, then extras.

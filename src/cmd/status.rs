@@ -11,10 +11,10 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 
-use crate::k8s::state::{StatusAnnotation, read_history, read_status};
-use crate::k8s::{KubeError, storage_capacity, storage_request};
 use crate::cli::{Format, StatusArgs};
 use crate::decide::Action;
+use crate::k8s::state::{StatusAnnotation, read_history, read_status};
+use crate::k8s::{KubeError, storage_capacity, storage_request};
 use crate::quantity;
 
 /// One claim as `headroom status` shows it.

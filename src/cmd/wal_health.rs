@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio_postgres::config::SslMode;
 
-use crate::postgres::{SqlTarget, WalError, gather};
 use crate::cli::{Format, SslModeArg, WalHealthArgs};
 use crate::decide::WalHealth;
+use crate::postgres::{SqlTarget, WalError, gather};
 use crate::quantity::human;
 
 pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {

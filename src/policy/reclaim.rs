@@ -21,12 +21,12 @@ use std::collections::BTreeMap;
 use croner::Cron;
 use jiff::tz::TimeZone;
 
+use super::Finding;
 use super::annotations::from_annotations;
 use super::defaults::{RECLAIM_ENABLED, RECLAIM_SCHEDULE, RECLAIM_TIMEZONE};
 use super::merge::{CentralPolicy, Source, merge_layers};
 pub use super::reclaim_global::{DEFAULT_TIMEOUT, GLOBAL_KEY, ReclaimGlobal, parse_global};
 use super::spec::{PolicySpec, Raw};
-use super::Finding;
 use super::value::boolean;
 use super::window::{parse_cron, parse_timezone};
 

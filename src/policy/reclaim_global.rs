@@ -7,8 +7,8 @@ use std::str::FromStr;
 
 use jiff::SignedDuration;
 
-use super::spec::{Node, parse_yaml};
 use super::Finding;
+use super::spec::{Node, parse_yaml};
 use super::value::boolean;
 
 /// ConfigMap data key of the node-wide reclaim settings (the global switch).

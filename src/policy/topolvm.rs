@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use super::spec::{PolicySpec, Raw};
 use super::Finding;
+use super::spec::{PolicySpec, Raw};
 use super::value::size;
 use crate::quantity;
 

@@ -2,12 +2,12 @@
 //! but flag what is probably not what the user meant. Every finding names its YAML path and its
 //! message says what to write instead.
 
+pub use super::Finding;
 use super::defaults::*;
 use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, integer, size};
 use super::window::{MaintenanceWindow, WindowError};
-pub use super::Finding;
 use super::{Mode, Policy, Step};
 use crate::quantity::format as q;
 

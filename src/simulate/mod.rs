@@ -3,7 +3,6 @@
 
 pub mod trace;
 
-
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
