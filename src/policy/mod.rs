@@ -48,7 +48,7 @@ pub enum PolicyError {
 
 use crate::quantity::GI;
 
-/// One problem with a policy, from any layer of it. Here rather than in [`validate`] because
+/// One problem with a policy, from any layer of it. Here rather than in `validate.rs` because
 /// every file of this folder reports findings, and validation reads most of them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
