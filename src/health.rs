@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+/// A failing watch retries at least this often; one silent this long after its last error, while
+/// the API server answers, has reconnected (kube's watcher resumes a watch without an event).
+/// The watch layer keeps to it; readiness counts on it.
+pub const RETRY_QUIET: Duration = Duration::from_secs(20);
+
 /// A scan older than this many intervals makes the agent unready.
 pub const STALE_INTERVALS: u32 = 3;
 
@@ -73,8 +78,7 @@ pub struct Health {
 /// retries stopped failing is only seen by its silence: no error for longer than its retries
 /// are apart, and the API server has answered since.
 fn recovered_silently(last_error: Timestamp, api_ok: Option<Timestamp>, now: Timestamp) -> bool {
-    let quiet =
-        SignedDuration::try_from(crate::agent::world::RETRY_QUIET).unwrap_or(SignedDuration::MAX);
+    let quiet = SignedDuration::try_from(RETRY_QUIET).unwrap_or(SignedDuration::MAX);
     api_ok.is_some_and(|ok| ok > last_error) && now.duration_since(last_error) > quiet
 }
 

@@ -19,10 +19,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::agent::VolumeReport;
 use crate::health::Health;
 pub use crate::health::{LIVE_INTERVALS, Liveness, Readiness, STALE_INTERVALS};
 use crate::metrics::{self, Metrics};
+use crate::report::VolumeReport;
 
 /// Default `--listen`. Prometheus' exporter port list (9100-9999) is fully allocated, so this is
 /// a port no common node-level exporter uses: not node-exporter (9100), CloudNativePG (9187),

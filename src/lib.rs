@@ -2,11 +2,30 @@
 //!
 //! The pure core is [`policy`] and [`decide`]; everything else gathers their inputs or carries
 //! out their decisions.
+//!
+//! Layers, lowest first. A module names only modules of lower layers, never one of its own
+//! layer or above, and no two files of one folder name each other, even around a circle (the
+//! folder's `mod.rs` aside: it holds what its files share). `tests/layering.rs` reads this list
+//! and checks it against the `crate::` and `super::` paths in `src/`; test code may reach
+//! upward for fixtures.
+//!
+//! - `quantity`, `ca`, `health`: leaves (storage sizes, CA bundles, the liveness rule)
+//! - `policy`: the policy keys, their layers and validation (pure)
+//! - `decide`: the engine (pure)
+//! - `probe`, `simulate`: statfs and the kubelet walk; the engine over a synthetic trace
+//! - `postgres`, `report`: WAL health; what one scan measured and decided for one volume
+//! - `k8s`, `events`, `metrics`: claim state and annotations; a report as Events; as metrics
+//! - `reclaim`, `http`: fstrim on schedule; the admin endpoint
+//! - `cli`: the command line's arguments
+//! - `agent`: the node agent (watch stores, scan loop, act)
+//! - `cmd`: the one-shot commands (`validate`, `simulate`, `scan`, `wal-health`, `status`, `trim`)
 
 pub mod agent;
 pub mod ca;
 pub mod cli;
+pub mod cmd;
 pub mod decide;
+pub mod events;
 pub mod health;
 pub mod http;
 pub mod k8s;
@@ -16,4 +35,5 @@ pub mod postgres;
 pub mod probe;
 pub mod quantity;
 pub mod reclaim;
+pub mod report;
 pub mod simulate;

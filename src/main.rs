@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use headroom::cli::{Cli, Command};
+use headroom::cmd;
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
@@ -20,11 +21,11 @@ fn main() -> anyhow::Result<ExitCode> {
     }));
     match cli.command {
         Command::Agent(args) => Ok(headroom::agent::main(args)?),
-        Command::Validate(args) => Ok(headroom::policy::validate_cmd::run(&args)?),
-        Command::Simulate(args) => Ok(headroom::simulate::run(&args)?),
-        Command::Scan(args) => Ok(headroom::probe::scan_cmd::run(&args)?),
-        Command::WalHealth(args) => Ok(headroom::postgres::cli::run(&args)?),
-        Command::Status(args) => Ok(headroom::k8s::status_cmd::run(&args)?),
-        Command::Trim(args) => Ok(headroom::reclaim::cmd::run(&args)?),
+        Command::Validate(args) => Ok(cmd::validate::run(&args)?),
+        Command::Simulate(args) => Ok(cmd::simulate::run(&args)?),
+        Command::Scan(args) => Ok(cmd::scan::run(&args)?),
+        Command::WalHealth(args) => Ok(cmd::wal_health::run(&args)?),
+        Command::Status(args) => Ok(cmd::status::run(&args)?),
+        Command::Trim(args) => Ok(cmd::trim::run(&args)?),
     }
 }

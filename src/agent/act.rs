@@ -11,10 +11,10 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::evaluate::{Evaluation, INVALID_HISTORY};
-use super::events::{Events, Notice, notice_for};
 use super::shutdown::Shutdown;
 use crate::decide::recover;
 use crate::decide::{Action, BlockReason, GrowKind, ResizeState, Verdict};
+use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::quantity;

@@ -80,8 +80,7 @@ fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<Fi
     (valid, finding)
 }
 
-/// The finding's stable name, first word of its message (Events and metrics key on it).
-pub const INVALID_HISTORY: &str = "invalid_history";
+pub use crate::report::INVALID_HISTORY;
 
 pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
     let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");

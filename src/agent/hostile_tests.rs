@@ -17,9 +17,9 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::evaluate::{Evaluation, INVALID_HISTORY, Subject, contain, evaluate};
-use super::events::notice_for;
 use super::kubelet::KubeletVolume;
 use crate::decide::{Action, BlockReason, GrowKind, Measurement, Verdict};
+use crate::events::notice_for;
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::policy::fields::FIELDS;

@@ -4,7 +4,6 @@ mod act;
 pub mod api_metrics;
 pub mod client;
 pub mod evaluate;
-pub mod events;
 #[cfg(test)]
 mod hostile_tests;
 pub mod inflight;
@@ -12,14 +11,13 @@ pub mod kubelet;
 pub mod kubelet_https;
 pub mod measure;
 pub mod pgconn;
-pub mod report;
 mod scan;
 pub mod shutdown;
 #[cfg(test)]
 mod trace_tests;
 pub mod world;
 
-pub use report::{MeasuredBy, VolumeReport};
+pub use crate::report::{MeasuredBy, VolumeReport};
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -224,7 +222,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         controller: "headroom".into(),
         instance: Some(format!("headroom-{}", cfg.node)),
     };
-    let events = events::Events::new(Recorder::new(client.clone(), reporter));
+    let events = crate::events::Events::new(Recorder::new(client.clone(), reporter));
     let reclaimer =
         crate::reclaim::Reclaimer::new(client.clone(), &cfg.node, cfg.dry_run, cfg.api_timeout)?;
     (reclaimer.metrics().register(admin.metrics().registry()))

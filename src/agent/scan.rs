@@ -10,7 +10,6 @@ use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
-use super::events::Events;
 use super::kubelet::{KubeletStats, KubeletVolume};
 use super::measure::{Trigger, Watchlist};
 use super::pgconn::{self, Credentials};
@@ -18,6 +17,7 @@ use super::shutdown::Shutdown;
 use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
 use crate::decide::{VolumeRole, WalHealth};
+use crate::events::Events;
 use crate::http::AdminState;
 use crate::k8s::roles;
 use crate::policy::defaults;

@@ -39,9 +39,7 @@ pub type Observer = Arc<dyn WatchObserver>;
 /// The longest wait between a failing watch's retries, before jitter (up to half again).
 pub const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// A failing watch retries at least this often; one silent this long after its last error, while
-/// the API server answers, has reconnected (kube's watcher resumes a watch without an event).
-pub const RETRY_QUIET: std::time::Duration = std::time::Duration::from_secs(20);
+pub use crate::health::RETRY_QUIET;
 
 /// Doubling delays from half a second to [`RETRY_MAX`], each lengthened by up to half at random,
 /// so a fleet of agents does not retry in step after an outage.

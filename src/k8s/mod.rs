@@ -7,7 +7,6 @@
 pub mod claim;
 pub mod roles;
 pub mod state;
-pub mod status_cmd;
 pub mod status_policy;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
-use crate::agent::VolumeReport;
 use crate::decide::budget::{self, WINDOW};
 use crate::decide::{Action, Verdict};
+use crate::report::VolumeReport;
 
 pub const HISTORY: &str = "headroom.dev/history";
 pub const STATUS: &str = "headroom.dev/status";

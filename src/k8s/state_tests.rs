@@ -6,11 +6,11 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::agent::{MeasuredBy, VolumeReport};
 use crate::decide::{
     BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, State, VolumeRole,
 };
 use crate::quantity::GI;
+use crate::report::{MeasuredBy, VolumeReport};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")

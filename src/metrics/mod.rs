@@ -15,8 +15,8 @@ use prometheus::{
     Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, Opts, Registry, TextEncoder,
 };
 
-use crate::agent::VolumeReport;
 use crate::decide::GrowKind;
+use crate::report::VolumeReport;
 
 mod volume;
 

@@ -3,9 +3,8 @@
 use prometheus::GaugeVec;
 
 use super::{BLOCKED_STATE, Builder, MetricsError, bool_f, set, set_opt};
-use crate::agent::VolumeReport;
-use crate::agent::evaluate::INVALID_HISTORY;
 use crate::decide::{BlockReason, State, Verdict};
+use crate::report::{INVALID_HISTORY, VolumeReport};
 
 pub(super) struct VolumeGauges {
     info: GaugeVec,

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use super::Finding;
 pub use super::fields::Field;
 use super::fields::{self, ANNOTATION_PREFIX, FIELDS};
 use super::spec::{PolicySpec, Raw};
-use super::validate::Finding;
 
 /// The mapping between YAML paths and annotation keys, re-exported where annotations are read.
 pub const ANNOTATION_KEYS: &[Field] = FIELDS;

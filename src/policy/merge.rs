@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use super::Finding;
 use super::annotations::from_annotations;
 use super::fields::FIELDS;
-use super::reclaim::{ReclaimGlobal, global_from_configmap};
+use super::reclaim_global::{ReclaimGlobal, global_from_configmap};
 use super::spec::{Node, PolicySpec, parse_yaml};
 use super::topolvm;
-use super::validate::Finding;
 
 /// ConfigMap data key holding the defaults (a policy YAML).
 pub const POLICY_KEY: &str = "policy.yaml";

@@ -7,13 +7,13 @@ pub mod annotations;
 pub mod fields;
 pub mod merge;
 pub mod reclaim;
+pub mod reclaim_global;
 pub mod spec;
 pub mod topolvm;
 pub mod validate;
-pub mod validate_cmd;
 mod value;
 pub mod window;
-mod yaml;
+pub(crate) mod yaml;
 
 #[cfg(test)]
 mod docs_tests;
@@ -28,7 +28,7 @@ mod validate_tests;
 
 pub use merge::{CentralPolicy, Merged, Source};
 pub use spec::PolicySpec;
-pub use validate::{Context, Finding, Validation, parse_policy_yaml, validate};
+pub use validate::{Context, Validation, parse_policy_yaml, validate};
 pub use window::{MaintenanceWindow, WindowError};
 
 /// Errors of the policy module that are not findings about a policy's content.
@@ -47,6 +47,15 @@ pub enum PolicyError {
 }
 
 use crate::quantity::GI;
+
+/// One problem with a policy, from any layer of it. Here rather than in `validate.rs` because
+/// every file of this folder reports findings, and validation reads most of them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// YAML path (`emergencyGrow.criticalThreshold`), or the key as written when it is unknown.
+    pub field: String,
+    pub message: String,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

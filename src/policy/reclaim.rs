@@ -17,108 +17,26 @@
 //! volume (and, like every bad key, refuses its resize policy too when validated as a whole).
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 
 use croner::Cron;
-use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 
+use super::Finding;
 use super::annotations::from_annotations;
 use super::defaults::{RECLAIM_ENABLED, RECLAIM_SCHEDULE, RECLAIM_TIMEZONE};
 use super::merge::{CentralPolicy, Source, merge_layers};
-use super::spec::{Node, PolicySpec, Raw, parse_yaml};
-use super::validate::Finding;
+pub use super::reclaim_global::{DEFAULT_TIMEOUT, GLOBAL_KEY, ReclaimGlobal, parse_global};
+use super::spec::{PolicySpec, Raw};
 use super::value::boolean;
 use super::window::{parse_cron, parse_timezone};
 
 /// csi-addons' per-object schedule annotation.
 pub const CSI_ADDONS_SCHEDULE: &str = "reclaimspace.csiaddons.openshift.io/schedule";
-/// ConfigMap data key of the node-wide reclaim settings (the global switch).
-pub const GLOBAL_KEY: &str = "reclaimSpace.yaml";
-/// Bound on one trim unless `reclaimSpace.yaml` says otherwise.
-pub const DEFAULT_TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
-
 const KEYS: [&str; 3] = [
     "reclaimSpace.enabled",
     "reclaimSpace.schedule",
     "reclaimSpace.timezone",
 ];
-
-/// The node-wide settings from `reclaimSpace.yaml`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReclaimGlobal {
-    /// `false` turns every trim off. Absent means volumes decide for themselves.
-    pub enabled: bool,
-    pub timeout: SignedDuration,
-    /// A broken `reclaimSpace.yaml` turns trimming off (fail closed) and is reported.
-    pub errors: Vec<Finding>,
-}
-
-impl Default for ReclaimGlobal {
-    fn default() -> Self {
-        ReclaimGlobal {
-            enabled: true,
-            timeout: DEFAULT_TIMEOUT,
-            errors: Vec::new(),
-        }
-    }
-}
-
-/// Reads `reclaimSpace.yaml` (`enabled`, `timeout`); `configmap` names the ConfigMap in messages.
-pub fn parse_global(text: &str, configmap: &str) -> ReclaimGlobal {
-    let mut g = ReclaimGlobal::default();
-    let mut bad = |field: &str, message: String| {
-        g.errors.push(Finding {
-            field: format!("{GLOBAL_KEY} {field}"),
-            message: format!("{message} (in ConfigMap {configmap} key {GLOBAL_KEY})"),
-        })
-    };
-    let entries = match parse_yaml(text) {
-        Ok(Node::Null) => Vec::new(),
-        Ok(Node::Map(entries)) => entries,
-        Ok(other) => {
-            bad(
-                "(document)",
-                format!(
-                    "expected a mapping like `enabled: false`, found {}",
-                    other.kind()
-                ),
-            );
-            Vec::new()
-        }
-        Err(e) => {
-            bad("(document)", e.to_string());
-            Vec::new()
-        }
-    };
-    let (mut enabled, mut timeout) = (None, None);
-    for (key, node) in entries {
-        let Node::Scalar(text) = node else {
-            bad(
-                &key,
-                format!("expected a single value, found {}", node.kind()),
-            );
-            continue;
-        };
-        match key.as_str() {
-            "enabled" => match boolean(&text) {
-                Ok(b) => enabled = Some(b),
-                Err(m) => bad(&key, m),
-            },
-            "timeout" => match SignedDuration::from_str(text.trim()) {
-                Ok(d) if d > SignedDuration::ZERO => timeout = Some(d),
-                _ => bad(
-                    &key,
-                    format!("'{text}' is not a positive duration; write e.g. 30m or 2h"),
-                ),
-            },
-            _ => bad(&key, "unknown key; the keys are enabled and timeout".into()),
-        }
-    }
-    g.enabled = enabled.unwrap_or(true);
-    g.timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
-    g
-}
 
 /// A volume's resolved trim schedule.
 #[derive(Debug, Clone)]
@@ -275,14 +193,4 @@ pub fn resolve(
         }
         _ => Resolved::Invalid(errors),
     }
-}
-
-/// Reads the global settings out of the ConfigMap data (used by [`super::merge::parse_configmap`]).
-pub(crate) fn global_from_configmap(
-    data: &BTreeMap<String, String>,
-    configmap: &str,
-) -> ReclaimGlobal {
-    data.get(GLOBAL_KEY)
-        .map(|text| parse_global(text, configmap))
-        .unwrap_or_default()
 }

@@ -4,9 +4,9 @@
 
 use serde::{Serialize, Serializer};
 
+use super::Finding;
 use super::PolicyError;
 use super::fields::{self, FIELDS, GROUPS};
-use super::validate::Finding;
 pub(crate) use super::yaml::{Node, parse_yaml};
 
 /// One value as written, and where it was written when that is not obvious from context

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use super::Finding;
 use super::spec::{PolicySpec, Raw};
-use super::validate::Finding;
 use super::value::size;
 use crate::quantity;
 

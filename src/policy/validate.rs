@@ -2,6 +2,7 @@
 //! but flag what is probably not what the user meant. Every finding names its YAML path and its
 //! message says what to write instead.
 
+pub use super::Finding;
 use super::defaults::*;
 use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
 use super::spec::PolicySpec;
@@ -9,13 +10,6 @@ use super::value::{self, boolean, integer, size};
 use super::window::{MaintenanceWindow, WindowError};
 use super::{Mode, Policy, Step};
 use crate::quantity::format as q;
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Finding {
-    /// YAML path (`emergencyGrow.criticalThreshold`), or the key as written when it is unknown.
-    pub field: String,
-    pub message: String,
-}
 
 /// Facts about the volume a policy is for, when known; they enable the warnings that need them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

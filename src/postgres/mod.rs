@@ -1,7 +1,6 @@
 //! Postgres WAL health: archive backlog from the volume (no credentials), archiver and
 //! replication-slot state over SQL (`pg_monitor`), combined into [`crate::decide::WalHealth`].
 
-pub mod cli;
 pub mod guard;
 pub mod health;
 pub mod sql;

@@ -2,7 +2,7 @@
 //! statfs, and says which numbers are the volume's own and which are a shared filesystem's.
 //!
 //! The sync functions here do blocking I/O and are meant for `spawn_blocking` (see
-//! [`probe_kubelet_root_async`]); `headroom scan` ([`scan_cmd`]) calls them directly.
+//! [`probe_kubelet_root_async`]); `headroom scan` ([`crate::cmd::scan`]) calls them directly.
 //!
 //! Safety: under the kubelet root nothing is opened through a symlink ([`safe_open`]), and the
 //! only file whose contents are read is CSI's `vol_data.json` (size-capped). Directory listings
@@ -13,7 +13,6 @@ pub mod bounded;
 pub mod kubelet;
 pub mod mounts;
 pub mod safe_open;
-pub mod scan_cmd;
 pub mod shared;
 pub mod statfs;
 

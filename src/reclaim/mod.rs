@@ -3,9 +3,8 @@
 //!
 //! [`policy::reclaim`](crate::policy::reclaim) resolves whether and when; [`schedule`] says when a
 //! trim is due; [`fitrim`] trims; [`state`] keeps the last run on the claim; [`Reclaimer`] is the
-//! agent's entry point; [`cmd`] is `headroom trim PATH`.
+//! agent's entry point; [`crate::cmd::trim`] is `headroom trim PATH`.
 
-pub mod cmd;
 pub mod fitrim;
 pub mod metrics;
 mod run;

@@ -1,10 +1,7 @@
 //! Replays a growth trace through the decision engine with a simulated clock: the dry run users
 //! asked other autoresizers for. Pure: the command reads files, the replay does no I/O.
 
-mod cmd;
 pub mod trace;
-
-pub use cmd::run;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;

@@ -11,6 +11,10 @@ use crate::decide::{Action, ClaimState, Decision, Measurement, VolumeRole, WalHe
 use crate::policy::merge::Source;
 use crate::policy::validate::Finding;
 
+/// The stable name of the finding for history entries dated in the future, first word of its
+/// message (Events and metrics key on it).
+pub const INVALID_HISTORY: &str = "invalid_history";
+
 /// Where the measurement came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,10 +5,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::PolicyError;
-use super::validate::{Context, Validation, parse_policy_yaml};
-use super::yaml::one_line;
 use crate::cli::ValidateArgs;
+use crate::policy::PolicyError;
+use crate::policy::validate::{Context, Validation, parse_policy_yaml};
+use crate::policy::yaml::one_line;
 
 pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
     let stdout = std::io::stdout();

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use super::{ReclaimError, fitrim};
 use crate::cli::TrimArgs;
 use crate::quantity;
+use crate::reclaim::{ReclaimError, fitrim};
 
 pub fn run(args: &TrimArgs) -> Result<ExitCode, ReclaimError> {
     let started = Instant::now();

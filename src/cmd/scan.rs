@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::{ProbeError, Volume, probe_host, probe_kubelet_root, probe_paths, read_mountinfo};
 use crate::cli::{Format, ScanArgs};
+use crate::probe::{
+    ProbeError, Volume, probe_host, probe_kubelet_root, probe_paths, read_mountinfo,
+};
 use crate::quantity::human;
 
 /// One JSON output object: the documented keys, then extras.
@@ -28,7 +30,7 @@ pub struct ScanRow {
     pub shared: bool,
     pub inodes_free: Option<u64>,
     pub block_size: Option<u64>,
-    pub mode: super::VolumeMode,
+    pub mode: crate::probe::VolumeMode,
     pub mounted: bool,
     pub plugin: Option<String>,
     pub pod_uid: Option<String>,
@@ -119,8 +121,8 @@ pub fn write_table<W: Write>(out: &mut W, vols: &[Volume]) -> std::io::Result<()
             None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
         };
         let kind = match v.mode {
-            super::VolumeMode::Block => "block".to_owned(),
-            super::VolumeMode::Filesystem => v.fs_type.clone().unwrap_or_else(|| "-".into()),
+            crate::probe::VolumeMode::Block => "block".to_owned(),
+            crate::probe::VolumeMode::Filesystem => v.fs_type.clone().unwrap_or_else(|| "-".into()),
         };
         writeln!(
             out,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio_postgres::config::SslMode;
 
-use super::{SqlTarget, WalError, gather};
 use crate::cli::{Format, SslModeArg, WalHealthArgs};
 use crate::decide::WalHealth;
+use crate::postgres::{SqlTarget, WalError, gather};
 use crate::quantity::human;
 
 pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
@@ -58,7 +58,7 @@ fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
     if let Some(ca) = &args.ca_file {
         let shown = ca.display().to_string();
         let pem = std::fs::read(ca).map_err(|source| {
-            WalError::Sql(super::SqlError::CaFile {
+            WalError::Sql(crate::postgres::SqlError::CaFile {
                 path: shown.clone(),
                 source,
             })

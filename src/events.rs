@@ -7,9 +7,9 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
-use super::VolumeReport;
 use crate::decide::{BlockReason, ResizeState, Verdict};
 use crate::quantity;
+use crate::report::VolumeReport;
 
 /// One thing to tell about a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]

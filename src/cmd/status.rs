@@ -1,7 +1,7 @@
 //! `headroom status`: the cluster-wide view from the claims' own annotations, with one LIST and
 //! the caller's kubeconfig, like `kubectl get pvc`. Every claim the LIST returns is a row;
 //! claims headroom has not touched show "-", so `-l` (or a claim's name) is how to narrow the
-//! view. `--policy` shows the effective policy instead ([`super::status_policy`]).
+//! view. `--policy` shows the effective policy instead ([`crate::k8s::status_policy`]).
 
 use std::process::ExitCode;
 
@@ -11,10 +11,10 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 
-use super::state::{StatusAnnotation, read_history, read_status};
-use super::{KubeError, storage_capacity, storage_request};
 use crate::cli::{Format, StatusArgs};
 use crate::decide::Action;
+use crate::k8s::state::{StatusAnnotation, read_history, read_status};
+use crate::k8s::{KubeError, storage_capacity, storage_request};
 use crate::quantity;
 
 /// One claim as `headroom status` shows it.
@@ -74,10 +74,10 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
         let (client, claims) = list(args).await?;
         if args.policy {
             let cm = (args.configmap_namespace.as_str(), args.configmap.as_str());
-            let rows = super::status_policy::fetch(client, &claims, cm).await?;
+            let rows = crate::k8s::status_policy::fetch(client, &claims, cm).await?;
             return Ok::<_, KubeError>(match args.format {
                 Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
-                Format::Table => super::status_policy::render(&rows),
+                Format::Table => crate::k8s::status_policy::render(&rows),
             });
         }
         let rows: Vec<Row> = claims.iter().map(Row::from_pvc).collect();

@@ -4,11 +4,11 @@ use std::process::ExitCode;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::{Options, Report, SimulateError, simulate, trace};
 use crate::cli::{Format, RoleArg, SimulateArgs};
 use crate::decide::{VolumeFacts, VolumeRole};
 use crate::policy::validate::{Context, parse_policy_yaml};
 use crate::quantity;
+use crate::simulate::{Options, Report, SimulateError, simulate, trace};
 
 fn read(path: &std::path::Path) -> Result<String, SimulateError> {
     std::fs::read_to_string(path).map_err(|source| SimulateError::Read {
