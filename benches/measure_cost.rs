@@ -56,11 +56,15 @@ fn main() -> ExitCode {
     for measure in ["1s", "0s"] {
         let agent = c.agent("10s", &["--measure-interval", measure]);
         let pid = agent.child.id();
-        wait_for(Duration::from_secs(180), "every claim's first status", || {
-            (0..n)
-                .all(|i| c.status_field(&format!("c-{i}"), "state").is_some())
-                .then_some(())
-        });
+        wait_for(
+            Duration::from_secs(180),
+            "every claim's first status",
+            || {
+                (0..n)
+                    .all(|i| c.status_field(&format!("c-{i}"), "state").is_some())
+                    .then_some(())
+            },
+        );
         // Let the start-up work (first LISTs, first statuses) settle.
         std::thread::sleep(Duration::from_secs(if full { 15 } else { 1 }));
         let t0 = ticks(pid);

@@ -273,7 +273,8 @@ impl Scanner {
         self.last.retain(|k, _| keys.contains(k));
         // Work for a claim that left the node meanwhile: nothing will collect it, so drop its
         // handle once done (a task still running finishes on its own).
-        self.running.retain(|k, t| keys.contains(k) || !t.is_finished());
+        self.running
+            .retain(|k, t| keys.contains(k) || !t.is_finished());
         let triggers = {
             let mut t = self
                 .work
