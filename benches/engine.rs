@@ -69,6 +69,7 @@ fn main() {
                 wal: Some(&wal),
                 facts,
                 now: now + SignedDuration::from_secs((i % 86_400) as i64),
+                fill_rate: None,
             }));
             grows += u64::from(d.grow_to().is_some());
         }

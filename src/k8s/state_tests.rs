@@ -197,6 +197,8 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             budget_left: 2,
             next_slot: Some(ts("2026-03-02T10:00:00Z")),
             next_window: None,
+            seconds_to_full: None,
+            predicted: false,
             notes: vec![],
         },
         wal: None,
