@@ -61,7 +61,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             budget_left: 2,
             next_slot: None,
             next_window: None,
-            seconds_to_full: None,
+            seconds_to_full: Some(3_600.0),
             predicted: false,
             notes: vec![],
         },
