@@ -22,6 +22,8 @@ mod extreme_tests;
 #[cfg(test)]
 mod planned_tests;
 #[cfg(test)]
+mod predictive_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
