@@ -215,7 +215,7 @@ proptest! {
         prop_assert!(r.is_none_or(|r| r <= 0.0), "rate {r:?} from a non-growing trace");
         let used = s[s.len() - 1].used_bytes;
         prop_assert!(below_threshold(&p, size, used));
-        let d = run(&p, meas(size, used), &claim(size), &[], r.and_then(|r| rate(r)));
+        let d = run(&p, meas(size, used), &claim(size), &[], r.and_then(rate));
         prop_assert!(d.grow_to().is_none() && !d.predicted);
     }
 
@@ -238,7 +238,7 @@ proptest! {
             let r = rate::estimate(&s[..n]);
             prop_assert!(r.is_none_or(|r| r == 0.0), "prefix {n}: rate {r:?}");
             let used = s[n - 1].used_bytes;
-            let d = run(&p, meas(size, used), &claim(size), &[], r.and_then(|r| rate(r)));
+            let d = run(&p, meas(size, used), &claim(size), &[], r.and_then(rate));
             prop_assert!(!d.predicted);
         }
     }
