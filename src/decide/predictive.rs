@@ -32,14 +32,14 @@ pub fn crosses_soon(inputs: &Inputs, policy: &Policy, rate: &FillRate) -> bool {
     seconds < lead(policy, rate).as_secs_f64()
 }
 
-/// A step large enough for what the fill adds over two lead times (this resize landing, then the
-/// next one being decided and landing), so a fast fill is not grown in steps it outruns. Still
-/// bounded by maxStep, and the caller caps the size at the limit.
+/// A step at least as large as what the fill adds while this resize lands, so a fast fill is not
+/// grown in steps it outruns (each one spending the daily budget). Still bounded by maxStep, and
+/// the caller caps the size at the limit.
 pub fn step(policy: &Policy, rate: &FillRate, step: u64) -> u64 {
     let Some(per_second) = Some(rate.bytes_per_second).filter(|r| r.is_finite() && *r > 0.0) else {
         return step;
     };
-    let fill = per_second * 2.0 * lead(policy, rate).as_secs_f64();
+    let fill = per_second * lead(policy, rate).as_secs_f64();
     let fill = if fill.is_finite() {
         fill.min(u64::MAX as f64) as u64
     } else {

@@ -58,8 +58,9 @@ fn grows_before_the_threshold_when_the_fill_outruns_the_resize() {
     let (to, kind) = d.grow_to().expect("a predictive grow");
     assert_eq!(kind, GrowKind::Grow);
     assert!(d.predicted);
-    // The step covers two lead times of fill: 50 MB/s * 300 s = 15 GB, more than 20% of 20Gi.
-    assert_eq!(to, 34 * GI);
+    // The step covers the fill during the lead time: 50 MB/s * 150 s = 7.5 GB, more than 20% of
+    // 20Gi; 20Gi + 7.5 GB is 26.98Gi, rounded up to whole Gi.
+    assert_eq!(to, 27 * GI);
     assert_eq!(
         d.seconds_to_full.map(f64::round),
         Some((6.0 * GI as f64 / (50.0 * MB)).round())
