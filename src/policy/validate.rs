@@ -338,7 +338,10 @@ fn duration(
 
 fn predictive(c: &mut Checker<'_>) -> super::Predictive {
     use jiff::SignedDuration as D;
-    let enabled = c.value("trigger.predictive", boolean).unwrap_or(PREDICTIVE);
+    let given = c.value("trigger.predictive", boolean);
+    let enabled = given.unwrap_or(PREDICTIVE);
+    // A bad trigger.predictive is already an error; the keys it governs need no second word.
+    let refused = given.is_none() && c.spec.get("trigger.predictive").is_some();
     let lead = duration(
         c,
         "trigger.resizeLeadTime",
@@ -353,7 +356,7 @@ fn predictive(c: &mut Checker<'_>) -> super::Predictive {
         D::ZERO,
         D::from_hours(24),
     );
-    if !enabled {
+    if !enabled && !refused {
         for k in ["trigger.resizeLeadTime", "trigger.margin"] {
             if c.spec.get(k).is_some() {
                 c.warn(
