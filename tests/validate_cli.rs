@@ -177,7 +177,9 @@ fn trigger_keys_are_checked_like_the_others() {
     assert_eq!(r.code, Some(0), "{:?}", r.lines);
     let text = r.lines.join("\n");
     assert!(
-        text.contains("warning: trigger.resizeLeadTime: has effect only with trigger.predictive: true"),
+        text.contains(
+            "warning: trigger.resizeLeadTime: has effect only with trigger.predictive: true"
+        ),
         "{text}"
     );
     assert!(
