@@ -312,6 +312,7 @@ proptest! {
         start_size in 1u64..200,
         steps in proptest::collection::vec((0i64..4 * 3600, 500u64..=1000, any::<bool>()), 40),
         now in start(),
+        rate in proptest::option::of(0.0f64..1e10),
     ) {
         let mut size = start_size * GI;
         let mut now = now;
@@ -329,7 +330,8 @@ proptest! {
                 wal: None,
                 facts,
                 now,
-                fill_rate: None,
+                // Predicted grows spend the same budget and respect the same reserve.
+                fill_rate: rate.map(|r| FillRate { bytes_per_second: r, resize_lead: None }),
             };
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
