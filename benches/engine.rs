@@ -5,6 +5,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use headroom::decide::rate::{self, Sample};
 use headroom::decide::{
     Action, ClaimState, GrowKind, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts,
     WalHealth, decide,
@@ -69,6 +70,7 @@ fn main() {
                 wal: Some(&wal),
                 facts,
                 now: now + SignedDuration::from_secs((i % 86_400) as i64),
+                fill_rate: None,
             }));
             grows += u64::from(d.grow_to().is_some());
         }
@@ -78,4 +80,25 @@ fn main() {
             n as f64 / secs
         );
     }
+    // The fill-rate estimate the predictive trigger reads: once per volume per measurement, over
+    // a full window of samples.
+    let samples: Vec<Sample> = (0..rate::MAX_SAMPLES as u64)
+        .map(|i| Sample {
+            seconds: i as f64,
+            used_bytes: 10 * GI + i * 50_000_000 + (i % 7) * 1_000_000,
+        })
+        .collect();
+    let started = Instant::now();
+    let mut sum = 0.0;
+    for _ in 0..n / 10 {
+        sum += rate::estimate(black_box(&samples)).unwrap_or(0.0);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "rate/estimate: {} estimates of {} samples in {secs:.3} s = {:.2} µs each (mean {:.0} B/s)",
+        n / 10,
+        rate::MAX_SAMPLES,
+        secs * 1e6 / (n / 10) as f64,
+        sum / (n / 10) as f64
+    );
 }

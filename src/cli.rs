@@ -69,9 +69,12 @@ pub struct SimulateArgs {
     /// Evaluation interval.
     #[arg(long, default_value = "10s")]
     pub interval: String,
-    /// Time from a Grow to the filesystem having the new size.
+    /// Time from a Grow to the filesystem having the new size; the fill goes on meanwhile.
     #[arg(long, default_value = "60s")]
     pub resize_delay: String,
+    /// Replay twice, threshold only and with trigger.predictive, and show the peak usage of each.
+    #[arg(long)]
+    pub compare_predictive: bool,
     /// Wall-clock time of the trace's first row (RFC 3339).
     #[arg(long, default_value = "2026-01-04T00:00:00Z")]
     pub start: String,

@@ -75,6 +75,7 @@ fn decide_with(
         wal: Some(wal),
         facts,
         now: Timestamp::now(),
+        fill_rate: None,
     })
 }
 

@@ -152,3 +152,57 @@ fn shipped_example_runs() {
         .collect();
     assert!(reasons.iter().any(|r| r.starts_with("wal_")), "{reasons:?}");
 }
+
+#[test]
+fn compare_predictive_shows_the_peak_of_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write(&dir, "p.yaml", "enabled: true\nlimit: 100Gi\n");
+    // A recorded trace, one row a second: 4Gi, then 200 MB/s for 100 s.
+    let mut text = String::from("seconds,used_bytes\n");
+    for t in 0..=100u64 {
+        text.push_str(&format!("{t},{}\n", 4 * GI + 200_000_000 * t));
+    }
+    let trace = write(&dir, "t.csv", &text);
+    let args = |format: &'static str| {
+        let (p, t) = (policy.clone(), trace.clone());
+        move || {
+            headroom(&[
+                "simulate",
+                "--policy",
+                &p,
+                "--trace",
+                &t,
+                "--capacity",
+                "20Gi",
+                "--resize-delay",
+                "60s",
+                "--compare-predictive",
+                "--format",
+                format,
+            ])
+        }
+    };
+    let out = args("json")();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let peak = |k: &str| v[k]["peak_used_percent"].as_f64().expect("peak");
+    assert_eq!(peak("threshold_only"), 100.0);
+    assert!(peak("predictive") < 80.0, "{v}");
+    assert_eq!(v["predictive"]["actions"][0]["predicted"], true);
+    assert_eq!(v["threshold_only"]["actions"][0]["predicted"], false);
+    assert!(v["predictive"]["peak_used_bytes"].as_u64().is_some());
+
+    let out = args("table")();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("Grow (predicted) 20Gi -> "), "{table}");
+    let summary: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("threshold-only ") || l.starts_with("predictive "))
+        .collect();
+    assert_eq!(summary.len(), 2, "{table}");
+    assert!(summary[0].contains("100.00%"), "{table}");
+}

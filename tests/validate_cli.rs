@@ -136,3 +136,54 @@ fn shipped_examples_validate_clean() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn trigger_keys_are_checked_like_the_others() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ok = write(
+        &dir,
+        "ok.yaml",
+        b"limit: 100Gi\ntrigger:\n  predictive: true\n  resizeLeadTime: 90s\n  margin: 15s\n",
+    );
+    let r = validate(&[&ok]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.lines, [format!("{}: ok", ok.display())]);
+
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        b"limit: 100Gi\ntrigger:\n  predictive: yes please\n  resizeLeadTime: soon\n  margin: 48h\n  resizeLeadTme: 1m\n",
+    );
+    let r = validate(&[&bad]);
+    assert_eq!(r.code, Some(1));
+    let text = r.lines.join("\n");
+    for want in [
+        "error: trigger.resizeLeadTme: unknown key; did you mean trigger.resizeLeadTime?",
+        "error: trigger.predictive: 'yes please' is not a boolean",
+        "error: trigger.resizeLeadTime: 'soon' is not a duration; write a duration from 1s to 24h, e.g. 2m",
+        "error: trigger.margin: 48h is out of range",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert_eq!(r.lines.len(), 4, "{text}");
+
+    // Lead time without the trigger, and the trigger in convergent mode, are warnings.
+    let off = write(
+        &dir,
+        "off.yaml",
+        b"limit: 100Gi\nmode: convergent\nmaintenanceWindow:\n  schedule: '0 3 * * 0'\ntrigger:\n  resizeLeadTime: 1m\n",
+    );
+    let r = validate(&[&off]);
+    assert_eq!(r.code, Some(0), "{:?}", r.lines);
+    let text = r.lines.join("\n");
+    assert!(
+        text.contains(
+            "warning: trigger.resizeLeadTime: has effect only with trigger.predictive: true"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: trigger.resizeLeadTime: is used only in threshold mode"),
+        "{text}"
+    );
+}

@@ -188,6 +188,8 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         wal: wal.as_ref(),
         facts,
         now,
+        // The measurement loop (issue 17 item 1) keeps the samples and fills this in.
+        fill_rate: None,
     });
     if let Some(m) = seen.filter(|m| m.by == MeasuredBy::Kubelet) {
         decision.notes.push(format!(
@@ -288,6 +290,8 @@ fn internal_error(
         budget_left: 0,
         next_slot: None,
         next_window: None,
+        seconds_to_full: None,
+        predicted: false,
         notes: vec![format!("internal error: {message}")],
     };
     let report = VolumeReport {

@@ -284,6 +284,7 @@ proptest! {
                 wal: None,
                 facts,
                 now,
+                fill_rate: None,
             });
             if let Some((to, kind)) = d.grow_to() {
                 prop_assert!(!capacity_absent, "grew a claim whose capacity is unknown");

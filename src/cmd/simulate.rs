@@ -8,7 +8,7 @@ use crate::cli::{Format, RoleArg, SimulateArgs};
 use crate::decide::{VolumeFacts, VolumeRole};
 use crate::policy::validate::{Context, parse_policy_yaml};
 use crate::quantity;
-use crate::simulate::{Options, Report, SimulateError, simulate, trace};
+use crate::simulate::{Comparison, Options, Report, SimulateError, compare, simulate, trace};
 
 fn read(path: &std::path::Path) -> Result<String, SimulateError> {
     std::fs::read_to_string(path).map_err(|source| SimulateError::Read {
@@ -92,26 +92,60 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
         expandable: true,
         ..VolumeFacts::default()
     };
-    let report = simulate(
-        &policy,
-        &trace,
-        &Options {
-            capacity,
-            interval,
-            resize_delay,
-            start,
-            facts,
-        },
-    );
-    match args.format {
-        Format::Json => {
-            let text = serde_json::to_string_pretty(&report)
-                .map_err(|e| SimulateError::Policy(format!("cannot encode the report: {e}")))?;
-            println!("{text}");
+    let opts = Options {
+        capacity,
+        interval,
+        resize_delay,
+        start,
+        facts,
+    };
+    if args.compare_predictive {
+        let c = compare(&policy, &trace, &opts);
+        match args.format {
+            Format::Json => println!("{}", json(&c)?),
+            Format::Table => print!("{}", comparison_table(&c)),
         }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = simulate(&policy, &trace, &opts);
+    match args.format {
+        Format::Json => println!("{}", json(&report)?),
         Format::Table => print!("{}", table(&report)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn json(value: &impl serde::Serialize) -> Result<String, SimulateError> {
+    serde_json::to_string_pretty(value)
+        .map_err(|e| SimulateError::Policy(format!("cannot encode the report: {e}")))
+}
+
+fn comparison_table(c: &Comparison) -> String {
+    let mut out = String::new();
+    for (name, r) in [
+        ("threshold only", &c.threshold_only),
+        ("predictive", &c.predictive),
+    ] {
+        out.push_str(&format!("== {name}\n{}", table(r)));
+    }
+    out.push_str(&format!(
+        "{:<16} {:>10} {:>12} {:>8} {:>6}\n",
+        "TRIGGER", "PEAK USED", "PEAK BYTES", "FULL S", "GROWS"
+    ));
+    for (name, r) in [
+        ("threshold-only", &c.threshold_only),
+        ("predictive", &c.predictive),
+    ] {
+        out.push_str(&format!(
+            "{:<16} {:>9.2}% {:>12} {:>8.0} {:>6}\n",
+            name,
+            r.peak_used_percent,
+            quantity::format(r.peak_used_bytes),
+            r.full_seconds,
+            r.actions.len()
+        ));
+    }
+    out
 }
 
 fn table(r: &Report) -> String {
@@ -119,8 +153,9 @@ fn table(r: &Report) -> String {
     let mut rows: Vec<(f64, String)> = Vec::new();
     for a in &r.actions {
         let what = format!(
-            "{} {} -> {}",
+            "{}{} {} -> {}",
             a.kind.as_str(),
+            if a.predicted { " (predicted)" } else { "" },
             quantity::format(a.from_bytes),
             quantity::format(a.to_bytes)
         );

@@ -139,6 +139,12 @@ pub struct Decision {
     pub next_slot: Option<Timestamp>,
     /// Convergent mode: when the maintenance window next opens (now, if open).
     pub next_window: Option<Timestamp>,
+    /// At the estimated fill rate, seconds until the filesystem is full; `None` when the rate is
+    /// unknown or the volume is not filling.
+    pub seconds_to_full: Option<f64>,
+    /// The grow (or the need to grow) comes from the predictive trigger: the threshold is not
+    /// crossed yet, but will be before a resize could land.
+    pub predicted: bool,
     /// Things an operator should know that do not change the verdict (e.g. WAL health unknown).
     pub notes: Vec<String>,
 }

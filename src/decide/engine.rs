@@ -11,7 +11,7 @@ use jiff::SignedDuration;
 use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
-use super::wal;
+use super::{predictive, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, MI, round_up};
 
@@ -71,6 +71,10 @@ pub fn decide(inputs: &Inputs) -> Decision {
             .maintenance_window
             .as_ref()
             .and_then(|w| w.open_since(inputs.now).or_else(|| w.next_open(inputs.now))),
+        seconds_to_full: inputs
+            .fill_rate
+            .and_then(|r| r.seconds_for(inputs.measurement.available_bytes)),
+        predicted: false,
         notes: Vec::new(),
     };
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
@@ -84,6 +88,8 @@ fn bare(verdict: Verdict) -> Decision {
         budget_left: 0,
         next_slot: None,
         next_window: None,
+        seconds_to_full: None,
+        predicted: false,
         notes: Vec::new(),
     }
 }
@@ -114,7 +120,7 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     }
 
     let need = match policy.mode {
-        Mode::Threshold => threshold_need(inputs, policy),
+        Mode::Threshold => threshold_need(inputs, policy, &mut decision.predicted),
         Mode::Convergent => convergent_need(inputs, policy, decision),
     };
     let need = group_need(inputs, policy, need);
@@ -211,13 +217,21 @@ fn is_critical(inputs: &Inputs, policy: &Policy) -> bool {
         || m.available_bytes < e.critical_minimum_free
 }
 
-fn threshold_need(inputs: &Inputs, policy: &Policy) -> Need {
+fn threshold_need(inputs: &Inputs, policy: &Policy, predicted: &mut bool) -> Need {
     let m = &inputs.measurement;
     let triggered = m.used_percent() >= f64::from(policy.usage_threshold)
         || (policy.min_available > 0 && m.available_bytes < policy.min_available)
         || (m.inodes_total > 0 && m.inode_percent() >= f64::from(policy.inode_threshold));
+    let rate = if policy.predictive.enabled {
+        inputs.fill_rate
+    } else {
+        None
+    };
     if !triggered {
-        return Need::Nothing(State::Balanced);
+        if !rate.is_some_and(|r| predictive::crosses_soon(inputs, policy, &r)) {
+            return Need::Nothing(State::Balanced);
+        }
+        *predicted = true;
     }
     // In threshold mode the emergency line only decides what may proceed during a node drain.
     let emergency = is_critical(inputs, policy);
@@ -229,6 +243,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy) -> Need {
         }
         Step::Bytes(b) => b,
     };
+    let step = rate.map_or(step, |r| predictive::step(policy, &r, step));
     let to = round_size(current.saturating_add(step.max(1)), current).min(policy.limit);
     if to <= current {
         return Need::AtLimit { emergency };

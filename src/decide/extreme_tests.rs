@@ -65,6 +65,7 @@ proptest! {
             wal: w.as_ref(),
             facts: f,
             now,
+            fill_rate: None,
         };
         let d = decide(&inputs);
         check_one(&p, &inputs, &d)?;
@@ -109,6 +110,7 @@ fn history_at_the_end_of_time_is_not_counted_and_does_not_overflow() {
                 ..VolumeFacts::default()
             },
             now,
+            fill_rate: None,
         });
         assert!(d.grow_to().is_some(), "{history:?}: {d:?}");
         assert_eq!((d.budget_left, d.next_slot), (3, None));

@@ -230,4 +230,7 @@ pub struct Inputs<'a> {
     pub wal: Option<&'a WalHealth>,
     pub facts: VolumeFacts,
     pub now: Timestamp,
+    /// The volume's recent fill rate (see [`super::rate`]); `None` when not (yet) known. Only
+    /// `trigger.predictive` acts on it; `seconds_to_full` reports it.
+    pub fill_rate: Option<super::rate::FillRate>,
 }

@@ -4,6 +4,8 @@ pub mod budget;
 pub mod decision;
 mod engine;
 pub mod inputs;
+mod predictive;
+pub mod rate;
 pub mod recover;
 mod wal;
 
@@ -13,11 +15,14 @@ pub use engine::{
     SHRINK_MARGIN_POINTS, decide,
 };
 pub use inputs::*;
+pub use rate::{FillRate, Sample};
 
 #[cfg(test)]
 mod extreme_tests;
 #[cfg(test)]
 mod planned_tests;
+#[cfg(test)]
+mod predictive_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -30,6 +30,7 @@ fn decide_at(p: &Policy, facts: VolumeFacts, now: Timestamp) -> Decision {
         wal: None,
         facts,
         now,
+        fill_rate: None,
     })
 }
 
@@ -89,6 +90,7 @@ fn unknown_capacity_blocks_even_an_emergency() {
             ..VolumeFacts::default()
         },
         now: ts("2026-01-06T12:00:00Z"),
+        fill_rate: None,
     });
     assert_eq!(d.blocked_reason(), Some(BlockReason::CapacityUnknown));
 }

@@ -46,6 +46,8 @@ prop_compose! {
         require in any::<bool>(),
         max_pending in 0u64..200,
         max_slot in 0u64..20 * GI,
+        predictive in any::<bool>(),
+        lead_s in 1i64..600,
     ) -> Policy {
         let limit = limit_gi * GI;
         Policy {
@@ -61,6 +63,11 @@ prop_compose! {
             max_actions_per_day: max_actions,
             request: request.map(|r| r.min(limit)),
             target_buffer,
+            predictive: crate::policy::Predictive {
+                enabled: predictive,
+                resize_lead_time: SignedDuration::from_secs(lead_s),
+                margin: SignedDuration::from_secs(lead_s / 4),
+            },
             maintenance_window: window.map(|i| windows()[i].clone()),
             emergency_grow: EmergencyGrow {
                 enabled: emergency,
@@ -256,6 +263,10 @@ proptest! {
         w in wal(),
         f in facts(),
         now in start(),
+        rate in proptest::option::of((
+            prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(-1e6), 0.0..1e12],
+            proptest::option::of(-60i64..7200),
+        )),
     ) {
         let size = size / MI * MI;
         let resize = match resize {
@@ -277,9 +288,17 @@ proptest! {
             wal: w.as_ref(),
             facts: f,
             now,
+            // Any rate, hostile ones included: a prediction must pass every guard as well.
+            fill_rate: rate.map(|(r, lead)| FillRate {
+                bytes_per_second: r,
+                resize_lead: lead.map(SignedDuration::from_secs),
+            }),
         };
         let d = decide(&inputs);
         check_one(&p, &inputs, &d)?;
+        if d.predicted {
+            prop_assert!(p.predictive.enabled && rate.is_some_and(|(r, _)| r > 0.0 && r.is_finite()));
+        }
     }
 }
 
@@ -293,6 +312,7 @@ proptest! {
         start_size in 1u64..200,
         steps in proptest::collection::vec((0i64..4 * 3600, 500u64..=1000, any::<bool>()), 40),
         now in start(),
+        rate in proptest::option::of(0.0f64..1e10),
     ) {
         let mut size = start_size * GI;
         let mut now = now;
@@ -310,6 +330,8 @@ proptest! {
                 wal: None,
                 facts,
                 now,
+                // Predicted grows spend the same budget and respect the same reserve.
+                fill_rate: rate.map(|r| FillRate { bytes_per_second: r, resize_lead: None }),
             };
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;

@@ -83,6 +83,7 @@ impl<'a> Case<'a> {
             wal: self.wal.as_ref(),
             facts: self.facts,
             now: self.now,
+            fill_rate: None,
         })
     }
 }
@@ -233,6 +234,7 @@ fn gates_that_apply_whatever_the_numbers() {
         wal: None,
         facts: facts(),
         now: ts("2026-01-01T00:00:00Z"),
+        fill_rate: None,
     });
     assert_eq!(d.blocked_reason(), Some(BlockReason::InvalidPolicy));
 }

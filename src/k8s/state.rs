@@ -115,8 +115,9 @@ impl StatusAnnotation {
             Verdict::Grow { to, kind } => (
                 "Growing".to_string(),
                 format!(
-                    "{} {} -> {}",
+                    "{}{} {} -> {}",
                     kind.as_str(),
+                    if d.predicted { " (predicted)" } else { "" },
                     size(report.claim.current_bytes()),
                     size(to)
                 ),

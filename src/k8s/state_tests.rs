@@ -197,6 +197,8 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             budget_left: 2,
             next_slot: Some(ts("2026-03-02T10:00:00Z")),
             next_window: None,
+            seconds_to_full: None,
+            predicted: false,
             notes: vec![],
         },
         wal: None,
@@ -229,6 +231,16 @@ fn status_from_reports() {
     );
     assert_eq!(grow.state, "Growing");
     assert_eq!(grow.last_decision, "Grow 20Gi -> 25Gi");
+    let mut predicted = report(
+        Verdict::Grow {
+            to: 25 * GI,
+            kind: GrowKind::Grow,
+        },
+        measured(17),
+    );
+    predicted.decision.predicted = true;
+    let predicted = StatusAnnotation::from_report(&predicted, now());
+    assert_eq!(predicted.last_decision, "Grow (predicted) 20Gi -> 25Gi");
     assert_eq!(grow.effective_size_bytes, 20 * GI);
     assert_eq!(grow.used_percent, Some(85.0));
     assert_eq!(grow.blocked_reason, None);

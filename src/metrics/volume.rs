@@ -20,6 +20,7 @@ pub(super) struct VolumeGauges {
     shared: GaugeVec,
     effective_size: GaugeVec,
     target_size: GaugeVec,
+    seconds_to_full: GaugeVec,
     state: GaugeVec,
     budget: GaugeVec,
     blocked: GaugeVec,
@@ -36,7 +37,7 @@ pub(super) struct VolumeGauges {
 }
 
 impl VolumeGauges {
-    pub(super) fn all(&self) -> [&GaugeVec; 26] {
+    pub(super) fn all(&self) -> [&GaugeVec; 27] {
         [
             &self.info,
             &self.capacity,
@@ -51,6 +52,7 @@ impl VolumeGauges {
             &self.shared,
             &self.effective_size,
             &self.target_size,
+            &self.seconds_to_full,
             &self.state,
             &self.budget,
             &self.blocked,
@@ -116,6 +118,11 @@ impl VolumeGauges {
             target_size: b.gauge_vec(
                 "headroom_volume_target_size_bytes",
                 "Convergent mode: the size the volume converges to.",
+                &[],
+            )?,
+            seconds_to_full: b.gauge_vec(
+                "headroom_volume_seconds_to_full",
+                "At the volume's estimated fill rate, seconds until it is full; absent when the rate is unknown or the volume is not filling.",
                 &[],
             )?,
             state: b.gauge_vec(
@@ -238,6 +245,7 @@ impl VolumeGauges {
             &l,
             r.decision.target_bytes.map(|b| b as f64),
         );
+        set_opt(&g.seconds_to_full, &l, r.decision.seconds_to_full);
         let current = state_label(&r.decision.verdict);
         let states = State::ALL.iter().map(|s| s.as_str());
         for s in states.chain([BLOCKED_STATE]) {

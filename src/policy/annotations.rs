@@ -96,6 +96,11 @@ mod tests {
             max_actions_per_day: r(),
             request: r(),
             target_buffer: r(),
+            trigger: TriggerSpec {
+                predictive: r(),
+                resize_lead_time: r(),
+                margin: r(),
+            },
             maintenance_window: WindowSpec {
                 schedule: r(),
                 duration: r(),

@@ -32,6 +32,12 @@ pub const FIELDS: &[Field] = &[
     f("maxActionsPerDay", "headroom.dev/max-actions-per-day"),
     f("request", "headroom.dev/request"),
     f("targetBuffer", "headroom.dev/target-buffer"),
+    f("trigger.predictive", "headroom.dev/trigger-predictive"),
+    f(
+        "trigger.resizeLeadTime",
+        "headroom.dev/trigger-resize-lead-time",
+    ),
+    f("trigger.margin", "headroom.dev/trigger-margin"),
     f(
         "maintenanceWindow.schedule",
         "headroom.dev/maintenance-window-schedule",
@@ -93,6 +99,7 @@ pub const FIELDS: &[Field] = &[
 
 /// The keys that hold a nested mapping in YAML.
 pub const GROUPS: &[&str] = &[
+    "trigger",
     "maintenanceWindow",
     "emergencyGrow",
     "walSafety",
@@ -114,6 +121,7 @@ pub const THRESHOLD_ONLY: &[&str] = &[
     "step",
     "minStep",
     "maxStep",
+    "trigger",
 ];
 
 pub fn by_path(path: &str) -> Option<&'static Field> {
@@ -143,6 +151,9 @@ pub fn default_text(path: &str) -> Option<String> {
         "maxStep" => q(MAX_STEP),
         "maxActionsPerDay" => MAX_ACTIONS_PER_DAY.to_string(),
         "targetBuffer" => TARGET_BUFFER.to_string(),
+        "trigger.predictive" => PREDICTIVE.to_string(),
+        "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
+        "trigger.margin" => PREDICTIVE_MARGIN.to_string(),
         "maintenanceWindow.duration" => WINDOW_DURATION.to_string(),
         "maintenanceWindow.timezone" => WINDOW_TIMEZONE.to_string(),
         "emergencyGrow.enabled" => EMERGENCY_ENABLED.to_string(),

@@ -85,6 +85,17 @@ pub struct EmergencyGrow {
     pub reserved_actions_for_emergency: u32,
 }
 
+/// `trigger`: grow before the threshold when the fill rate says it will be crossed before a
+/// resize could land.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predictive {
+    pub enabled: bool,
+    /// How long a resize takes to reach the filesystem when the claim's own history does not say.
+    pub resize_lead_time: jiff::SignedDuration,
+    /// Added to the lead time: the prediction's error and the time to notice the crossing.
+    pub margin: jiff::SignedDuration,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct WalSafety {
     pub acknowledge_wal_risk: bool,
@@ -110,6 +121,7 @@ pub struct Policy {
     /// Convergent floor; `None` means no floor beyond the current size.
     pub request: Option<u64>,
     pub target_buffer: u8,
+    pub predictive: Predictive,
     pub maintenance_window: Option<MaintenanceWindow>,
     pub emergency_grow: EmergencyGrow,
     pub wal_safety: WalSafety,
@@ -128,6 +140,9 @@ pub mod defaults {
     pub const MAX_STEP: u64 = 500 * GI;
     pub const MAX_ACTIONS_PER_DAY: u32 = 3;
     pub const TARGET_BUFFER: u8 = 20;
+    pub const PREDICTIVE: bool = false;
+    pub const RESIZE_LEAD_TIME: &str = "2m";
+    pub const PREDICTIVE_MARGIN: &str = "30s";
     pub const WINDOW_DURATION: &str = "4h";
     pub const WINDOW_TIMEZONE: &str = "UTC";
     pub const EMERGENCY_ENABLED: bool = true;
@@ -162,6 +177,11 @@ impl Policy {
             max_actions_per_day: MAX_ACTIONS_PER_DAY,
             request: None,
             target_buffer: TARGET_BUFFER,
+            predictive: Predictive {
+                enabled: PREDICTIVE,
+                resize_lead_time: jiff::SignedDuration::from_secs(120),
+                margin: jiff::SignedDuration::from_secs(30),
+            },
             maintenance_window: None,
             emergency_grow: EmergencyGrow {
                 enabled: EMERGENCY_ENABLED,

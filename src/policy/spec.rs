@@ -84,6 +84,18 @@ pub struct WalSafetySpec {
     pub max_slot_retention_bytes: Option<Raw>,
 }
 
+/// `trigger`: when threshold mode grows before the threshold, from the volume's fill rate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerSpec {
+    #[serde(skip_serializing_if = "none")]
+    pub predictive: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub resize_lead_time: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub margin: Option<Raw>,
+}
+
 /// The raw policy schema. Serialises back to the YAML a user would write.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -112,6 +124,8 @@ pub struct PolicySpec {
     pub request: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
     pub target_buffer: Option<Raw>,
+    #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
+    pub trigger: TriggerSpec,
     #[serde(skip_serializing_if = "WindowSpec::is_empty")]
     pub maintenance_window: WindowSpec,
     #[serde(skip_serializing_if = "EmergencyGrowSpec::is_empty")]
@@ -128,6 +142,11 @@ pub struct PolicySpec {
 }
 
 impl WindowSpec {
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+impl TriggerSpec {
     pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
@@ -164,6 +183,9 @@ macro_rules! slot {
             "maxActionsPerDay" => Some($($r)+ $s.max_actions_per_day),
             "request" => Some($($r)+ $s.request),
             "targetBuffer" => Some($($r)+ $s.target_buffer),
+            "trigger.predictive" => Some($($r)+ $s.trigger.predictive),
+            "trigger.resizeLeadTime" => Some($($r)+ $s.trigger.resize_lead_time),
+            "trigger.margin" => Some($($r)+ $s.trigger.margin),
             "maintenanceWindow.schedule" => Some($($r)+ $s.maintenance_window.schedule),
             "maintenanceWindow.duration" => Some($($r)+ $s.maintenance_window.duration),
             "maintenanceWindow.timezone" => Some($($r)+ $s.maintenance_window.timezone),

@@ -126,6 +126,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let max_actions = c.count("maxActionsPerDay", 10, MAX_ACTIONS_PER_DAY);
     let request = c.value("request", size);
     let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
+    let predictive = predictive(&mut c);
     let window = window(&mut c);
     let (_, reclaim_errors) = super::reclaim::check_keys(spec);
     c.errors.extend(reclaim_errors);
@@ -268,6 +269,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.max_actions_per_day = max_actions;
             p.request = request;
             p.target_buffer = target_buffer;
+            p.predictive = predictive;
             p.maintenance_window = window;
             p.emergency_grow.enabled = emergency_enabled;
             p.emergency_grow.critical_threshold = critical_threshold;
@@ -302,6 +304,66 @@ fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
                 format!("is used only in {other_name} mode and this policy is in {this} mode; remove it or write mode: {other_name}"),
             );
         }
+    }
+}
+
+/// A duration key in `min..=max`, written like `2m` or `90s`.
+fn duration(
+    c: &mut Checker<'_>,
+    path: &str,
+    default: &str,
+    min: jiff::SignedDuration,
+    max: jiff::SignedDuration,
+) -> jiff::SignedDuration {
+    let what = format!("a duration from {:#} to {:#}, e.g. {default}", min, max);
+    let v = c.value(path, |t| {
+        let d: jiff::SignedDuration = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{}' is not a duration; write {what}", t.trim()))?;
+        if d < min || d > max {
+            return Err(format!("{:#} is out of range; write {what}", d));
+        }
+        Ok(d)
+    });
+    // The defaults are constants of this crate, so they parse; the zero fallback is unreachable.
+    v.unwrap_or_else(|| default.parse().unwrap_or(min))
+}
+
+fn predictive(c: &mut Checker<'_>) -> super::Predictive {
+    use jiff::SignedDuration as D;
+    let given = c.value("trigger.predictive", boolean);
+    let enabled = given.unwrap_or(PREDICTIVE);
+    // A bad trigger.predictive is already an error; the keys it governs need no second word.
+    let refused = given.is_none() && c.spec.get("trigger.predictive").is_some();
+    let lead = duration(
+        c,
+        "trigger.resizeLeadTime",
+        RESIZE_LEAD_TIME,
+        D::from_secs(1),
+        D::from_hours(24),
+    );
+    let margin = duration(
+        c,
+        "trigger.margin",
+        PREDICTIVE_MARGIN,
+        D::ZERO,
+        D::from_hours(24),
+    );
+    if !enabled && !refused {
+        for k in ["trigger.resizeLeadTime", "trigger.margin"] {
+            if c.spec.get(k).is_some() {
+                c.warn(
+                    k,
+                    format!("has effect only with trigger.predictive: true; add it or remove {k}"),
+                );
+            }
+        }
+    }
+    super::Predictive {
+        enabled,
+        resize_lead_time: lead,
+        margin,
     }
 }
 

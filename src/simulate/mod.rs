@@ -6,6 +6,7 @@ pub mod trace;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
+use crate::decide::rate::{self, FillRate, Sample};
 use crate::decide::{
     Action, BlockReason, ClaimState, GrowKind, Inputs, Measurement, PolicyInput, ResizeState,
     VolumeFacts, decide,
@@ -45,6 +46,8 @@ pub struct SimAction {
     pub kind: GrowKind,
     pub from_bytes: u64,
     pub to_bytes: u64,
+    /// Decided by the predictive trigger, before the threshold was crossed.
+    pub predicted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,6 +63,8 @@ pub struct Report {
     pub blocked: Vec<SimBlocked>,
     pub final_capacity_bytes: u64,
     pub peak_used_percent: f64,
+    /// The most bytes in use at once (at most the filesystem's size at that moment).
+    pub peak_used_bytes: u64,
     /// Time spent with demand at or above the filesystem's capacity (writes failing).
     pub full_seconds: f64,
     pub evaluations: u64,
@@ -75,13 +80,19 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
     let delay = opts.resize_delay.as_secs_f64().max(0.0);
 
     let mut capacity = opts.capacity;
-    let mut pending: Option<(f64, u64)> = None;
+    // (when the new size lands, the size, when it was decided)
+    let mut pending: Option<(f64, u64, f64)> = None;
+    // The rate estimator sees the trace's own rows as the agent would see its samples.
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut next_row = 0;
+    let mut resize_times: Vec<SignedDuration> = Vec::new();
     let mut history: Vec<Action> = Vec::new();
     let mut report = Report {
         actions: Vec::new(),
         blocked: Vec::new(),
         final_capacity_bytes: capacity,
         peak_used_percent: 0.0,
+        peak_used_bytes: 0,
         full_seconds: 0.0,
         evaluations: 0,
         notes: Vec::new(),
@@ -94,12 +105,27 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
             break;
         }
         k += 1;
-        if let Some((ready_at, to)) = pending
+        if let Some((ready_at, to, decided)) = pending
             && t >= ready_at
         {
             capacity = to;
             pending = None;
+            resize_times.push(SignedDuration::from_secs_f64(t - decided));
         }
+        while let Some(row) = trace.rows.get(next_row).filter(|r| r.seconds <= t + 1e-9) {
+            samples.push(Sample {
+                seconds: row.seconds,
+                used_bytes: (row.used_bytes.round().max(0.0) as u64).min(capacity),
+            });
+            next_row += 1;
+        }
+        if samples.len() > 2 * rate::MAX_SAMPLES {
+            samples.drain(..samples.len() - rate::MAX_SAMPLES);
+        }
+        let fill_rate = rate::estimate(&samples).map(|r| FillRate {
+            bytes_per_second: r,
+            resize_lead: rate::learned_lead_time(&resize_times),
+        });
         let now = opts.start + SignedDuration::from_secs_f64(t - first);
         let demand = trace.used_at(t).round().max(0.0) as u64;
         let used = demand.min(capacity);
@@ -112,11 +138,12 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
             inodes_used,
         };
         report.peak_used_percent = report.peak_used_percent.max(measurement.used_percent());
+        report.peak_used_bytes = report.peak_used_bytes.max(used);
         if demand >= capacity {
             report.full_seconds += step.min(last - t);
         }
         let claim = ClaimState {
-            request_bytes: pending.map_or(capacity, |(_, to)| to),
+            request_bytes: pending.map_or(capacity, |(_, to, _)| to),
             capacity_bytes: capacity,
             resize: match pending {
                 Some(_) => ResizeState::InProgress { since: None },
@@ -132,6 +159,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
             wal: wal.as_ref(),
             facts: opts.facts,
             now,
+            fill_rate,
         });
         report.evaluations += 1;
         for note in &decision.notes {
@@ -158,6 +186,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 kind,
                 from_bytes: from,
                 to_bytes: to,
+                predicted: decision.predicted,
             });
             history.push(Action {
                 at: now,
@@ -167,10 +196,10 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 node: "simulate".to_string(),
                 fs_before: None,
             });
-            pending = Some((t + delay, to));
+            pending = Some((t + delay, to, t));
         }
     }
-    if let Some((ready_at, to)) = pending
+    if let Some((ready_at, to, _)) = pending
         && ready_at <= last
     {
         capacity = to;
@@ -178,6 +207,24 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
     report.final_capacity_bytes = capacity;
     report.peak_used_percent = (report.peak_used_percent * 100.0).round() / 100.0;
     report
+}
+
+/// The same trace twice: threshold only, then with the predictive trigger.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub threshold_only: Report,
+    pub predictive: Report,
+}
+
+pub fn compare(policy: &Policy, trace: &Trace, opts: &Options) -> Comparison {
+    let mut p = policy.clone();
+    p.predictive.enabled = false;
+    let threshold_only = simulate(&p, trace, opts);
+    p.predictive.enabled = true;
+    Comparison {
+        threshold_only,
+        predictive: simulate(&p, trace, opts),
+    }
 }
 
 #[cfg(test)]

@@ -101,3 +101,59 @@ fn convergent_waits_for_the_window_then_converges() {
     assert_eq!(r.actions[0].seconds, 3.0 * 3600.0);
     assert_eq!(r.actions[0].to_bytes, 12 * GI);
 }
+
+/// One row a second: `used` bytes at second `t` for `t` in `0..=seconds`.
+fn dense(seconds: u64, used: impl Fn(u64) -> u64) -> Trace {
+    let mut text = String::from("seconds,used_bytes\n");
+    for t in 0..=seconds {
+        text.push_str(&format!("{t},{}\n", used(t)));
+    }
+    trace::parse(&text).expect("trace")
+}
+
+#[test]
+fn predictive_keeps_a_fast_fill_from_filling_the_volume() {
+    let p = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
+    // 20Gi claim, 4Gi used, filling at 200 MB/s for 100 s: full at 86 s. The threshold (80%) is
+    // crossed at 64 s, and a resize decided then lands after the volume is full.
+    let t = dense(100, |s| 4 * GI + 200_000_000 * s);
+    let c = compare(&p, &t, &opts(20 * GI));
+    assert_eq!(c.threshold_only.peak_used_percent, 100.0);
+    assert!(c.threshold_only.full_seconds > 0.0);
+    assert!(c.threshold_only.actions.iter().all(|a| !a.predicted));
+    // The estimate needs 5 samples; the first 10 s tick after that predicts the crossing.
+    let first = &c.predictive.actions[0];
+    assert!(first.predicted && first.seconds == 10.0, "{first:?}");
+    assert!(c.predictive.peak_used_percent < 80.0, "{:?}", c.predictive);
+    assert_eq!(c.predictive.full_seconds, 0.0);
+    assert!(c.predictive.peak_used_bytes > c.threshold_only.peak_used_bytes);
+}
+
+#[test]
+fn a_burst_then_flat_grows_nothing_early() {
+    let mut p = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
+    p.predictive.enabled = true;
+    // 4Gi, a 10Gi bulk load in one second, then quiet for 20 minutes at 70%.
+    let t = dense(1260, |s| if s < 60 { 4 * GI } else { 14 * GI });
+    let r = simulate(&p, &t, &opts(20 * GI));
+    assert!(r.actions.is_empty(), "{:?}", r.actions);
+    assert_eq!(r.final_capacity_bytes, 20 * GI);
+}
+
+#[test]
+fn a_two_row_trace_gives_no_rate_and_predicts_nothing() {
+    // The estimator sees the trace's own rows: two rows are too few to estimate from, so the
+    // predictive run is the threshold run.
+    let p = Policy {
+        enabled: true,
+        ..Policy::with_limit(100 * GI)
+    };
+    let c = compare(&p, &linear(5 * GI, 20 * GI, 6 * 3600), &opts(10 * GI));
+    assert_eq!(c.threshold_only, c.predictive);
+}

@@ -61,6 +61,8 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             budget_left: 2,
             next_slot: None,
             next_window: None,
+            seconds_to_full: Some(3_600.0),
+            predicted: false,
             notes: vec![],
         },
         wal: Some(WalHealth {
@@ -107,6 +109,8 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         budget_left: 3,
         next_slot: None,
         next_window: None,
+        seconds_to_full: None,
+        predicted: false,
         notes: vec![],
     };
     r
