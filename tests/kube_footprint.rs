@@ -138,6 +138,11 @@ fn five_hundred_claims_one_connection_few_watches_no_steady_writes() {
     // first look at it), then count.
     std::thread::sleep(Duration::from_secs(3));
     let first = claim_writes(&server);
+    let refused = agent_entries(&server)
+        .iter()
+        .filter(|e| e.resource() == "persistentvolumeclaims" && e.is_write() && e.code() == 409)
+        .count();
+    eprintln!("of the {first} first writes, {refused} were refused with 409 (a stale claim)");
     let conns = server::connections(agent.child.id(), server.port);
     let entries = agent_entries(&server);
     let count = |verb: &str, resource: &str| {
@@ -156,14 +161,22 @@ fn five_hundred_claims_one_connection_few_watches_no_steady_writes() {
          {first} claim write(s) for the first statuses",
         names.len()
     );
-    for e in entries.iter().filter(|e| e.verb == "list") {
-        eprintln!("  list {}", e.request_uri);
+    for e in entries
+        .iter()
+        .filter(|e| e.verb == "list" || e.verb == "watch")
+    {
+        eprintln!("  {} {}", e.verb, e.request_uri);
     }
     assert!(conns <= 3, "{conns} connections to the API server");
-    // Pods, this node, StorageClasses, the ConfigMap, and the one namespace's claims.
+    // Pods, this node, StorageClasses, the ConfigMap, and the one namespace's claims: five
+    // LISTs, whatever the number of claims. A watch the server closes (a slow consumer during the
+    // burst of first statuses on a loaded machine) resumes from its resourceVersion: one more
+    // watch request, never another LIST; so watches are bounded by a constant, not exactly five.
+    assert_eq!(all_lists, 5.0, "LISTs at start");
     assert!(
-        watches <= 5.0 && all_lists <= 5.0,
-        "watches {watches}, lists {all_lists}"
+        watches <= 10.0,
+        "{watches} watch requests for {} claims",
+        names.len()
     );
     assert!(lists <= 2, "claim lists {lists}");
 
@@ -187,9 +200,10 @@ fn five_hundred_claims_one_connection_few_watches_no_steady_writes() {
          0 claim writes"
     );
     assert!(conns <= 3, "{conns} connections to the API server");
-    assert_eq!(
-        (w, l),
-        (watches, all_lists),
-        "watches or lists restarted in steady state"
+    assert_eq!(l, all_lists, "a LIST in steady state");
+    assert!(
+        w <= watches + 2.0,
+        "{} watch restarts in 20 steady scans",
+        w - watches
     );
 }
