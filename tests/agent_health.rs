@@ -14,20 +14,9 @@ mod support {
 use std::time::Duration;
 
 use support::cluster::{Cluster, ENABLED, NODE};
-use support::http::{free_port, get};
+use support::http::{free_port, get, metric};
 use support::hung::HungMount;
 use support::node::{Agent, MI, fill, wait_for};
-
-fn metric(port: u16, metric: &str, labels: &[&str]) -> Option<f64> {
-    let (_, text) = get(port, "/metrics").filter(|(c, _)| *c == 200)?;
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")) || l.starts_with(&format!("{metric} ")))
-        .find(|l| labels.iter().all(|want| l.contains(want)))?
-        .rsplit(' ')
-        .next()?
-        .parse()
-        .ok()
-}
 
 fn status(port: u16, path: &str) -> Option<(u16, String)> {
     get(port, path)

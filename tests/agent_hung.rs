@@ -20,21 +20,9 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use support::cluster::{Cluster, ENABLED, NODE, NS};
-use support::http::{claim_metric, free_port, get};
+use support::http::{claim_metric, free_port, get, metric};
 use support::hung::HungMount;
 use support::node::{CsiDriver, MI, capacity_of, fill, wait_for};
-
-/// The value of the first series of `metric` whose line contains every one of `labels`.
-fn metric(port: u16, metric: &str, labels: &[&str]) -> Option<f64> {
-    let (_, text) = get(port, "/metrics").filter(|(c, _)| *c == 200)?;
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")) || l.starts_with(&format!("{metric} ")))
-        .find(|l| labels.iter().all(|want| l.contains(want)))?
-        .rsplit(' ')
-        .next()?
-        .parse()
-        .ok()
-}
 
 fn volume_json(port: u16, pvc: &str) -> Option<serde_json::Value> {
     let (_, body) = get(port, "/volumes").filter(|(c, _)| *c == 200)?;

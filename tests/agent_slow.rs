@@ -16,16 +16,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use support::cluster::{Cluster, ENABLED, NODE, NS, history_len};
-use support::http::{free_port, get};
+use support::http::free_port;
 use support::node::{MI, fill, request_of, wait_for};
 use support::root::needs_root;
 
 fn scans(port: u16) -> Option<f64> {
-    let (_, text) = get(port, "/metrics")?;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("headroom_scan_duration_seconds_count"))?;
-    line.rsplit(' ').next()?.parse().ok()
+    support::http::metric(port, "headroom_scan_duration_seconds_count", &[])
 }
 
 /// Accepts every connection and never says a word (nor closes), counting the connections.

@@ -21,11 +21,7 @@ use support::kube::server::{self, AGENT_USER, Server};
 use support::node::{KubeletRoot, MI, fill, wait_for};
 
 fn scans(port: u16) -> Option<f64> {
-    let (_, text) = support::http::get(port, "/metrics")?;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("headroom_scan_duration_seconds_count"))?;
-    line.rsplit(' ').next()?.parse().ok()
+    support::http::metric(port, "headroom_scan_duration_seconds_count", &[])
 }
 
 /// Requests of `verb` the agent made, by its own `headroom_api_requests_total` (the audit log

@@ -39,3 +39,16 @@ pub fn claim_metric(port: u16, metric: &str, claim: &str) -> Option<f64> {
         .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&label))?;
     line.rsplit(' ').next()?.parse().ok()
 }
+
+/// The value of the first series of `metric` whose line contains every one of `labels` (none:
+/// the unlabelled series, e.g. a histogram's `_count`).
+pub fn metric(port: u16, metric: &str, labels: &[&str]) -> Option<f64> {
+    let (_, text) = get(port, "/metrics").filter(|(c, _)| *c == 200)?;
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")) || l.starts_with(&format!("{metric} ")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
