@@ -84,7 +84,11 @@ impl Watchlist {
     /// (a crossed one was just decided on; the scan loop looks at it again on its own).
     pub fn set(&self, volumes: &[Volume], triggers: &HashMap<PathBuf, Trigger>) {
         let now = Instant::now();
-        let watched = volumes
+        let mut current = self.lock();
+        // A volume already watched keeps its turn: the scan just measured it, and measuring every
+        // volume again right after each scan would be work done twice. A new one is due at once.
+        let due = |path: &PathBuf| current.get(path).map_or(now, |w| w.due);
+        let watched: HashMap<PathBuf, Watched> = volumes
             .iter()
             .filter_map(|v| {
                 let trigger = *triggers.get(&v.path)?;
@@ -93,13 +97,13 @@ impl Watchlist {
                     let w = Watched {
                         volume: v.clone(),
                         trigger,
-                        due: now,
+                        due: due(&v.path),
                     };
                     (v.path.clone(), w)
                 })
             })
             .collect();
-        *self.lock() = watched;
+        *current = watched;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Watched>> {
