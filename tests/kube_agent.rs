@@ -32,7 +32,7 @@ fn threshold_grow_is_accepted_and_waits_for_the_resize() {
     wait_for(Duration::from_secs(20), "the first status", || {
         c.status_field("data", "state")
     });
-    assert_eq!(c.resize_patches("data"), 0, "a balanced claim was resized");
+    c.assert_resize_patches("data", 0);
 
     // 56Mi of 64Mi is 87.5 % >= 80 %: +16Mi. No resizer yet: the resize stays in flight.
     fill(&mount, 56 * MI);
@@ -41,7 +41,7 @@ fn threshold_grow_is_accepted_and_waits_for_the_resize() {
     let pvc = c.get("data");
     assert_eq!(request_of(&pvc), 80 * MI, "grown again while in flight");
     assert_eq!(capacity_of(&pvc), 64 * MI);
-    assert_eq!(c.resize_patches("data"), 1);
+    c.assert_resize_patches("data", 1);
     assert_eq!(c.history_len("data"), 1);
     c.assert_one_event("data", "Resized", "Normal", "64Mi -> 80Mi");
 
@@ -52,7 +52,7 @@ fn threshold_grow_is_accepted_and_waits_for_the_resize() {
     fill(&mount, 72 * MI);
     c.wait_request("data", 96 * MI);
     c.wait_capacity("data", 96 * MI);
-    assert_eq!(c.resize_patches("data"), 2);
+    c.assert_resize_patches("data", 2);
     assert_eq!(c.history_len("data"), 2);
     // Every write carried the resourceVersion precondition and none was refused otherwise.
     for w in c.claim_writes("data") {
@@ -91,7 +91,7 @@ fn fills_grow_until_budget_then_limit() {
     fill(&mount, 95 * MI);
     c.wait_blocked("data", "at_limit");
     assert_eq!(c.history_len("data"), 3);
-    assert_eq!(c.resize_patches("data"), 3);
+    c.assert_resize_patches("data", 3);
     c.assert_one_event("data", "BudgetExhausted", "Warning", "");
     c.assert_one_event("data", "AtLimit", "Warning", "");
 }
@@ -141,7 +141,7 @@ fn refusals_say_why_and_never_write_a_size() {
     }
     std::thread::sleep(Duration::from_secs(2));
     for (name, _) in expected {
-        assert_eq!(c.resize_patches(name), 0, "{name} was resized");
+        c.assert_resize_patches(name, 0);
         assert_eq!(request_of(&c.get(name)), 64 * MI, "{name}'s request");
     }
     c.assert_one_event("fixed", "ResizeBlocked", "Warning", "not_expandable");
@@ -220,12 +220,12 @@ fn storage_class_annotation_change_applies_at_the_next_scan() {
         (used > 85.0).then_some(())
     });
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.resize_patches("data"), 0);
+    c.assert_resize_patches("data", 0);
     assert_eq!(c.status_field("data", "state").as_deref(), Some("Balanced"));
 
     c.patch_cluster::<StorageClass>(&fast, threshold("80"));
     c.wait_capacity("data", 80 * MI);
-    assert_eq!(c.resize_patches("data"), 1);
+    c.assert_resize_patches("data", 1);
     assert_eq!(c.history_len("data"), 1);
 }
 
@@ -308,13 +308,13 @@ fn new_group_member_is_grown_to_its_peers_size_once() {
     let history = annotation(&c.get("pg-2"), "headroom.dev/history").expect("history");
     assert!(history.contains("GroupGrow"), "{history}");
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.resize_patches("pg-2"), 1);
-    assert_eq!(c.resize_patches("pg-1"), 0);
+    c.assert_resize_patches("pg-2", 1);
+    c.assert_resize_patches("pg-1", 0);
     assert_eq!(c.history_len("pg-2"), 1);
     // It counted: 70Mi of 80Mi needs growth, and the day's one action is spent.
     fill(&mount, 70 * MI);
     c.wait_blocked("pg-2", "budget_exhausted");
-    assert_eq!(c.resize_patches("pg-2"), 1);
+    c.assert_resize_patches("pg-2", 1);
 }
 
 #[test]

@@ -226,7 +226,7 @@ fn cordon_pauses_planned_growth_only(test: &str, cordon: fn(bool) -> serde_json:
     let _agent = c.agent("300ms", &[]);
     c.wait_blocked("data", "node_draining");
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.resize_patches("data"), 0, "planned growth while cordoned");
+    c.assert_resize_patches("data", 0);
 
     // 62Mi of 64Mi: 96.9 %, past the emergency line: grows although the node drains.
     fill(&mount, 62 * MI);
@@ -234,10 +234,10 @@ fn cordon_pauses_planned_growth_only(test: &str, cordon: fn(bool) -> serde_json:
     // Planned again: paused while cordoned, resumes once uncordoned.
     fill(&mount, 70 * MI);
     c.wait_blocked("data", "node_draining");
-    assert_eq!(c.resize_patches("data"), 1);
+    c.assert_resize_patches("data", 1);
     c.patch_node(&node, cordon(false));
     c.wait_request("data", 96 * MI);
-    assert_eq!(c.resize_patches("data"), 2);
+    c.assert_resize_patches("data", 2);
 }
 
 #[test]

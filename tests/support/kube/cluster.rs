@@ -495,6 +495,21 @@ impl KubeCluster {
         );
     }
 
+    /// Asserts that exactly `n` resize PATCHes of `name` succeeded. The server writes a
+    /// request's audit record after its answer: a test that saw the claim change may read the log
+    /// a moment before the record lands, so it waits up to 5 s for `n` before comparing.
+    pub fn assert_resize_patches(&self, name: &str, n: usize) {
+        let start = std::time::Instant::now();
+        while self.resize_patches(name) < n && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            self.resize_patches(name),
+            n,
+            "successful resize PATCHes of {name}"
+        );
+    }
+
     /// Exactly one Event about `name` with this reason and type whose note has `note_has`.
     pub fn assert_one_event(&self, name: &str, reason: &str, type_: &str, note_has: &str) {
         let events = self.events_for(name);
