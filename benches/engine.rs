@@ -35,6 +35,7 @@ fn main() {
             to: 12 * GI,
             node: "n".into(),
             fs_before: None,
+            landed: None,
         })
         .collect();
     let wal = WalHealth {

@@ -57,5 +57,8 @@ pub struct VolumeReport {
     pub decision: Decision,
     pub wal: Option<WalHealth>,
     pub last_action: Option<Action>,
+    /// The fill rate from recent samples and the resize lead time learned from the claim's
+    /// history, when known (`/volumes`; the predictive trigger acts on it).
+    pub fill_rate: Option<crate::decide::FillRate>,
     pub evaluated_at: Timestamp,
 }

@@ -70,6 +70,7 @@ fn seed(fake: &FakeApi) {
             to: 20 * GI,
             node: "worker-2".into(),
             fs_before: None,
+            landed: None,
         },
         now,
     );

@@ -38,6 +38,7 @@ pub fn grow_body(
         to,
         node: node.to_string(),
         fs_before: report.measurement.map(|m| m.capacity_bytes),
+        landed: None,
     };
     let history = state::append(&eval.history, action, now);
     state::grow_patch(resource_version, to, &history, status)
@@ -126,8 +127,11 @@ impl Actor<'_> {
                 .ok()
                 .flatten()
                 .is_some_and(|old| !status.differs(&old));
-            if !self.dry_run && !unchanged {
-                match state::status_patch(Some(&rv), &status) {
+            // A resize seen landed: its time goes into the history (once per resize), which is
+            // what the predictive trigger learns this claim's lead time from.
+            let history = eval.landed.then_some(eval.history.as_slice());
+            if !self.dry_run && (!unchanged || history.is_some()) {
+                match state::status_patch(Some(&rv), &status, history) {
                     // A 409 here only means the next scan writes the status.
                     Ok(body) => {
                         if let Err(PatchError::Other(e)) = self.patch(name, &body).await {
@@ -229,6 +233,7 @@ impl Actor<'_> {
             to: size,
             node: self.node.to_string(),
             fs_before: eval.report.measurement.map(|m| m.capacity_bytes),
+            landed: None,
         };
         let history = state::append(&eval.history, action, now);
         let body = state::grow_patch(&rv, size, &history, status).ok()?;

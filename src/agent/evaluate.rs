@@ -11,6 +11,7 @@ use super::inflight;
 use super::kubelet::KubeletVolume;
 use super::{MeasuredBy, VolumeReport};
 use crate::decide::budget;
+use crate::decide::rate::{self, FillRate};
 use crate::decide::{
     Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
     VolumeRole, WalHealth, decide,
@@ -37,12 +38,17 @@ pub struct Subject<'a> {
     pub group_size: Option<u64>,
     /// The kubelet's numbers for this claim, if it reported any.
     pub kubelet: Option<KubeletVolume>,
+    /// The volume's fill rate (bytes per second) from its recent samples, when known.
+    pub fill_rate: Option<f64>,
 }
 
 pub struct Evaluation {
     pub report: VolumeReport,
     pub policy: Option<Policy>,
     pub history: Vec<Action>,
+    /// `history`'s newest action was first seen landed by this evaluation: the history is
+    /// written back with the time, so the claim keeps how long its resizes take.
+    pub landed: bool,
 }
 
 fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -104,10 +110,15 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         });
         Vec::new()
     });
-    let (history, ignored) = split_future(history, now);
+    let (mut history, ignored) = split_future(history, now);
     let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
     let last_write = history.iter().map(|a| a.at).max();
     let seen = inflight::usable(s.volume.measurement, s.kubelet, block_mode, last_write, now);
+    let landed = inflight::stamp_landing(&mut history, seen.as_ref());
+    let fill_rate = s.fill_rate.map(|bytes_per_second| FillRate {
+        bytes_per_second,
+        resize_lead: rate::learned_lead_time(&inflight::resize_durations(&history)),
+    });
     let claim = inflight::resize_state(claim, &history, seen.as_ref(), s.resize_timeout, now);
     // Bound (it has a volume) yet no size reported: nothing to grow from, nothing to compare with.
     let capacity_unknown = claim::storage_capacity(s.pvc).is_ok_and(|c| c.is_none())
@@ -188,8 +199,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         wal: wal.as_ref(),
         facts,
         now,
-        // The measurement loop (issue 17 item 1) keeps the samples and fills this in.
-        fill_rate: None,
+        fill_rate,
     });
     if let Some(m) = seen.filter(|m| m.by == MeasuredBy::Kubelet) {
         decision.notes.push(format!(
@@ -231,12 +241,14 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         decision,
         wal,
         last_action: history.iter().max_by_key(|a| a.at).cloned(),
+        fill_rate,
         evaluated_at: now,
     };
     Evaluation {
         report,
         policy,
         history,
+        landed,
     }
 }
 
@@ -325,11 +337,13 @@ fn internal_error(
         decision,
         wal: None,
         last_action: None,
+        fill_rate: None,
         evaluated_at: now,
     };
     Evaluation {
         report,
         policy: None,
         history: Vec::new(),
+        landed: false,
     }
 }

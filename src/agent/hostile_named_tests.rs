@@ -259,6 +259,7 @@ fn a_panic_is_contained_to_its_claim() {
         resize_timeout: SignedDuration::from_mins(30),
         group_size: None,
         kubelet: None,
+        fill_rate: None,
     };
     let e = contain(&s, w.now, &metrics, || {
         panic!("index out of bounds: the len is 0")

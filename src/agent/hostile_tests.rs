@@ -333,11 +333,12 @@ fn downstream(e: &Evaluation, pvc: &PersistentVolumeClaim, now: Timestamp, metri
             to,
             node: "n".into(),
             fs_before: r.measurement.map(|m| m.capacity_bytes),
+            landed: None,
         };
         let h = state::append(&e.history, action, now);
         let _ = state::grow_patch("7", to, &h, &status);
     }
-    let _ = state::status_patch(Some("7"), &status);
+    let _ = state::status_patch(Some("7"), &status, None);
     metrics.observe_scan(std::slice::from_ref(r), std::time::Duration::ZERO, now);
 }
 
@@ -362,6 +363,7 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
         resize_timeout: SignedDuration::from_mins(30),
         group_size: w.group_size,
         kubelet: w.kubelet,
+        fill_rate: None,
     };
     let e = evaluate(&s, None, w.now);
     downstream(&e, &p, w.now, metrics);

@@ -66,6 +66,26 @@ fn shows_growth(a: &Action, seen: &Seen) -> Option<bool> {
     })
 }
 
+/// Stamps the newest action `landed` when this is the first measurement to show its growth;
+/// `true` when it did (the history then needs writing, once per resize).
+pub fn stamp_landing(history: &mut [Action], seen: Option<&Seen>) -> bool {
+    let Some(a) = history.iter_mut().max_by_key(|a| a.at) else {
+        return false;
+    };
+    match seen {
+        Some(s) if a.landed.is_none() && shows_growth(a, s) == Some(true) => {
+            a.landed = Some(s.at);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// How long this claim's resizes took (oldest first), for `rate::learned_lead_time`.
+pub fn resize_durations(history: &[Action]) -> Vec<SignedDuration> {
+    history.iter().filter_map(Action::took).collect()
+}
+
 /// The claim's resize state with what its own status cannot show: a resize whose only trace is
 /// request > capacity is dated by our history and fails after `timeout`; our last resize stays
 /// in flight until a measurement taken after it shows the filesystem larger, and fails as "not

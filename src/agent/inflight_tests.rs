@@ -19,6 +19,7 @@ fn grow(at: Timestamp, from: u64, to: u64, fs_before: Option<u64>) -> Action {
         to,
         node: String::new(),
         fs_before,
+        landed: None,
     }
 }
 
@@ -295,10 +296,44 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes) });
+                history.push(Action { at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None });
                 request = to;
                 asked = Some(i);
             }
         }
     }
+}
+
+#[test]
+fn the_first_measurement_showing_growth_stamps_the_landing_once() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let mut h = vec![
+        grow(
+            at - SignedDuration::from_hours(2),
+            8 * GI,
+            10 * GI,
+            Some(8 * GI),
+        ),
+        grow(at, 10 * GI, 12 * GI, Some(10 * GI)),
+    ];
+    let t = |s| at + SignedDuration::from_secs(s);
+    // Not grown yet, and a measurement from before the write: nothing to stamp.
+    assert!(!stamp_landing(&mut h, Some(&seen(10 * GI, t(30)))));
+    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(-1)))));
+    assert!(!stamp_landing(&mut h, None));
+    assert!(stamp_landing(&mut h, Some(&seen(12 * GI, t(45)))));
+    assert_eq!(h[1].landed, Some(t(45)));
+    assert_eq!(h[0].landed, None, "only the newest action");
+    // Later measurements do not move it.
+    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(90)))));
+    assert_eq!(resize_durations(&h), vec![SignedDuration::from_secs(45)]);
+    assert!(!stamp_landing(&mut [], Some(&seen(12 * GI, t(45)))));
+}
+
+#[test]
+fn a_lowered_request_has_no_landing() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let mut h = vec![grow(at, 12 * GI, 10 * GI, Some(10 * GI))];
+    let later = seen(12 * GI, at + SignedDuration::from_secs(5));
+    assert!(!stamp_landing(&mut h, Some(&later)));
 }

@@ -1,27 +1,38 @@
 //! The fast measurement loop: between scans, re-`statfs` the volumes the last scan found (no
-//! kubelet walk, no API, no policy) and wake the reconcile loop the moment one crosses its
-//! trigger, instead of at the next `--interval`. A statfs costs microseconds; a scan's discovery,
-//! mapping and API calls cost far more, and waiting for the next one is what made reaction
-//! uniform over the interval.
+//! kubelet walk, no API, no policy), keep each one's usage samples for its fill rate, and wake
+//! the reconcile loop the moment one crosses its trigger (or, with `trigger.predictive`, will
+//! cross it before a resize could land), instead of at the next `--interval`. A statfs costs
+//! microseconds; a scan's discovery, mapping and API calls cost far more, and waiting for the
+//! next one is what made reaction uniform over the interval.
 //!
-//! Adaptive: a volume within [`NEAR_POINTS`] of its trigger is measured four times as often as a
-//! quiet one. A volume is measured until it crosses once; the scan that follows decides, and
-//! sets its triggers afresh.
+//! Adaptive: a volume near its trigger (within [`NEAR_POINTS`], or [`NEAR_SECONDS`] at its fill
+//! rate) or moving fast (over [`FAST_MOVE`] of its size since the last sample) is measured four
+//! times as often as a quiet one. A volume wakes the loop once per crossing, and once when its
+//! size changes (a resize landed: the scan that follows records how long it took); the scan
+//! that follows decides and arms its trigger afresh.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use jiff::SignedDuration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::samples::Samples;
 use crate::decide::Measurement;
+use crate::decide::predictive::bytes_to_line;
 use crate::policy::{Mode, Policy};
 use crate::probe::{Prober, Volume};
 
 /// Percentage points under a trigger at which a volume counts as near it.
 pub const NEAR_POINTS: f64 = 5.0;
+/// At its fill rate, a volume this close in time to its trigger counts as near it.
+pub const NEAR_SECONDS: f64 = 60.0;
+/// A volume whose usage moved by more than this share of its size since its last sample is
+/// measured as often as one near its trigger (the rate estimate needs samples soonest then).
+pub const FAST_MOVE: f64 = 0.01;
 
 /// When a volume's numbers call for a decision now: the lines the engine grows at, from its
 /// effective policy. Convergent mode plans its growth for windows; only its emergency line
@@ -31,10 +42,14 @@ pub struct Trigger {
     used_percent: f64,
     min_available: u64,
     inode_percent: f64,
+    /// With `trigger.predictive`: seconds a resize takes to land (learned, else the policy's)
+    /// plus the margin. The engine's `predictive::crosses_soon` with the same numbers.
+    lead_seconds: Option<f64>,
 }
 
 impl Trigger {
-    pub fn for_policy(p: &Policy) -> Option<Trigger> {
+    /// `learned_lead`: how long this claim's resizes took, from its history.
+    pub fn for_policy(p: &Policy, learned_lead: Option<SignedDuration>) -> Option<Trigger> {
         if !p.enabled {
             return None;
         }
@@ -43,13 +58,26 @@ impl Trigger {
                 used_percent: f64::from(p.usage_threshold),
                 min_available: p.min_available,
                 inode_percent: f64::from(p.inode_threshold),
+                lead_seconds: p.predictive.enabled.then(|| {
+                    learned_lead
+                        .unwrap_or(p.predictive.resize_lead_time)
+                        .saturating_add(p.predictive.margin)
+                        .as_secs_f64()
+                }),
             }),
             Mode::Convergent if p.emergency_grow.enabled => Some(Trigger {
                 used_percent: f64::from(p.emergency_grow.critical_threshold),
                 min_available: p.emergency_grow.critical_minimum_free,
                 inode_percent: 100.0,
+                lead_seconds: None,
             }),
-            Mode::Convergent => None,
+            // Nothing to wake for, but still sampled: its fill rate and time to full are shown.
+            Mode::Convergent => Some(Trigger {
+                used_percent: f64::INFINITY,
+                min_available: 0,
+                inode_percent: f64::INFINITY,
+                lead_seconds: None,
+            }),
         }
     }
 
@@ -59,10 +87,33 @@ impl Trigger {
             || (m.inodes_total > 0 && m.inode_percent() >= self.inode_percent)
     }
 
-    fn near(&self, m: &Measurement) -> bool {
+    /// Seconds to the usage or minAvailable line at `rate` bytes per second; `None` when not
+    /// filling.
+    fn seconds_to_line(&self, m: &Measurement, rate: Option<f64>) -> Option<f64> {
+        let r = rate.filter(|r| r.is_finite() && *r > 0.0)?;
+        let pct = Some(self.used_percent).filter(|p| p.is_finite())?;
+        Some(bytes_to_line(m, pct, self.min_available) as f64 / r)
+    }
+
+    /// The predictive trigger fires: the line is nearer in time than a resize takes to land.
+    pub fn soon(&self, m: &Measurement, rate: Option<f64>) -> bool {
+        match (self.lead_seconds, self.seconds_to_line(m, rate)) {
+            (Some(lead), Some(s)) => s < lead,
+            _ => false,
+        }
+    }
+
+    fn near(&self, m: &Measurement, rate: Option<f64>) -> bool {
         m.used_percent() >= self.used_percent - NEAR_POINTS
             || m.available_bytes < self.min_available.saturating_mul(2)
             || (m.inodes_total > 0 && m.inode_percent() >= self.inode_percent - NEAR_POINTS)
+            || self
+                .seconds_to_line(m, rate)
+                .is_some_and(|s| s < NEAR_SECONDS.max(2.0 * self.lead_seconds.unwrap_or(0.0)))
+    }
+
+    fn fires(&self, m: &Measurement, rate: Option<f64>) -> bool {
+        self.crossed(m) || self.soon(m, rate)
     }
 }
 
@@ -70,18 +121,32 @@ struct Watched {
     volume: Volume,
     trigger: Trigger,
     due: Instant,
+    /// Wakes the loop when it fires; disarmed once it has (until the next scan re-arms it).
+    armed: bool,
+    /// The last measurement's size and usage (a size change is a resize landing).
+    capacity: u64,
+    used: u64,
 }
 
-/// The volumes the fast loop watches, set by each scan.
-#[derive(Default)]
+/// The volumes the fast loop watches, set by each scan, and their samples.
 pub struct Watchlist {
     volumes: Mutex<HashMap<PathBuf, Watched>>,
     wake: Notify,
+    samples: Arc<Samples>,
 }
 
 impl Watchlist {
-    /// After a scan: watch each measured volume whose policy has a trigger it has not crossed
-    /// (a crossed one was just decided on; the scan loop looks at it again on its own).
+    pub fn new(samples: Arc<Samples>) -> Self {
+        Watchlist {
+            volumes: Mutex::default(),
+            wake: Notify::new(),
+            samples,
+        }
+    }
+
+    /// After a scan: watch each measured volume whose policy has a trigger, armed when it does
+    /// not fire now (one that fires was just decided on; the scan loop looks at it again on its
+    /// own).
     pub fn set(&self, volumes: &[Volume], triggers: &HashMap<PathBuf, Trigger>) {
         let now = Instant::now();
         let mut current = self.lock();
@@ -93,14 +158,16 @@ impl Watchlist {
             .filter_map(|v| {
                 let trigger = *triggers.get(&v.path)?;
                 let m = v.measurement?;
-                (!trigger.crossed(&m)).then(|| {
-                    let w = Watched {
-                        volume: v.clone(),
-                        trigger,
-                        due: due(&v.path),
-                    };
-                    (v.path.clone(), w)
-                })
+                let rate = self.samples.rate(&v.path);
+                let w = Watched {
+                    volume: v.clone(),
+                    trigger,
+                    due: due(&v.path),
+                    armed: !trigger.fires(&m, rate),
+                    capacity: m.capacity_bytes,
+                    used: m.used_bytes,
+                };
+                Some((v.path.clone(), w))
             })
             .collect();
         *current = watched;
@@ -136,24 +203,28 @@ impl Watchlist {
             return 0;
         }
         let measured = prober.remeasure(due).await;
+        let at = Instant::now();
         let n = measured.len();
-        let mut crossed = false;
+        let mut wake = false;
         let mut watched = self.lock();
         for v in measured {
             let Some(m) = v.measurement else { continue };
             let Some(w) = watched.get_mut(&v.path) else {
                 continue;
             };
-            if w.trigger.crossed(&m) {
-                crossed = true;
-                watched.remove(&v.path);
-                continue;
+            let rate = self.samples.record(&v.path, m.used_bytes, at);
+            if w.armed && w.trigger.fires(&m, rate) {
+                w.armed = false;
+                wake = true;
             }
-            let wait = if w.trigger.near(&m) { every / 4 } else { every };
-            w.due = Instant::now() + wait;
+            wake |= m.capacity_bytes != w.capacity;
+            let moved = m.used_bytes.abs_diff(w.used) as f64 > FAST_MOVE * m.capacity_bytes as f64;
+            (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
+            let quick = moved || w.trigger.near(&m, rate);
+            w.due = at + if quick { every / 4 } else { every };
         }
         drop(watched);
-        if crossed {
+        if wake {
             self.wake.notify_one();
         }
         n
@@ -190,13 +261,13 @@ mod tests {
         p.enabled = true;
         p.usage_threshold = 80;
         p.min_available = 10;
-        let t = Trigger::for_policy(&p).expect("trigger");
+        let t = Trigger::for_policy(&p, None).expect("trigger");
         assert!(!t.crossed(&m(70, 30)));
         assert!(t.crossed(&m(80, 20)));
         assert!(t.crossed(&m(10, 5)), "min available");
-        assert!(t.near(&m(76, 24)) && !t.near(&m(70, 30)));
+        assert!(t.near(&m(76, 24), None) && !t.near(&m(70, 30), None));
         p.enabled = false;
-        assert_eq!(Trigger::for_policy(&p), None);
+        assert_eq!(Trigger::for_policy(&p, None), None);
     }
 
     #[test]
@@ -206,10 +277,71 @@ mod tests {
         p.mode = Mode::Convergent;
         p.emergency_grow.critical_threshold = 95;
         p.emergency_grow.critical_minimum_free = 0;
-        let t = Trigger::for_policy(&p).expect("trigger");
+        let t = Trigger::for_policy(&p, None).expect("trigger");
         assert!(!t.crossed(&m(90, 10)));
         assert!(t.crossed(&m(96, 4)));
         p.emergency_grow.enabled = false;
-        assert_eq!(Trigger::for_policy(&p), None);
+        let sampled = Trigger::for_policy(&p, None).expect("sampled, never fires");
+        assert!(!sampled.fires(&m(100, 0), Some(1e9)) && !sampled.near(&m(100, 0), Some(1e9)));
+    }
+
+    #[test]
+    fn predictive_trigger_fires_when_the_line_is_nearer_than_the_lead() {
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = 80;
+        p.predictive.enabled = true;
+        p.predictive.resize_lead_time = SignedDuration::from_secs(20);
+        p.predictive.margin = SignedDuration::from_secs(10);
+        let t = Trigger::for_policy(&p, None).expect("trigger");
+        // 10 bytes to the line: 30 s lead. At 1 B/s 10 s away, at 0.2 B/s 50 s away.
+        assert!(t.soon(&m(70, 30), Some(1.0)));
+        assert!(!t.soon(&m(70, 30), Some(0.2)));
+        assert!(!t.soon(&m(70, 30), None) && !t.soon(&m(70, 30), Some(-5.0)));
+        assert!(!t.soon(&m(70, 30), Some(f64::NAN)));
+        // A learned lead of 2 s replaces the policy's 20 s.
+        let learned = Trigger::for_policy(&p, Some(SignedDuration::from_secs(2))).expect("t");
+        assert!(!learned.soon(&m(70, 30), Some(0.5)) && t.soon(&m(70, 30), Some(0.5)));
+        // Off by default: the rate alone never fires it.
+        p.predictive.enabled = false;
+        let off = Trigger::for_policy(&p, None).expect("trigger");
+        assert!(!off.soon(&m(79, 21), Some(1e9)));
+        // Near in time at its rate: measured often even far below the line.
+        assert!(off.near(&m(10, 90), Some(2.0)) && !off.near(&m(10, 90), Some(0.1)));
+    }
+
+    proptest::proptest! {
+        /// The loop wakes for the predictive trigger exactly when the engine would grow for it.
+        #[test]
+        fn the_loop_and_the_engine_agree(
+            cap in 1u64..1 << 40, used_frac in 0.0f64..1.0, threshold in 1u8..=100,
+            min_free in proptest::option::of(0u64..1 << 40), rate in -1e6f64..1e10,
+            lead in 0i64..3600, margin in 0i64..600, learned in proptest::option::of(1i64..3600),
+        ) {
+            use crate::decide::{ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts};
+            let used = (cap as f64 * used_frac) as u64;
+            let meas = Measurement { capacity_bytes: cap, used_bytes: used,
+                available_bytes: cap - used, inodes_total: 0, inodes_used: 0 };
+            let mut p = Policy::with_limit(1 << 50);
+            p.enabled = true;
+            p.usage_threshold = threshold;
+            p.min_available = min_free.unwrap_or(0);
+            p.predictive.enabled = true;
+            p.predictive.resize_lead_time = SignedDuration::from_secs(lead);
+            p.predictive.margin = SignedDuration::from_secs(margin);
+            let learned = learned.map(SignedDuration::from_secs);
+            let claim = ClaimState { request_bytes: cap, capacity_bytes: cap, resize: ResizeState::Idle };
+            let fill = crate::decide::FillRate { bytes_per_second: rate, resize_lead: learned };
+            let inputs = Inputs {
+                policy: PolicyInput::Valid(&p), measurement: meas, claim: &claim, history: &[],
+                wal: None, facts: VolumeFacts::default(), now: jiff::Timestamp::UNIX_EPOCH,
+                fill_rate: Some(fill),
+            };
+            let t = Trigger::for_policy(&p, learned).expect("trigger");
+            proptest::prop_assert_eq!(
+                t.soon(&meas, Some(rate)),
+                crate::decide::predictive::crosses_soon(&inputs, &p, &fill)
+            );
+        }
     }
 }

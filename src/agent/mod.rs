@@ -11,6 +11,7 @@ pub mod kubelet;
 pub mod kubelet_https;
 pub mod measure;
 pub mod pgconn;
+pub mod samples;
 mod scan;
 pub mod shutdown;
 #[cfg(test)]

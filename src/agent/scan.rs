@@ -10,12 +10,15 @@ use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
 use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
+use super::inflight;
 use super::kubelet::{KubeletStats, KubeletVolume};
 use super::measure::{Trigger, Watchlist};
 use super::pgconn::{self, Credentials};
+use super::samples::Samples;
 use super::shutdown::Shutdown;
 use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
+use crate::decide::rate;
 use crate::decide::{VolumeRole, WalHealth};
 use crate::events::Events;
 use crate::http::AdminState;
@@ -53,6 +56,8 @@ struct Work {
     retried: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Each evaluated volume's trigger (by mount path), for the fast measurement loop.
     triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Trigger>>,
+    /// Each volume's recent usage, from scans and the fast loop: its fill rate.
+    samples: Arc<Samples>,
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
@@ -77,12 +82,15 @@ impl Scanner {
         shutdown: Shutdown,
         reclaimer: crate::reclaim::Reclaimer,
     ) -> Self {
+        let samples = Arc::new(Samples::default());
         Scanner {
             kubelet: KubeletStats::new(cfg.kubelet.clone(), cfg.api_timeout),
+            watchlist: Arc::new(Watchlist::new(samples.clone())),
             work: Arc::new(Work {
                 prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
                 retried: Default::default(),
                 triggers: Default::default(),
+                samples,
                 cfg,
                 client,
                 events,
@@ -92,7 +100,6 @@ impl Scanner {
             reclaimer,
             running: HashMap::new(),
             last: HashMap::new(),
-            watchlist: Default::default(),
         }
     }
 
@@ -109,6 +116,21 @@ impl Scanner {
             .metrics()
             .stuck_calls(self.work.prober.stuck_calls());
         let volumes = probed?;
+        let measured_at = tokio::time::Instant::now();
+        let samples = &self.work.samples;
+        let mounted: std::collections::HashSet<&std::path::Path> =
+            volumes.iter().map(|v| v.path.as_path()).collect();
+        samples.retain(|p| mounted.contains(p));
+        let rates: HashMap<&std::path::Path, f64> = volumes
+            .iter()
+            .filter_map(|v| {
+                let m = v.measurement?;
+                Some((
+                    v.path.as_path(),
+                    samples.record(&v.path, m.used_bytes, measured_at)?,
+                ))
+            })
+            .collect();
         // Volumes of pods being deleted are left alone: the workload is leaving this node.
         let pods: HashMap<String, Arc<Pod>> = world
             .pods
@@ -202,6 +224,7 @@ impl Scanner {
                     .name
                     .as_ref()
                     .and_then(|n| kubelet.get(&(ns.clone(), n.clone())).copied()),
+                fill_rate: rates.get(vol.path.as_path()).copied(),
                 pod,
                 claims,
                 class,
@@ -360,6 +383,7 @@ impl Work {
                 resize_timeout: self.cfg.resize_timeout,
                 group_size: ctx.group_size,
                 kubelet: ctx.kubelet,
+                fill_rate: ctx.fill_rate,
             };
             let mut eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             if wal.is_none()
@@ -369,7 +393,7 @@ impl Work {
                 eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             }
             attempt += 1;
-            self.note_trigger(&ctx.vol.path, eval.policy.as_ref());
+            self.note_trigger(&ctx.vol.path, &eval);
             match actor.apply(&pvc, &eval, now).await {
                 Applied::Done => return eval.report,
                 Applied::Conflict if attempt < CONFLICT_RETRIES => {
@@ -383,12 +407,17 @@ impl Work {
         }
     }
 
-    fn note_trigger(&self, path: &std::path::Path, policy: Option<&crate::policy::Policy>) {
+    fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
+        let learned = rate::learned_lead_time(&inflight::resize_durations(&eval.history));
+        let trigger = eval
+            .policy
+            .as_ref()
+            .and_then(|p| Trigger::for_policy(p, learned));
         let mut t = self
             .triggers
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match policy.and_then(Trigger::for_policy) {
+        match trigger {
             Some(trigger) => t.insert(path.to_path_buf(), trigger),
             None => t.remove(path),
         };
@@ -461,4 +490,5 @@ struct VolumeCtx {
     draining: bool,
     group_size: Option<u64>,
     kubelet: Option<KubeletVolume>,
+    fill_rate: Option<f64>,
 }

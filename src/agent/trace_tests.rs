@@ -161,6 +161,7 @@ proptest! {
                 resize_timeout: SignedDuration::from_mins(10),
                 group_size: None,
                 kubelet,
+                fill_rate: None,
             };
             let eval = evaluate(&s, None, now);
             let r = &eval.report;
@@ -235,6 +236,7 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
             resize_timeout: SignedDuration::from_mins(10),
             group_size: None,
             kubelet: None,
+            fill_rate: None,
         };
         let eval = evaluate(&s, None, now);
         if let Some((to, kind)) = eval.report.decision.grow_to() {

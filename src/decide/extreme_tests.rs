@@ -29,6 +29,7 @@ fn action(at: Timestamp, from: u64, to: u64) -> Action {
         to,
         node: String::new(),
         fs_before: None,
+        landed: None,
     }
 }
 

@@ -106,6 +106,17 @@ pub struct Action {
     /// a later measurement shows the filesystem larger than this. Absent in older entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fs_before: Option<u64>,
+    /// When a measurement first showed the filesystem grown by this action: `landed - at` is how
+    /// long this claim's resizes take, which the predictive trigger learns its lead time from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<Timestamp>,
+}
+
+impl Action {
+    /// How long this resize took to reach the filesystem, once that has been seen.
+    pub fn took(&self) -> Option<jiff::SignedDuration> {
+        self.landed.map(|l| l.duration_since(self.at))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

@@ -4,7 +4,7 @@ pub mod budget;
 pub mod decision;
 mod engine;
 pub mod inputs;
-mod predictive;
+pub mod predictive;
 pub mod rate;
 pub mod recover;
 mod wal;

@@ -3,7 +3,7 @@
 
 use jiff::SignedDuration;
 
-use super::inputs::Inputs;
+use super::inputs::{Inputs, Measurement};
 use super::rate::FillRate;
 use crate::policy::Policy;
 
@@ -15,18 +15,28 @@ pub fn lead(policy: &Policy, rate: &FillRate) -> SignedDuration {
         .saturating_add(p.margin)
 }
 
-/// Will a threshold-mode trigger (usage or minAvailable) fire within the lead time?
-pub fn crosses_soon(inputs: &Inputs, policy: &Policy, rate: &FillRate) -> bool {
-    let m = &inputs.measurement;
+/// Bytes still to be written before a threshold-mode line (usage or minAvailable) is reached;
+/// 0 once it is.
+pub fn bytes_to_line(m: &Measurement, usage_threshold: f64, min_available: u64) -> u64 {
     let usable = m.used_bytes as f64 + m.available_bytes as f64;
-    let line = (usable * f64::from(policy.usage_threshold) / 100.0).ceil();
+    let line = (usable * usage_threshold / 100.0).ceil();
     let to_threshold = (line - m.used_bytes as f64).max(0.0) as u64;
-    let to_min_available = if policy.min_available > 0 {
-        m.available_bytes.saturating_sub(policy.min_available)
+    let to_min_available = if min_available > 0 {
+        m.available_bytes.saturating_sub(min_available)
     } else {
         u64::MAX
     };
-    let Some(seconds) = rate.seconds_for(to_threshold.min(to_min_available)) else {
+    to_threshold.min(to_min_available)
+}
+
+/// Will a threshold-mode trigger (usage or minAvailable) fire within the lead time?
+pub fn crosses_soon(inputs: &Inputs, policy: &Policy, rate: &FillRate) -> bool {
+    let to_line = bytes_to_line(
+        &inputs.measurement,
+        f64::from(policy.usage_threshold),
+        policy.min_available,
+    );
+    let Some(seconds) = rate.seconds_for(to_line) else {
         return false;
     };
     seconds < lead(policy, rate).as_secs_f64()

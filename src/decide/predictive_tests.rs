@@ -147,6 +147,7 @@ fn a_prediction_passes_every_guard() {
             to: 2 * GI,
             node: String::new(),
             fs_before: None,
+            landed: None,
         })
         .collect();
     let d = run(&p, m, &claim(20 * GI), &spent, rate(50.0 * MB));

@@ -278,7 +278,7 @@ proptest! {
         let history: Vec<Action> = history.iter().map(|&(ago, k)| Action {
             at: now - SignedDuration::from_secs(ago),
             kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
-            from: size, to: size, node: String::new(), fs_before: None,
+            from: size, to: size, node: String::new(), fs_before: None, landed: None,
         }).collect();
         let inputs = Inputs {
             policy: PolicyInput::Valid(&p),
@@ -336,7 +336,7 @@ proptest! {
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
             if let Verdict::Grow { to, kind } = d.verdict {
-                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None });
+                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None });
                 size = to;
             }
         }

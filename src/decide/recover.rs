@@ -52,6 +52,7 @@ mod tests {
             to,
             node: String::new(),
             fs_before: None,
+            landed: None,
         }
     }
 

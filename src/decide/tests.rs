@@ -96,6 +96,7 @@ fn action(at: Timestamp, kind: GrowKind) -> Action {
         to: 12 * GI,
         node: "n1".into(),
         fs_before: None,
+        landed: None,
     }
 }
 

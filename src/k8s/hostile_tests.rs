@@ -47,6 +47,7 @@ fn json_value() -> impl Strategy<Value = Value> {
                     "to",
                     "node",
                     "fs_before",
+                    "landed",
                     "updatedAt",
                     "state",
                     "budgetLeft",

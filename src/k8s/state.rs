@@ -198,12 +198,17 @@ pub fn grow_patch(
     }))
 }
 
-/// A status-only merge patch; with a resourceVersion it is conditional like [`grow_patch`].
+/// A status merge patch, with the history when it changed without a grow (a resize's landing
+/// time); with a resourceVersion it is conditional like [`grow_patch`].
 pub fn status_patch(
     resource_version: Option<&str>,
     status: &StatusAnnotation,
+    history: Option<&[Action]>,
 ) -> Result<Value, KubeError> {
     let mut metadata = json!({ "annotations": { STATUS: serde_json::to_string(status)? } });
+    if let Some(h) = history {
+        metadata["annotations"][HISTORY] = json!(serde_json::to_string(h)?);
+    }
     if let Some(rv) = resource_version {
         metadata["resourceVersion"] = json!(rv);
     }

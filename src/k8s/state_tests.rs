@@ -28,6 +28,7 @@ fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
         to: to_gi * GI,
         node: "worker-2".into(),
         fs_before: None,
+        landed: None,
     }
 }
 
@@ -203,6 +204,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         },
         wal: None,
         last_action: None,
+        fill_rate: None,
         evaluated_at: now(),
     }
 }
@@ -386,9 +388,19 @@ fn grow_patch_is_one_conditional_merge_patch() {
     let ann = patched.metadata.annotations.as_ref().expect("annotations");
     assert_eq!(ann["kept.example.com/note"], "x");
 
-    let sp = status_patch(None, &status).expect("patch");
+    let sp = status_patch(None, &status, None).expect("patch");
     assert!(sp["metadata"].get("resourceVersion").is_none());
     assert!(sp.get("spec").is_none());
-    let sp = status_patch(Some("7"), &status).expect("patch");
+    let sp = status_patch(Some("7"), &status, None).expect("patch");
     assert_eq!(sp["metadata"]["resourceVersion"], "7");
+    assert!(sp["metadata"]["annotations"].get(HISTORY).is_none());
+    // A landing time goes back with the history, in the same conditional write.
+    let sp = status_patch(Some("7"), &status, Some(&history)).expect("patch");
+    let written: Vec<Action> = serde_json::from_str(
+        sp["metadata"]["annotations"][HISTORY]
+            .as_str()
+            .expect("history text"),
+    )
+    .expect("history json");
+    assert_eq!(written, history);
 }

@@ -195,6 +195,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 to,
                 node: "simulate".to_string(),
                 fs_before: None,
+                landed: None,
             });
             pending = Some((t + delay, to, t));
         }

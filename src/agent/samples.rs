@@ -1,0 +1,111 @@
+//! Each volume's recent usage samples, from the scans and the fast measurement loop, for the
+//! fill-rate estimate (`decide::rate`). In memory only: after a restart the estimate needs a few
+//! seconds of fresh samples, and until then the predictive trigger simply does not fire.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::decide::rate::{self, Sample};
+
+/// Samples closer together than this add noise, not information: a scan and a fast-loop pass
+/// may measure the same volume within milliseconds.
+const MIN_SPACING: Duration = Duration::from_millis(200);
+
+pub struct Samples {
+    origin: Instant,
+    series: Mutex<HashMap<PathBuf, VecDeque<Sample>>>,
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Samples {
+            origin: Instant::now(),
+            series: Mutex::default(),
+        }
+    }
+}
+
+impl Samples {
+    fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, VecDeque<Sample>>> {
+        self.series.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `used_bytes` measured at `at`; returns the estimated fill rate (bytes per second)
+    /// with it, if there are enough samples.
+    pub fn record(&self, path: &Path, used_bytes: u64, at: Instant) -> Option<f64> {
+        let seconds = at.saturating_duration_since(self.origin).as_secs_f64();
+        let mut series = self.lock();
+        let s = series.entry(path.to_path_buf()).or_default();
+        let spaced = s
+            .back()
+            .is_none_or(|last| seconds - last.seconds >= MIN_SPACING.as_secs_f64());
+        if spaced {
+            if s.len() == rate::MAX_SAMPLES {
+                s.pop_front();
+            }
+            s.push_back(Sample {
+                seconds,
+                used_bytes,
+            });
+        }
+        rate::estimate(s.make_contiguous())
+    }
+
+    /// The estimated fill rate from the samples kept; `None` with too few.
+    pub fn rate(&self, path: &Path) -> Option<f64> {
+        let mut series = self.lock();
+        rate::estimate(series.get_mut(path)?.make_contiguous())
+    }
+
+    /// Forgets volumes no longer mounted here.
+    pub fn retain(&self, keep: impl Fn(&Path) -> bool) {
+        self.lock().retain(|p, _| keep(p));
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steady_fill_gives_its_rate_and_close_samples_are_one() {
+        let s = Samples::default();
+        let p = Path::new("/v");
+        let t0 = s.origin;
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut last = None;
+        for i in 0..(rate::MIN_INTERVALS as u64 + 1) {
+            last = s.record(p, 1_000 + 500 * i, at(1_000 * i));
+            // A second measurement 10 ms later is not a sample of its own.
+            s.record(p, 9_999_999, at(1_000 * i + 10));
+        }
+        assert_eq!(last, Some(500.0));
+        assert_eq!(s.rate(p), Some(500.0));
+        assert_eq!(s.rate(Path::new("/other")), None);
+        s.retain(|p| p != Path::new("/v"));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn the_series_is_bounded() {
+        let s = Samples::default();
+        let p = Path::new("/v");
+        for i in 0..(3 * rate::MAX_SAMPLES as u64) {
+            s.record(p, i, s.origin + Duration::from_secs(i));
+        }
+        assert_eq!(s.lock()[p].len(), rate::MAX_SAMPLES);
+        assert_eq!(s.rate(p), Some(1.0));
+    }
+}
