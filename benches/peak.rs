@@ -80,7 +80,8 @@ fn fill_at(mount: &Path, from: u64, end: u64, rate: f64, failing: Arc<AtomicU64>
     let chunk = vec![0x5au8; MI as usize];
     let start = Instant::now();
     // A volume that never grows again must not hold the bench forever.
-    let give_up = start + Duration::from_secs_f64((end - from) as f64 / rate) + Duration::from_secs(60);
+    let give_up =
+        start + Duration::from_secs_f64((end - from) as f64 / rate) + Duration::from_secs(60);
     let mut written = from;
     let mut full_since: Option<Instant> = None;
     while written < end && Instant::now() < give_up {

@@ -122,6 +122,13 @@ fn a_steady_fill_is_grown_before_the_threshold_and_the_resize_time_is_learned() 
     assert!(grown >= 64 * MI + 40 * MI, "grown to {} MiB", grown / MI);
     let decision = c.status_field("data", "lastDecision").unwrap_or_default();
     assert!(decision.contains("(predicted)"), "{decision}");
+    // The scan that grew it exported the time to full from the same estimate.
+    let to_full = wait_for(
+        Duration::from_secs(5),
+        "seconds to full on /metrics",
+        || support::http::claim_metric(port, "headroom_volume_seconds_to_full", "data"),
+    );
+    assert!(to_full > 0.0 && to_full < 60.0, "{to_full} s to full");
 
     // The resize lands; the agent sees the filesystem grown (its size change wakes the loop)
     // and writes the landing time into the history, without a scan interval going by.
