@@ -39,7 +39,11 @@ impl Samples {
     pub fn record(&self, path: &Path, used_bytes: u64, at: Instant) -> Option<f64> {
         let seconds = at.saturating_duration_since(self.origin).as_secs_f64();
         let mut series = self.lock();
-        let s = series.entry(path.to_path_buf()).or_default();
+        // No key allocation for a volume already known (the common case, every pass).
+        if !series.contains_key(path) {
+            series.insert(path.to_path_buf(), VecDeque::new());
+        }
+        let s = series.get_mut(path)?;
         let spaced = s
             .back()
             .is_none_or(|last| seconds - last.seconds >= MIN_SPACING.as_secs_f64());
