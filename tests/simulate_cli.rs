@@ -206,3 +206,30 @@ fn compare_predictive_shows_the_peak_of_each() {
     assert_eq!(summary.len(), 2, "{table}");
     assert!(summary[0].contains("100.00%"), "{table}");
 }
+
+/// `headroom simulate ... | head -1`: the reader leaves early, and that is a success, not a
+/// panic (`print!` panics on a closed pipe).
+#[test]
+fn a_reader_that_leaves_early_is_not_a_failure() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write(&dir, "p.yaml", "enabled: true\nlimit: 15Gi\n");
+    let trace = write(
+        &dir,
+        "t.csv",
+        &format!("seconds,used_bytes\n0,0\n2000,{}\n", 20 * GI),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["simulate", "--policy", &policy, "--trace", &trace])
+        .args(["--capacity", "10Gi", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The pipe's only reader goes away before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panic"), "{stderr}");
+}

@@ -101,17 +101,25 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
     };
     if args.compare_predictive {
         let c = compare(&policy, &trace, &opts);
-        match args.format {
-            Format::Json => println!("{}", json(&c)?),
-            Format::Table => print!("{}", comparison_table(&c)),
-        }
-        return Ok(ExitCode::SUCCESS);
+        let text = match args.format {
+            Format::Json => json(&c)? + "\n",
+            Format::Table => comparison_table(&c),
+        };
+        return write(&text);
     }
     let report = simulate(&policy, &trace, &opts);
-    match args.format {
-        Format::Json => println!("{}", json(&report)?),
-        Format::Table => print!("{}", table(&report)),
-    }
+    let text = match args.format {
+        Format::Json => json(&report)? + "\n",
+        Format::Table => table(&report),
+    };
+    write(&text)
+}
+
+fn write(text: &str) -> Result<ExitCode, SimulateError> {
+    super::output::emit(text).map_err(|source| SimulateError::Read {
+        path: "standard output".to_string(),
+        source,
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

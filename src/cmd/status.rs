@@ -86,7 +86,7 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
             Format::Table => render_table(&rows, Timestamp::now()),
         })
     })?;
-    print!("{out}");
+    super::output::emit(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -32,13 +32,11 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
         args.max_pending_wal_files,
         now,
     ));
-    match args.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&health).map_err(WalError::Json)?
-        ),
-        Format::Table => print!("{}", table(&health)),
-    }
+    let text = match args.format {
+        Format::Json => serde_json::to_string_pretty(&health).map_err(WalError::Json)? + "\n",
+        Format::Table => table(&health),
+    };
+    super::output::emit(&text).map_err(WalError::Output)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -23,4 +23,6 @@ pub enum WalError {
     Runtime(std::io::Error),
     #[error("wal-health: writing JSON: {0}")]
     Json(serde_json::Error),
+    #[error("wal-health: writing the report: {0}")]
+    Output(std::io::Error),
 }

@@ -1,0 +1,43 @@
+//! Writing a command's report to standard output. A reader that closes the pipe early
+//! (`headroom status -A | head`) has all it wanted: that is not an error, and must not be the
+//! panic `print!` makes of it.
+
+use std::io::{ErrorKind, Write};
+
+/// Writes `text` to stdout; a closed pipe ends the output quietly, other errors are returned.
+pub fn emit(text: &str) -> std::io::Result<()> {
+    quiet_on_closed_pipe(std::io::stdout().lock(), text)
+}
+
+fn quiet_on_closed_pipe(mut w: impl Write, text: &str) -> std::io::Result<()> {
+    match w.write_all(text.as_bytes()).and_then(|()| w.flush()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Closed(ErrorKind);
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(self.0.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_is_the_end_not_an_error() {
+        assert!(quiet_on_closed_pipe(Closed(ErrorKind::BrokenPipe), "x").is_ok());
+        let full = quiet_on_closed_pipe(Closed(ErrorKind::StorageFull), "x");
+        assert_eq!(full.map_err(|e| e.kind()), Err(ErrorKind::StorageFull));
+        let mut out = Vec::new();
+        quiet_on_closed_pipe(&mut out, "report\n").expect("written");
+        assert_eq!(out, b"report\n");
+    }
+}
