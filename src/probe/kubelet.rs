@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::mounts::MountIndex;
 use super::safe_open::{open_dir_beneath, open_root, read_capped};
-use super::statfs::statfs_fd;
+use super::statfs::{FsStats, statfs_fd};
 use super::{MountEntry, ProbeError, Volume, VolumeMode};
 
 pub const CSI_PLUGIN: &str = "kubernetes.io~csi";
@@ -137,20 +137,20 @@ pub fn find(root: &Path, mounts: &[MountEntry]) -> Result<Found, ProbeError> {
 /// Opens the volume's mount directory beneath the root (never through a symlink) and statfs'es
 /// it. Both block on a hung mount: run this with a deadline.
 pub fn measure(root_fd: &OwnedFd, rel: &[OsString], v: &mut Volume) {
-    let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
-    let fd = match open_dir_beneath(root_fd, &comps) {
-        Ok(fd) => fd,
-        Err(e) => {
-            v.findings.push(format!(
-                "cannot open the mount directory (symlinks are never followed): {e}"
-            ));
-            return;
-        }
-    };
-    match statfs_fd(&fd) {
+    match measure_at(root_fd, rel) {
         Ok(s) => v.set_stats(s),
-        Err(e) => v.findings.push(format!("statfs failed: {e}")),
+        Err(finding) => v.findings.push(finding),
     }
+}
+
+/// [`measure`] without the volume: its statfs, or the finding that says why there is none. The
+/// descriptor is closed before returning (an open one would keep the kubelet from unmounting).
+pub fn measure_at(root_fd: &OwnedFd, rel: &[OsString]) -> Result<FsStats, String> {
+    let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
+    let fd = open_dir_beneath(root_fd, &comps).map_err(|e| {
+        format!("cannot open the mount directory (symlinks are never followed): {e}")
+    })?;
+    statfs_fd(&fd).map_err(|e| format!("statfs failed: {e}"))
 }
 
 fn filesystem_volume(
