@@ -15,8 +15,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use nix::dir::{Dir, Type};
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{SFlag, fstatat};
+
 use super::mounts::MountIndex;
-use super::safe_open::{open_dir_beneath, open_root, read_capped};
+use super::safe_open::{open_beneath, open_dir_beneath, open_root, read_capped};
 use super::statfs::{FsStats, statfs_fd};
 use super::{MountEntry, ProbeError, Volume, VolumeMode};
 
@@ -29,6 +33,11 @@ const POD_LOCAL_PLUGINS: &[&str] = &[
     "kubernetes.io~downward-api",
     "kubernetes.io~git-repo",
 ];
+/// A kubelet directory opened to be listed (and to open files in), never through a symlink.
+const LIST: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
 /// Far above any real vol_data.json (a few hundred bytes); a bigger file is not kubelet's.
 const VOL_DATA_CAP: u64 = 64 * 1024;
 
@@ -173,18 +182,24 @@ fn filesystem_volume(
         return v;
     }
     if is_csi {
-        if let Ok(dir) = open_dir_beneath(root_fd, &comps[..comps.len() - 1]) {
-            apply_vol_data(&mut v, &dir);
-        }
-        // The type comes from listing the parent (the kubelet's directory), not from stat of
-        // the mount point: that would ask the volume's filesystem, which may hang.
-        match child_type(&entry.path(), OsStr::new("mount")) {
+        // One descriptor of the kubelet's volume directory serves both its vol_data.json and its
+        // listing. The mount's type comes from that listing, not from a stat of the mount point:
+        // that would ask the volume's filesystem, which may hang.
+        let dir = open_beneath(root_fd, &comps[..comps.len() - 1], LIST);
+        let mount_type = match dir {
+            Ok(dir) => {
+                apply_vol_data(&mut v, &dir);
+                child_type(dir, OsStr::new("mount"))
+            }
+            Err(_) => None,
+        };
+        match mount_type {
             None => {
                 v.findings
                     .push("no mount directory: the volume is not mounted yet".to_owned());
                 return v;
             }
-            Some(t) if t.is_symlink() => {
+            Some(Type::Symlink) => {
                 let target = std::fs::read_link(&v.path)
                     .map(|t| t.display().to_string())
                     .unwrap_or_default();
@@ -247,13 +262,26 @@ fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
 }
 
 /// The type of `dir/name` as its directory listing says (no stat of it when the filesystem
-/// reports types, as tmpfs, ext4, xfs and btrfs do).
-fn child_type(dir: &Path, name: &OsStr) -> Option<std::fs::FileType> {
-    std::fs::read_dir(dir)
-        .ok()?
+/// reports types, as tmpfs, ext4, xfs and btrfs do; else of the entry itself, never followed).
+fn child_type(dir: OwnedFd, name: &OsStr) -> Option<Type> {
+    let mut d = Dir::from_fd(dir).ok()?;
+    let entry = d
+        .iter()
         .filter_map(Result::ok)
-        .find(|e| e.file_name() == name)
-        .and_then(|e| e.file_type().ok())
+        .find(|e| e.file_name().to_bytes() == name.as_encoded_bytes())?;
+    match entry.file_type() {
+        Some(t) => Some(t),
+        None => {
+            let st = fstatat(d.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+            Some(
+                match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+                    SFlag::S_IFLNK => Type::Symlink,
+                    SFlag::S_IFDIR => Type::Directory,
+                    _ => Type::File,
+                },
+            )
+        }
+    }
 }
 
 fn is_real_dir(e: &DirEntry) -> bool {
