@@ -36,7 +36,8 @@ struct State<T> {
     next: usize,
     left: usize,
     /// When a worker last took a job or was started: pending jobs that no worker takes within
-    /// a deadline of it (the blocking pool exhausted by stuck calls) time out too.
+    /// a deadline of it while none runs (the blocking pool exhausted by stuck calls) time out
+    /// too, so a pass always ends.
     progress: Instant,
 }
 
@@ -131,7 +132,10 @@ where
 /// Times out the jobs past their deadline; returns how many workers they held (to replace).
 fn expire<T>(st: &mut State<T>, now: Instant, deadline: Duration) -> usize {
     let mut replace = 0;
-    let stalled = now.duration_since(st.progress) >= deadline;
+    // Pending jobs and no worker running one: the workers started have not begun (the pool is
+    // full of stuck calls). Live workers never idle while jobs are pending.
+    let stalled = now.duration_since(st.progress) >= deadline
+        && !st.slots.iter().any(|s| matches!(s, Slot::Running(_)));
     let State {
         slots, left, next, ..
     } = st;
@@ -221,7 +225,6 @@ where
 mod tests {
     use super::*;
     use std::path::PathBuf;
-    use std::sync::mpsc;
 
     fn paths(n: usize) -> Vec<PathBuf> {
         (0..n).map(|i| PathBuf::from(format!("/v{i}"))).collect()
@@ -247,42 +250,86 @@ mod tests {
         assert!(inflight.is_empty());
     }
 
-    /// Two jobs hang (more than one worker's worth is not needed: the others must not wait for
-    /// them); every other job answers, the two time out, and their paths stay busy until they
-    /// return, so the next pass refuses them at once.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn hung_jobs_time_out_alone_and_stay_busy_until_they_return() {
-        let inflight = InFlight::new();
-        let n = 3 * WORKERS;
-        let jobs = paths(n);
-        let (release, gate) = mpsc::channel::<()>();
-        let gate = Arc::new(Mutex::new(gate));
-        let hung = |p: &Path| p == Path::new("/v0") || p == Path::new("/v1");
-        let short = Duration::from_millis(300);
-        let make = |gate: Arc<Mutex<mpsc::Receiver<()>>>| Pass {
-            jobs: jobs.clone(),
+    /// Blocks hung calls until opened.
+    #[derive(Default)]
+    struct Gate(Mutex<bool>, std::sync::Condvar);
+
+    impl Gate {
+        fn wait(&self) {
+            let mut open = self.0.lock().unwrap();
+            while !*open {
+                open = self.1.wait(open).unwrap();
+            }
+        }
+        fn open(&self) {
+            *self.0.lock().unwrap() = true;
+            self.1.notify_all();
+        }
+    }
+
+    fn gated(n: usize, hung: usize, gate: Arc<Gate>) -> Pass<PathBuf, impl Fn(&PathBuf) -> String> {
+        let hung: Vec<PathBuf> = paths(hung);
+        Pass {
+            jobs: paths(n),
             key: |p: &PathBuf| p.as_path(),
             call: move |p: &PathBuf| {
-                if hung(p) {
-                    let _ = gate.lock().map(|g| g.recv());
+                if hung.contains(p) {
+                    gate.wait();
                 }
                 p.display().to_string()
             },
-        };
-        let out = run(&inflight, short, make(Arc::clone(&gate))).await;
+        }
+    }
+
+    /// Two jobs hang; every other job answers while they are still blocked (so they were not
+    /// held), the two time out, and their paths stay busy until they return, so the next pass
+    /// refuses them at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hung_jobs_time_out_alone_and_stay_busy_until_they_return() {
+        let inflight = InFlight::new();
+        let gate = Arc::new(Gate::default());
+        let short = Duration::from_millis(300);
+        let n = 3 * WORKERS;
+        let out = run(&inflight, short, gated(n, 2, Arc::clone(&gate))).await;
         assert_eq!(out[0], Err(BoundedError::TimedOut(short)));
         assert_eq!(out[1], Err(BoundedError::TimedOut(short)));
         for (i, r) in out.iter().enumerate().skip(2) {
             assert_eq!(r, &Ok(format!("/v{i}")));
         }
-        // The others answered while both hung calls were still blocked: they were not held.
         assert_eq!(inflight.len(), 2);
-        let again = run(&inflight, short, make(Arc::clone(&gate))).await;
+        let again = run(&inflight, short, gated(n, 2, Arc::clone(&gate))).await;
         assert_eq!(again[0], Err(BoundedError::StillBusy));
         assert_eq!(again[1], Err(BoundedError::StillBusy));
         assert_eq!(again[2], Ok("/v2".to_owned()));
-        release.send(()).unwrap();
-        release.send(()).unwrap();
+        gate.open();
+        while !inflight.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// More hung jobs than workers: each one's worker is replaced at its deadline, so the jobs
+    /// queued behind them still run, and the pass ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn more_hung_jobs_than_workers_still_leave_the_rest_measured() {
+        let inflight = InFlight::new();
+        let gate = Arc::new(Gate::default());
+        let short = Duration::from_millis(200);
+        let hung = WORKERS + 3;
+        let out = run(
+            &inflight,
+            short,
+            gated(3 * WORKERS, hung, Arc::clone(&gate)),
+        )
+        .await;
+        for (i, r) in out.iter().enumerate() {
+            if i < hung {
+                assert_eq!(r, &Err(BoundedError::TimedOut(short)), "job {i}");
+            } else {
+                assert_eq!(r, &Ok(format!("/v{i}")), "job {i}");
+            }
+        }
+        assert_eq!(inflight.len(), hung);
+        gate.open();
         while !inflight.is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
