@@ -20,7 +20,7 @@ use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{SFlag, fstatat};
 
 use super::mounts::MountIndex;
-use super::safe_open::{open_beneath, open_dir_beneath, open_root, read_capped};
+use super::safe_open::{ReadError, open_beneath, open_dir_beneath, open_root, read_capped_beneath};
 use super::statfs::{FsStats, statfs_fd};
 use super::{MountEntry, ProbeError, Volume, VolumeMode};
 
@@ -182,16 +182,20 @@ fn filesystem_volume(
         return v;
     }
     if is_csi {
-        // One descriptor of the kubelet's volume directory serves both its vol_data.json and its
-        // listing. The mount's type comes from that listing, not from a stat of the mount point:
-        // that would ask the volume's filesystem, which may hang.
-        let dir = open_beneath(root_fd, &comps[..comps.len() - 1], LIST);
-        let mount_type = match dir {
-            Ok(dir) => {
-                apply_vol_data(&mut v, &dir);
-                child_type(dir, OsStr::new("mount"))
-            }
-            Err(_) => None,
+        let dir = &comps[..comps.len() - 1];
+        let mut data = dir.to_vec();
+        data.push(OsStr::new("vol_data.json"));
+        apply_vol_data(&mut v, read_capped_beneath(root_fd, &data, VOL_DATA_CAP));
+        // A mount point in the table needs no listing: it is the directory the kubelet mounted
+        // on (and the measurement refuses a symlink put there since, whatever the listing said).
+        // Else the type comes from the kubelet directory's listing, not from a stat of the mount
+        // point: that would ask the volume's filesystem, which may hang.
+        let mount_type = if mounts.at(&v.path).is_some() {
+            Some(Type::Directory)
+        } else {
+            open_beneath(root_fd, dir, LIST)
+                .ok()
+                .and_then(|d| child_type(d, OsStr::new("mount")))
         };
         match mount_type {
             None => {
@@ -231,15 +235,14 @@ fn block_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &DirEnt
         let mut comps: Vec<&OsStr> = meta.to_vec();
         comps.push(&rel[4]);
         comps.push(OsStr::new("data"));
-        if let Ok(dir) = open_dir_beneath(root_fd, &comps) {
-            apply_vol_data(&mut v, &dir);
-        }
+        comps.push(OsStr::new("vol_data.json"));
+        apply_vol_data(&mut v, read_capped_beneath(root_fd, &comps, VOL_DATA_CAP));
     }
     v
 }
 
-fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
-    let bytes = match read_capped(dir, OsStr::new("vol_data.json"), VOL_DATA_CAP) {
+fn apply_vol_data(v: &mut Volume, read: Result<Vec<u8>, ReadError>) {
+    let bytes = match read {
         Ok(b) => b,
         Err(e) => {
             v.findings.push(format!("vol_data.json: {e}"));

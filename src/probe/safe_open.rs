@@ -44,8 +44,8 @@ pub fn open_dir_beneath<Fd: AsFd>(root: Fd, components: &[&OsStr]) -> Result<Own
     open_beneath(root, components, WALK)
 }
 
-/// Opens the directory `root/components...` with `flags` (which must include `O_DIRECTORY` and
-/// `O_NOFOLLOW`), refusing symlinks, `..` and anything that resolves outside `root`.
+/// Opens `root/components...` with `flags` (which must include `O_NOFOLLOW`, and `O_DIRECTORY`
+/// for a directory), refusing symlinks, `..` and anything that resolves outside `root`.
 pub fn open_beneath<Fd: AsFd>(
     root: Fd,
     components: &[&OsStr],
@@ -76,8 +76,11 @@ pub fn walk_beneath<Fd: AsFd>(
     components: &[&OsStr],
     flags: OFlag,
 ) -> Result<OwnedFd, Errno> {
+    let Some((last, dirs)) = components.split_last() else {
+        return Err(Errno::EINVAL);
+    };
     let mut cur: Option<OwnedFd> = None;
-    for c in components {
+    for c in dirs {
         check_component(c)?;
         let next = match &cur {
             None => openat(root.as_fd(), *c, WALK, Mode::empty())?,
@@ -85,10 +88,10 @@ pub fn walk_beneath<Fd: AsFd>(
         };
         cur = Some(next);
     }
-    match cur {
-        Some(fd) if flags == WALK => Ok(fd),
-        Some(fd) => openat(fd.as_fd(), ".", flags, Mode::empty()),
-        None => Err(Errno::EINVAL),
+    check_component(last)?;
+    match &cur {
+        None => openat(root.as_fd(), *last, flags, Mode::empty()),
+        Some(fd) => openat(fd.as_fd(), *last, flags, Mode::empty()),
     }
 }
 
@@ -111,20 +114,38 @@ pub enum ReadError {
     Io(#[from] std::io::Error),
 }
 
+/// Opening a file to read: no symlink, no blocking open of a FIFO, no controlling terminal.
+const READ: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_NONBLOCK)
+    .union(OFlag::O_CLOEXEC)
+    .union(OFlag::O_NOCTTY);
+
 /// Reads a small regular file `name` inside directory `dir`, refusing symlinks, FIFOs and
 /// devices, and anything over `cap` bytes.
 pub fn read_capped<Fd: AsFd>(dir: Fd, name: &OsStr, cap: u64) -> Result<Vec<u8>, ReadError> {
-    let flags = OFlag::O_RDONLY
-        | OFlag::O_NOFOLLOW
-        | OFlag::O_NONBLOCK
-        | OFlag::O_CLOEXEC
-        | OFlag::O_NOCTTY;
-    let fd = openat(dir.as_fd(), name, flags, Mode::empty())?;
+    read_open(openat(dir.as_fd(), name, READ, Mode::empty())?, cap)
+}
+
+/// [`read_capped`] of `root/components...`, resolved as [`open_beneath`] resolves: one call
+/// where the directory's descriptor would be two more.
+pub fn read_capped_beneath<Fd: AsFd>(
+    root: Fd,
+    components: &[&OsStr],
+    cap: u64,
+) -> Result<Vec<u8>, ReadError> {
+    read_open(open_beneath(root, components, READ)?, cap)
+}
+
+fn read_open(fd: OwnedFd, cap: u64) -> Result<Vec<u8>, ReadError> {
     let st = fstat(&fd)?;
     if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
         return Err(ReadError::NotRegular);
     }
-    let mut buf = Vec::new();
+    // Sized from fstat (one read and the read that sees the end, where an unsized buffer takes
+    // a probe read more), yet read to the end: the size is a hint, the cap is the limit.
+    let hint = u64::try_from(st.st_size).unwrap_or(0).min(cap) as usize;
+    let mut buf = Vec::with_capacity(hint + 1);
     File::from(fd).take(cap + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > cap {
         return Err(ReadError::TooLarge(cap));
@@ -233,7 +254,7 @@ mod tests {
         let via_link = ["a", "link"].map(OsStr::new);
         let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         for errno in [Errno::ENOSYS, Errno::EPERM] {
-            let (probe, opened, listed, refused) = without_openat2(errno as i32, || {
+            let (probe, opened, listed, read, refused) = without_openat2(errno as i32, || {
                 let probe = openat2(&root, "a", OpenHow::new().flags(WALK).resolve(BENEATH));
                 let opened =
                     open_dir_beneath(&root, &abc).map(|fd| read_capped(fd, OsStr::new("f"), 10));
@@ -243,17 +264,16 @@ mod tests {
                         .filter_map(Result::ok)
                         .any(|e| e.file_name().to_bytes() == b"f")
                 });
-                (
-                    probe.map(drop),
-                    opened,
-                    listed,
-                    open_dir_beneath(&root, &via_link),
-                )
+                let file = ["a", "b", "c", "f"].map(OsStr::new);
+                let read = read_capped_beneath(&root, &file, 10).map_err(|e| e.to_string());
+                let refused = open_dir_beneath(&root, &via_link);
+                (probe.map(drop), opened, listed, read, refused)
             });
             // The filter works, so the answers below came from the walk.
             assert_eq!(probe, Err(errno));
             assert_eq!(opened.unwrap().unwrap(), b"x");
             assert_eq!(listed, Ok(true));
+            assert_eq!(read.as_deref(), Ok(&b"x"[..]));
             let e = refused.unwrap_err();
             assert!(matches!(e, Errno::ELOOP | Errno::ENOTDIR), "{e}");
         }
@@ -265,6 +285,12 @@ mod tests {
             std::fs::create_dir(outside.path().join("d")).unwrap();
             let through = ["a", "link", "d"].map(OsStr::new);
             assert_eq!(open_dir_beneath(&root, &through).unwrap_err(), Errno::ELOOP);
+            std::fs::write(outside.path().join("d/f"), b"secret").unwrap();
+            let file = ["a", "link", "d", "f"].map(OsStr::new);
+            assert!(matches!(
+                read_capped_beneath(&root, &file, 10),
+                Err(ReadError::Open(Errno::ELOOP))
+            ));
         }
     }
 }
