@@ -7,7 +7,6 @@
 //! 20 volumes. Needs root (mounts).
 
 #[path = "../tests/support/node.rs"]
-#[allow(dead_code)]
 mod node;
 #[path = "../tests/support/root.rs"]
 mod root;
