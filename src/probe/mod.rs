@@ -234,9 +234,9 @@ pub async fn probe_kubelet_root_async(root: PathBuf) -> Result<Vec<Volume>, Prob
 pub const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The agent's probe: discovery (mount table, kubelet directories, `vol_data.json`) in one
-/// blocking call, then each volume's statfs in its own, every call with a deadline. A volume
-/// whose call is stuck is reported [`Unmeasured::ProbeTimeout`] and not called again until that
-/// call returns; the others are measured as usual.
+/// blocking call, then each volume's statfs with a deadline of its own, on a few blocking
+/// workers ([`pass`]). A volume whose call is stuck is reported [`Unmeasured::ProbeTimeout`]
+/// and not called again until that call returns; the others are measured as usual.
 #[derive(Debug, Clone)]
 pub struct Prober {
     root: PathBuf,
