@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 
 use crate::probe::safe_open;
@@ -100,36 +100,15 @@ impl Rel {
 }
 
 /// Opens directory `rel` below `root` for reading, refusing symlinks, `..` and anything that
-/// resolves outside `root`.
+/// resolves outside `root` (see [`safe_open::open_beneath`], which also holds the fallback for
+/// kernels or seccomp profiles without `openat2`).
 fn open_dir(root: &OwnedFd, rel: &Rel) -> Result<OwnedFd, Errno> {
     let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     if rel.parts.is_empty() {
         return openat(root.as_fd(), ".", read, Mode::empty());
     }
-    let mut joined = OsString::new();
-    for (i, p) in rel.parts.iter().enumerate() {
-        if p.is_empty() || p == ".." || p == "." || p.as_bytes().contains(&b'/') {
-            return Err(Errno::EINVAL);
-        }
-        if i > 0 {
-            joined.push("/");
-        }
-        joined.push(p);
-    }
-    let how = OpenHow::new().flags(read).resolve(
-        ResolveFlag::RESOLVE_BENEATH
-            | ResolveFlag::RESOLVE_NO_SYMLINKS
-            | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-    );
-    match openat2(root.as_fd(), joined.as_os_str(), how) {
-        // Kernels before 5.6 (or a seccomp profile without openat2): one component at a time.
-        Err(Errno::ENOSYS | Errno::EPERM) => {
-            let parts: Vec<&OsStr> = rel.parts.iter().map(OsString::as_os_str).collect();
-            let dir = safe_open::open_dir_beneath(root, &parts)?;
-            openat(dir.as_fd(), ".", read, Mode::empty())
-        }
-        other => other,
-    }
+    let parts: Vec<&OsStr> = rel.parts.iter().map(OsString::as_os_str).collect();
+    safe_open::open_beneath(root, &parts, read)
 }
 
 /// Metadata of `name` in `dir`, the entry itself if it is a symlink.

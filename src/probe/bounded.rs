@@ -34,13 +34,15 @@ pub struct InFlight {
     busy: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
-/// Frees the path when the blocking closure ends (returns, panics, or is dropped unrun).
-struct Release {
+/// A path marked busy; dropping it (when the blocking call returns, panics, or is dropped
+/// unrun) frees the path.
+#[derive(Debug)]
+pub struct Busy {
     busy: Arc<Mutex<HashSet<PathBuf>>>,
     key: PathBuf,
 }
 
-impl Drop for Release {
+impl Drop for Busy {
     fn drop(&mut self) {
         let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
         busy.remove(&self.key);
@@ -69,6 +71,19 @@ impl InFlight {
         self.busy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Marks `key` busy for as long as the returned guard lives, for a caller that runs the
+    /// blocking call itself (on a thread it waits for with a deadline of its own). Refuses when
+    /// a call on `key` is still running.
+    pub fn enter(&self, key: &Path) -> Result<Busy, BoundedError> {
+        if !self.lock().insert(key.to_path_buf()) {
+            return Err(BoundedError::StillBusy);
+        }
+        Ok(Busy {
+            busy: Arc::clone(&self.busy),
+            key: key.to_path_buf(),
+        })
+    }
+
     /// Runs `f` on a blocking thread and waits at most `deadline` for it. Refuses at once when a
     /// call on `key` is still running.
     pub async fn run<T, F>(&self, key: &Path, deadline: Duration, f: F) -> Result<T, BoundedError>
@@ -76,13 +91,7 @@ impl InFlight {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        if !self.lock().insert(key.to_path_buf()) {
-            return Err(BoundedError::StillBusy);
-        }
-        let release = Release {
-            busy: Arc::clone(&self.busy),
-            key: key.to_path_buf(),
-        };
+        let release = self.enter(key)?;
         let task = tokio::task::spawn_blocking(move || {
             let _release = release;
             f()

@@ -15,9 +15,13 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use nix::dir::{Dir, Type};
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{SFlag, fstatat};
+
 use super::mounts::MountIndex;
-use super::safe_open::{open_dir_beneath, open_root, read_capped};
-use super::statfs::statfs_fd;
+use super::safe_open::{ReadError, open_beneath, open_dir_beneath, open_root, read_capped_beneath};
+use super::statfs::{FsStats, statfs_fd};
 use super::{MountEntry, ProbeError, Volume, VolumeMode};
 
 pub const CSI_PLUGIN: &str = "kubernetes.io~csi";
@@ -29,6 +33,11 @@ const POD_LOCAL_PLUGINS: &[&str] = &[
     "kubernetes.io~downward-api",
     "kubernetes.io~git-repo",
 ];
+/// A kubelet directory opened to be listed (and to open files in), never through a symlink.
+const LIST: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
 /// Far above any real vol_data.json (a few hundred bytes); a bigger file is not kubelet's.
 const VOL_DATA_CAP: u64 = 64 * 1024;
 
@@ -137,20 +146,20 @@ pub fn find(root: &Path, mounts: &[MountEntry]) -> Result<Found, ProbeError> {
 /// Opens the volume's mount directory beneath the root (never through a symlink) and statfs'es
 /// it. Both block on a hung mount: run this with a deadline.
 pub fn measure(root_fd: &OwnedFd, rel: &[OsString], v: &mut Volume) {
-    let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
-    let fd = match open_dir_beneath(root_fd, &comps) {
-        Ok(fd) => fd,
-        Err(e) => {
-            v.findings.push(format!(
-                "cannot open the mount directory (symlinks are never followed): {e}"
-            ));
-            return;
-        }
-    };
-    match statfs_fd(&fd) {
+    match measure_at(root_fd, rel) {
         Ok(s) => v.set_stats(s),
-        Err(e) => v.findings.push(format!("statfs failed: {e}")),
+        Err(finding) => v.findings.push(finding),
     }
+}
+
+/// [`measure`] without the volume: its statfs, or the finding that says why there is none. The
+/// descriptor is closed before returning (an open one would keep the kubelet from unmounting).
+pub fn measure_at(root_fd: &OwnedFd, rel: &[OsString]) -> Result<FsStats, String> {
+    let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
+    let fd = open_dir_beneath(root_fd, &comps).map_err(|e| {
+        format!("cannot open the mount directory (symlinks are never followed): {e}")
+    })?;
+    statfs_fd(&fd).map_err(|e| format!("statfs failed: {e}"))
 }
 
 fn filesystem_volume(
@@ -173,18 +182,28 @@ fn filesystem_volume(
         return v;
     }
     if is_csi {
-        if let Ok(dir) = open_dir_beneath(root_fd, &comps[..comps.len() - 1]) {
-            apply_vol_data(&mut v, &dir);
-        }
-        // The type comes from listing the parent (the kubelet's directory), not from stat of
-        // the mount point: that would ask the volume's filesystem, which may hang.
-        match child_type(&entry.path(), OsStr::new("mount")) {
+        let dir = &comps[..comps.len() - 1];
+        let mut data = dir.to_vec();
+        data.push(OsStr::new("vol_data.json"));
+        apply_vol_data(&mut v, read_capped_beneath(root_fd, &data, VOL_DATA_CAP));
+        // A mount point in the table needs no listing: it is the directory the kubelet mounted
+        // on (and the measurement refuses a symlink put there since, whatever the listing said).
+        // Else the type comes from the kubelet directory's listing, not from a stat of the mount
+        // point: that would ask the volume's filesystem, which may hang.
+        let mount_type = if mounts.at(&v.path).is_some() {
+            Some(Type::Directory)
+        } else {
+            open_beneath(root_fd, dir, LIST)
+                .ok()
+                .and_then(|d| child_type(d, OsStr::new("mount")))
+        };
+        match mount_type {
             None => {
                 v.findings
                     .push("no mount directory: the volume is not mounted yet".to_owned());
                 return v;
             }
-            Some(t) if t.is_symlink() => {
+            Some(Type::Symlink) => {
                 let target = std::fs::read_link(&v.path)
                     .map(|t| t.display().to_string())
                     .unwrap_or_default();
@@ -216,15 +235,14 @@ fn block_volume(root: &Path, root_fd: &OwnedFd, rel: &[OsString], entry: &DirEnt
         let mut comps: Vec<&OsStr> = meta.to_vec();
         comps.push(&rel[4]);
         comps.push(OsStr::new("data"));
-        if let Ok(dir) = open_dir_beneath(root_fd, &comps) {
-            apply_vol_data(&mut v, &dir);
-        }
+        comps.push(OsStr::new("vol_data.json"));
+        apply_vol_data(&mut v, read_capped_beneath(root_fd, &comps, VOL_DATA_CAP));
     }
     v
 }
 
-fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
-    let bytes = match read_capped(dir, OsStr::new("vol_data.json"), VOL_DATA_CAP) {
+fn apply_vol_data(v: &mut Volume, read: Result<Vec<u8>, ReadError>) {
+    let bytes = match read {
         Ok(b) => b,
         Err(e) => {
             v.findings.push(format!("vol_data.json: {e}"));
@@ -247,13 +265,26 @@ fn apply_vol_data<Fd: AsFd>(v: &mut Volume, dir: Fd) {
 }
 
 /// The type of `dir/name` as its directory listing says (no stat of it when the filesystem
-/// reports types, as tmpfs, ext4, xfs and btrfs do).
-fn child_type(dir: &Path, name: &OsStr) -> Option<std::fs::FileType> {
-    std::fs::read_dir(dir)
-        .ok()?
+/// reports types, as tmpfs, ext4, xfs and btrfs do; else of the entry itself, never followed).
+fn child_type(dir: OwnedFd, name: &OsStr) -> Option<Type> {
+    let mut d = Dir::from_fd(dir).ok()?;
+    let entry = d
+        .iter()
         .filter_map(Result::ok)
-        .find(|e| e.file_name() == name)
-        .and_then(|e| e.file_type().ok())
+        .find(|e| e.file_name().to_bytes() == name.as_encoded_bytes())?;
+    match entry.file_type() {
+        Some(t) => Some(t),
+        None => {
+            let st = fstatat(d.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+            Some(
+                match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+                    SFlag::S_IFLNK => Type::Symlink,
+                    SFlag::S_IFDIR => Type::Directory,
+                    _ => Type::File,
+                },
+            )
+        }
+    }
 }
 
 fn is_real_dir(e: &DirEntry) -> bool {

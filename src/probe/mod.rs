@@ -12,6 +12,7 @@
 pub mod bounded;
 pub mod kubelet;
 pub mod mounts;
+pub mod pass;
 pub mod safe_open;
 pub mod shared;
 pub mod statfs;
@@ -145,7 +146,7 @@ pub struct Volume {
     /// Path components of the mount directory below the kubelet root, for [`kubelet::measure`];
     /// `None` when there is nothing to measure.
     #[serde(skip)]
-    pub(crate) mount_rel: Option<Vec<std::ffi::OsString>>,
+    pub(crate) mount_rel: Option<std::sync::Arc<[std::ffi::OsString]>>,
 }
 
 impl Volume {
@@ -232,14 +233,10 @@ pub async fn probe_kubelet_root_async(root: PathBuf) -> Result<Vec<Volume>, Prob
 /// Default bound on each blocking probe call.
 pub const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// statfs calls in flight at once: enough to measure hundreds of volumes within a scan, few
-/// enough not to flood the blocking pool.
-const PARALLEL_MEASUREMENTS: usize = 16;
-
 /// The agent's probe: discovery (mount table, kubelet directories, `vol_data.json`) in one
-/// blocking call, then each volume's statfs in its own, every call with a deadline. A volume
-/// whose call is stuck is reported [`Unmeasured::ProbeTimeout`] and not called again until that
-/// call returns; the others are measured as usual.
+/// blocking call, then each volume's statfs with a deadline of its own, on a few blocking
+/// workers ([`pass`]). A volume whose call is stuck is reported [`Unmeasured::ProbeTimeout`]
+/// and not called again until that call returns; the others are measured as usual.
 #[derive(Debug, Clone)]
 pub struct Prober {
     root: PathBuf,
@@ -276,7 +273,6 @@ impl Prober {
     }
 
     pub async fn probe(&self) -> Result<Vec<Volume>, ProbeError> {
-        use futures::StreamExt;
         let _pass = self.pass.lock().await;
         let root = self.root.clone();
         let found = self
@@ -290,21 +286,16 @@ impl Prober {
                 path: self.root.clone(),
                 source,
             })??;
-        let root_fd = std::sync::Arc::new(found.root_fd);
-        let mut vols: Vec<Volume> = futures::stream::iter(found.volumes)
-            .map(|v| self.measure(&root_fd, v))
-            .buffered(PARALLEL_MEASUREMENTS)
-            .collect()
-            .await;
+        let mut vols = found.volumes;
+        self.measure(found.root_fd, &mut vols).await;
         classify(&mut vols);
         Ok(vols)
     }
 
     /// Measures again volumes an earlier [`Prober::probe`] found, without walking the kubelet
-    /// root: statfs only, through the same `O_NOFOLLOW` opens and deadlines. Empty when the
+    /// root: statfs only, through the same symlink-refusing opens and deadlines. Empty when the
     /// root cannot be opened in time.
-    pub async fn remeasure(&self, vols: Vec<Volume>) -> Vec<Volume> {
-        use futures::StreamExt;
+    pub async fn remeasure(&self, mut vols: Vec<Volume>) -> Vec<Volume> {
         let _pass = self.pass.lock().await;
         let root = self.root.clone();
         // Its own key: the root's discovery key belongs to the scan.
@@ -316,40 +307,39 @@ impl Prober {
         let Ok(Ok(fd)) = opened else {
             return Vec::new();
         };
-        let root_fd = std::sync::Arc::new(fd);
-        futures::stream::iter(vols)
-            .map(|v| self.measure(&root_fd, v))
-            .buffered(PARALLEL_MEASUREMENTS)
-            .collect()
-            .await
+        self.measure(fd, &mut vols).await;
+        vols
     }
 
-    async fn measure(&self, root_fd: &std::sync::Arc<std::os::fd::OwnedFd>, v: Volume) -> Volume {
-        let Some(rel) = v.mount_rel.clone() else {
-            return v;
+    /// Each volume's statfs, in one [`pass`]: its own deadline per volume, a few threads for all.
+    async fn measure(&self, root_fd: std::os::fd::OwnedFd, vols: &mut [Volume]) {
+        let root_fd = std::sync::Arc::new(root_fd);
+        let (at, jobs): (Vec<usize>, Vec<_>) = vols
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((i, (v.path.clone(), v.mount_rel.clone()?))))
+            .unzip();
+        let call = move |(_, rel): &(PathBuf, std::sync::Arc<[std::ffi::OsString]>)| {
+            kubelet::measure_at(&root_fd, rel)
         };
-        let (fd, key) = (std::sync::Arc::clone(root_fd), v.path.clone());
-        let mut fallback = v.clone();
-        let mut v = v;
-        let r = self
-            .in_flight
-            .run(&key, self.deadline, move || {
-                kubelet::measure(&fd, &rel, &mut v);
-                v
-            })
-            .await;
-        match r {
-            Ok(v) => v,
-            Err(e) if e.is_timeout() => {
-                tracing::warn!(path = %key.display(), error = %e, "volume probe timed out");
-                fallback.unmeasured = Some(Unmeasured::ProbeTimeout);
-                let reason = Unmeasured::ProbeTimeout.as_str();
-                fallback.findings.push(format!("statfs: {e} ({reason})"));
-                fallback
-            }
-            Err(e) => {
-                fallback.findings.push(format!("statfs: {e}"));
-                fallback
+        let pass = pass::Pass {
+            jobs,
+            key: |(path, _)| path.as_path(),
+            call,
+        };
+        let results = pass::run(&self.in_flight, self.deadline, pass).await;
+        for (i, r) in at.into_iter().zip(results) {
+            let Some(v) = vols.get_mut(i) else { continue };
+            match r {
+                Ok(Ok(s)) => v.set_stats(s),
+                Ok(Err(finding)) => v.findings.push(finding),
+                Err(e) if e.is_timeout() => {
+                    tracing::warn!(path = %v.path.display(), error = %e, "volume probe timed out");
+                    v.unmeasured = Some(Unmeasured::ProbeTimeout);
+                    let reason = Unmeasured::ProbeTimeout.as_str();
+                    v.findings.push(format!("statfs: {e} ({reason})"));
+                }
+                Err(e) => v.findings.push(format!("statfs: {e}")),
             }
         }
     }

@@ -43,12 +43,35 @@ pub fn read_mountinfo() -> Result<Vec<MountEntry>, ProbeError> {
 }
 
 pub fn read_mountinfo_from(path: &Path) -> Result<Vec<MountEntry>, ProbeError> {
-    let bytes = std::fs::read(path).map_err(|source| ProbeError::Io {
+    let bytes = read_whole(path).map_err(|source| ProbeError::Io {
         path: path.to_path_buf(),
         action: "read the mount table",
         source,
     })?;
     parse_mountinfo(&bytes, path)
+}
+
+/// Reads a procfs file in large reads: its size is unknown (0), and `fs::read` would start
+/// small and double, one `read` of the generated text per step (dozens for 500 mounts).
+fn read_whole(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    const CHUNK: usize = 256 * 1024;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0; CHUNK];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len + CHUNK, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
 }
 
 /// Parses mountinfo text. A line procfs cannot parse is an error naming the file and line: a
