@@ -5,12 +5,13 @@
 use std::io::{ErrorKind, Write};
 
 /// Writes `text` to stdout; a closed pipe ends the output quietly, other errors are returned.
-pub fn emit(text: &str) -> std::io::Result<()> {
-    quiet_on_closed_pipe(std::io::stdout().lock(), text)
+/// One `write_all` of the whole report: stdout alone is line-buffered (a write(2) per line).
+pub fn emit(text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    quiet_on_closed_pipe(std::io::stdout().lock(), text.as_ref())
 }
 
-fn quiet_on_closed_pipe(mut w: impl Write, text: &str) -> std::io::Result<()> {
-    match w.write_all(text.as_bytes()).and_then(|()| w.flush()) {
+fn quiet_on_closed_pipe(mut w: impl Write, text: &[u8]) -> std::io::Result<()> {
+    match w.write_all(text).and_then(|()| w.flush()) {
         Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }
@@ -33,11 +34,11 @@ mod tests {
 
     #[test]
     fn a_closed_pipe_is_the_end_not_an_error() {
-        assert!(quiet_on_closed_pipe(Closed(ErrorKind::BrokenPipe), "x").is_ok());
-        let full = quiet_on_closed_pipe(Closed(ErrorKind::StorageFull), "x");
+        assert!(quiet_on_closed_pipe(Closed(ErrorKind::BrokenPipe), b"x").is_ok());
+        let full = quiet_on_closed_pipe(Closed(ErrorKind::StorageFull), b"x");
         assert_eq!(full.map_err(|e| e.kind()), Err(ErrorKind::StorageFull));
         let mut out = Vec::new();
-        quiet_on_closed_pipe(&mut out, "report\n").expect("written");
+        quiet_on_closed_pipe(&mut out, b"report\n").expect("written");
         assert_eq!(out, b"report\n");
     }
 }

@@ -83,9 +83,8 @@ pub fn run(args: &ScanArgs) -> Result<ExitCode, ProbeError> {
     } else {
         probe_host(&mounts)
     };
-    // Buffered: stdout alone is line-buffered, one write(2) per line of the table (and per
-    // line of pretty JSON), more syscalls than the measurements themselves.
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    // Rendered whole, then written at once (and a reader that leaves early is no error).
+    let mut out = Vec::with_capacity(64 * 1024);
     match args.format {
         Format::Json => {
             let rows: Vec<ScanRow> = vols.iter().map(ScanRow::from).collect();
@@ -94,7 +93,7 @@ pub fn run(args: &ScanArgs) -> Result<ExitCode, ProbeError> {
         }
         Format::Table => write_table(&mut out, &vols)?,
     }
-    out.flush()?;
+    super::output::emit(&out)?;
     // Like `df PATH`: a named path that could not be measured fails the command.
     let failed = !args.paths.is_empty()
         && args.kubelet_root.is_none()
