@@ -5,7 +5,9 @@
 //!
 //! What is read, and so kept (tests below hold the list to the code):
 //! - Pod: metadata (name, namespace, uid, labels, annotations, owner references, deletion
-//!   timestamp), `spec.volumes` and `spec.nodeName`, `status.phase`, `status.podIP(s)`.
+//!   timestamp), the `spec.volumes` that name a claim (`persistentVolumeClaim`, `ephemeral`; not
+//!   the projected service account token every pod has), `spec.nodeName`, `status.phase`,
+//!   `status.podIP(s)`.
 //! - PersistentVolumeClaim: everything but `managedFields` and the last-applied annotation
 //!   (annotations, labels, owners, spec and status are all read by the policy and the actor).
 //! - Node: metadata and spec (`unschedulable`, taints); its status (images, conditions) is not.
@@ -28,7 +30,11 @@ fn meta(m: &mut ObjectMeta) {
 pub fn pod(p: &mut Pod) {
     meta(&mut p.metadata);
     p.spec = p.spec.take().map(|s| PodSpec {
-        volumes: s.volumes,
+        volumes: s.volumes.map(|vs| {
+            vs.into_iter()
+                .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+                .collect()
+        }),
         node_name: s.node_name,
         ..PodSpec::default()
     });
@@ -179,6 +185,13 @@ mod tests {
         assert!(m.managed_fields.is_none());
         assert_eq!(m.annotations.as_ref().map(|a| a.len()), Some(1));
         assert!(spec.containers.is_empty() && spec.init_containers.is_none());
+        let kept: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(kept, ["data", "scratch"]);
         assert!(status.conditions.is_none() && status.container_statuses.is_none());
         let size = |p: &Pod| serde_json::to_vec(p).map(|v| v.len()).unwrap_or(0);
         assert!(size(&t) < size(&full), "{} vs {}", size(&t), size(&full));

@@ -245,6 +245,8 @@ impl Samples {
                 s.add(r, *at);
             }
         }
+        // Kept until the next scan: no room left over from growing.
+        s.samples.shrink_to_fit();
         s
     }
 
