@@ -4,13 +4,14 @@
 //! what it freed for reuse. The agent's blocking pool (one statfs per volume, each in its own
 //! `spawn_blocking` call so a hung mount holds only its own thread) touches many threads, and
 //! each scan's burst (every volume's work at once) leaves free memory spread over all of them:
-//! resident, never reused by the others. Two arenas keep the two async workers from contending,
-//! and returning what a scan freed keeps the resident size near what is live.
+//! resident, never reused by the others. One arena holds it all (the agent allocates little
+//! outside scans, and each thread's tcache serves its small allocations without the lock), and
+//! returning what a scan freed keeps the resident size near what is live.
 //! `MALLOC_ARENA_MAX` in the environment still wins (glibc reads it before `main`).
 
 /// Arenas when `MALLOC_ARENA_MAX` is not set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-const ARENAS: libc::c_int = 2;
+const ARENAS: libc::c_int = 1;
 
 /// Caps the number of malloc arenas; call before any thread starts.
 pub fn limit_arenas() {
