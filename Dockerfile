@@ -14,8 +14,8 @@ COPY benches benches
 COPY examples examples
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin headroom \
- && cp target/release/headroom /headroom
+    cargo build --profile agent --locked --bin headroom \
+ && cp target/agent/headroom /headroom
 # A non-root process gains DAC_READ_SEARCH only from the file's capability set (Kubernetes has no
 # ambient capabilities); the DaemonSet's bounding set allows this one and nothing else.
 RUN setcap cap_dac_read_search=+ep /headroom && getcap /headroom

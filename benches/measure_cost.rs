@@ -1,7 +1,9 @@
 //! What the fast measurement loop costs: the agent's CPU (utime + stime from /proc) and RSS with
 //! N claims mounted as real tmpfs volumes, against the real test API server, with the loop at its
 //! default (`--measure-interval 1s`) and off (`0s`), at the default `--interval 10s`. The
-//! difference is the loop's cost. Needs root and the server (tests/support/kube).
+//! difference is the loop's cost. RSS is sampled each second of the window (median and max),
+//! and split into anonymous memory (heap, stacks) and file pages (the binary's text) at the end.
+//! Needs root and the server (tests/support/kube).
 //!
 //! `cargo bench --bench measure_cost` runs 500 claims and 60 s windows; without `--bench`
 //! (e.g. `cargo test --benches`) a smoke pass of 10 claims and 3 s windows.
@@ -33,6 +35,23 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Resident memory by kind (kB), from `/proc/<pid>/smaps_rollup`: anonymous pages (the heap,
+/// malloc arenas, thread stacks) apart from file pages (the binary's text, shared libraries).
+fn smaps_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
 fn main() -> ExitCode {
     let full = std::env::args().any(|a| a == "--bench");
     if !server::available("bench measure_cost") {
@@ -51,9 +70,16 @@ fn main() -> ExitCode {
     }
     // SC_CLK_TCK is 100 on Linux.
     let hz = 100.0;
-    println!("| claims | measure interval | CPU (% of one core) | RSS (MiB) |");
-    println!("|---:|---|---:|---:|");
+    println!(
+        "| claims | measure interval | CPU (% of one core) | RSS median (MiB) | RSS max (MiB) | anon (MiB) | file (MiB) | threads |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    // HEADROOM_BENCH_MEASURE=1s runs one of the two settings (when profiling one).
+    let only = std::env::var("HEADROOM_BENCH_MEASURE").ok();
     for measure in ["1s", "0s"] {
+        if only.as_deref().is_some_and(|m| m != measure) {
+            continue;
+        }
         let agent = c.agent("10s", &["--measure-interval", measure]);
         let pid = agent.child.id();
         wait_for(
@@ -67,14 +93,38 @@ fn main() -> ExitCode {
         );
         // Let the start-up work (first LISTs, first statuses) settle.
         std::thread::sleep(Duration::from_secs(if full { 15 } else { 1 }));
+        // RSS once a second over the window: a scan's burst (every volume's work at once) is
+        // the max, the median is the agent between scans.
         let t0 = ticks(pid);
-        std::thread::sleep(window);
+        let start = std::time::Instant::now();
+        let mut rss = Vec::new();
+        while start.elapsed() < window {
+            std::thread::sleep(Duration::from_secs(1).min(window));
+            rss.push(rss_kib(pid));
+        }
         let used = (ticks(pid) - t0) as f64 / hz;
+        rss.sort_unstable();
+        let median = rss.get(rss.len() / 2).copied().unwrap_or(0);
+        let max = rss.last().copied().unwrap_or(0);
         let pct = 100.0 * used / window.as_secs_f64();
+        let mib = |kib: u64| kib as f64 / 1024.0;
         println!(
-            "| {n} | {measure} | {pct:.2} | {:.1} |",
-            rss_kib(pid) as f64 / 1024.0
+            "| {n} | {measure} | {pct:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            mib(median),
+            mib(max),
+            mib(smaps_kib(pid, "Anonymous")),
+            mib(smaps_kib(pid, "Rss") - smaps_kib(pid, "Anonymous")),
+            threads(pid)
         );
+        // HEADROOM_BENCH_HOLD=FILE keeps the agent running while FILE exists (to attach a
+        // profiler or read /proc/<pid>/smaps).
+        if let Some(hold) = std::env::var_os("HEADROOM_BENCH_HOLD") {
+            std::fs::write(&hold, pid.to_string()).ok();
+            eprintln!("agent pid {pid}; holding while {hold:?} exists");
+            while std::path::Path::new(&hold).exists() {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
         drop(agent);
     }
     ExitCode::SUCCESS

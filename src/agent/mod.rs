@@ -4,6 +4,7 @@ mod act;
 pub mod api_metrics;
 pub mod client;
 pub mod evaluate;
+mod heap;
 #[cfg(test)]
 mod hostile_tests;
 pub mod inflight;
@@ -16,6 +17,7 @@ mod scan;
 pub mod shutdown;
 #[cfg(test)]
 mod trace_tests;
+mod trim;
 pub mod world;
 
 pub use crate::report::{MeasuredBy, VolumeReport};
@@ -136,6 +138,7 @@ impl AgentConfig {
 /// `headroom agent`: builds the runtime and runs until SIGTERM/SIGINT.
 pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
     let cfg = AgentConfig::from_args(&args)?;
+    heap::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -276,6 +279,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
                 break;
             }
         }
+        heap::release_free();
     }
     // Volume work that outlasted its scan (a slow PATCH) may finish within what is left of the
     // grace.

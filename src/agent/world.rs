@@ -11,6 +11,8 @@
 //! read of etcd), and a watch that ends resumes from its last resourceVersion, kept fresh by
 //! bookmarks; only an expired one (410) lists again. A rolling restart of the DaemonSet costs one
 //! cached LIST per watch, never one per claim.
+//!
+//! Each store keeps only the fields the agent reads ([`super::trim`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
@@ -87,6 +89,7 @@ fn spawn_reflector<K>(
     config: watcher::Config,
     name: String,
     observer: Observer,
+    trim: fn(&mut K),
 ) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -98,7 +101,9 @@ where
     let mut config = config.any_semantic();
     config.page_size = None;
     let retry = RetryBackoff::new(&name);
-    let stream = reflector::reflector(writer, watcher(api, config).backoff(retry));
+    // Trimmed before the store keeps it: the store holds only what the agent reads.
+    let events = watcher(api, config).modify(trim).backoff(retry);
+    let stream = reflector::reflector(writer, events);
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
@@ -177,24 +182,28 @@ impl World {
             watcher::Config::default().fields(&format!("spec.nodeName={node}")),
             "pods".into(),
             observer.clone(),
+            super::trim::pod,
         );
         let (nodes, t2) = spawn_reflector(
             Api::<Node>::all(client.clone()),
             by_name(node),
             "node".into(),
             observer.clone(),
+            super::trim::node,
         );
         let (classes, t3) = spawn_reflector(
             Api::<StorageClass>::all(client.clone()),
             watcher::Config::default(),
             "storageclasses".into(),
             observer.clone(),
+            super::trim::storage_class,
         );
         let (configmaps, t4) = spawn_reflector(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             by_name(configmap),
             "configmap".into(),
             observer.clone(),
+            super::trim::configmap,
         );
         World {
             pods,
@@ -233,6 +242,7 @@ impl World {
                     watcher::Config::default(),
                     watcher,
                     observer.clone(),
+                    super::trim::claim,
                 )
             },
         )

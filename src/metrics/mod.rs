@@ -18,6 +18,8 @@ use prometheus::{
 use crate::decide::GrowKind;
 use crate::report::VolumeReport;
 
+#[cfg(test)]
+mod tests;
 mod volume;
 
 use volume::VolumeGauges;
@@ -132,12 +134,6 @@ fn set(vec: &GaugeVec, labels: &[&str], value: f64) {
     }
 }
 
-fn set_opt(vec: &GaugeVec, labels: &[&str], value: Option<f64>) {
-    if let Some(v) = value {
-        set(vec, labels, v);
-    }
-}
-
 fn bool_f(b: bool) -> f64 {
     if b { 1.0 } else { 0.0 }
 }
@@ -249,33 +245,34 @@ impl Metrics {
             .scan_lock
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        for vec in self.volumes.all() {
-            vec.reset();
-        }
         let present: BTreeSet<[&str; 3]> = reports
             .iter()
             .map(|r| [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()])
             .collect();
-        {
+        let samples = {
             let mut seen = lock(&self.measured_at);
             seen.retain(|l, _| present.contains(&l.each_ref().map(String::as_str)));
-            for r in reports {
-                let key = [
-                    r.namespace.clone(),
-                    r.pvc.clone(),
-                    r.role.as_str().to_string(),
-                ];
-                let at = match r.measured_at {
-                    Some(t) => {
-                        let secs = t.as_millisecond() as f64 / 1000.0;
-                        seen.insert(key, secs);
-                        Some(secs)
+            let measured: Vec<Option<f64>> = reports
+                .iter()
+                .map(|r| {
+                    let key = [
+                        r.namespace.clone(),
+                        r.pvc.clone(),
+                        r.role.as_str().to_string(),
+                    ];
+                    match r.measured_at {
+                        Some(t) => {
+                            let secs = t.as_millisecond() as f64 / 1000.0;
+                            seen.insert(key, secs);
+                            Some(secs)
+                        }
+                        None => seen.get(&key).copied(),
                     }
-                    None => seen.get(&key).copied(),
-                };
-                self.volumes.set(r, at);
-            }
-        }
+                })
+                .collect();
+            volume::Samples::of(reports.iter().zip(measured))
+        };
+        self.volumes.replace(samples);
         lock(&self.resize_series).retain(|l| {
             let keep = present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]);
             if !keep {

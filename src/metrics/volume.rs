@@ -1,255 +1,311 @@
 //! Per-volume series: one gauge family per measured or decided value, rebuilt every scan.
+//!
+//! Not prometheus `GaugeVec`s: each child of a vec carries its own copy of the family's
+//! descriptor (name, help, label names) and its label pairs, some 600 bytes a series; at about
+//! 45 series a volume that was 13 MiB resident for 500 volumes, all rebuilt every scan. A scan
+//! here leaves one compact list of samples, turned into families only when scraped.
 
-use prometheus::GaugeVec;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{BLOCKED_STATE, Builder, MetricsError, bool_f, set, set_opt};
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
+
+use super::{BLOCKED_STATE, Builder, MetricsError, VOLUME, bool_f};
 use crate::decide::{BlockReason, State, Verdict};
 use crate::report::{INVALID_HISTORY, VolumeReport};
 
-pub(super) struct VolumeGauges {
-    info: GaugeVec,
-    capacity: GaugeVec,
-    used: GaugeVec,
-    available: GaugeVec,
-    used_ratio: GaugeVec,
-    inodes_total: GaugeVec,
-    inodes_used: GaugeVec,
-    inodes_free: GaugeVec,
-    limit: GaugeVec,
-    at_limit: GaugeVec,
-    shared: GaugeVec,
-    effective_size: GaugeVec,
-    target_size: GaugeVec,
-    seconds_to_full: GaugeVec,
-    state: GaugeVec,
-    budget: GaugeVec,
-    blocked: GaugeVec,
-    wal_archive_configured: GaugeVec,
-    wal_archive_healthy: GaugeVec,
-    wal_pending: GaugeVec,
-    wal_oldest_pending: GaugeVec,
-    wal_inactive_slots: GaugeVec,
-    wal_slot_retention: GaugeVec,
-    wal_size: GaugeVec,
-    invalid_history: GaugeVec,
-    measured_at: GaugeVec,
-    not_measured: GaugeVec,
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    /// Labels after [`VOLUME`]'s.
+    extra: &'static [&'static str],
 }
 
-impl VolumeGauges {
-    pub(super) fn all(&self) -> [&GaugeVec; 27] {
-        [
-            &self.info,
-            &self.capacity,
-            &self.used,
-            &self.available,
-            &self.used_ratio,
-            &self.inodes_total,
-            &self.inodes_used,
-            &self.inodes_free,
-            &self.limit,
-            &self.at_limit,
-            &self.shared,
-            &self.effective_size,
-            &self.target_size,
-            &self.seconds_to_full,
-            &self.state,
-            &self.budget,
-            &self.blocked,
-            &self.wal_archive_configured,
-            &self.wal_archive_healthy,
-            &self.wal_pending,
-            &self.wal_oldest_pending,
-            &self.wal_inactive_slots,
-            &self.wal_slot_retention,
-            &self.wal_size,
-            &self.invalid_history,
-            &self.measured_at,
-            &self.not_measured,
-        ]
+const INFO: usize = 0;
+const CAPACITY: usize = 1;
+const USED: usize = 2;
+const AVAILABLE: usize = 3;
+const USED_RATIO: usize = 4;
+const INODES_TOTAL: usize = 5;
+const INODES_USED: usize = 6;
+const INODES_FREE: usize = 7;
+const LIMIT: usize = 8;
+const AT_LIMIT: usize = 9;
+const SHARED: usize = 10;
+const EFFECTIVE_SIZE: usize = 11;
+const TARGET_SIZE: usize = 12;
+const SECONDS_TO_FULL: usize = 13;
+const STATE: usize = 14;
+const BUDGET: usize = 15;
+const BLOCKED: usize = 16;
+const WAL_ARCHIVE_CONFIGURED: usize = 17;
+const WAL_ARCHIVE_HEALTHY: usize = 18;
+const WAL_PENDING: usize = 19;
+const WAL_OLDEST_PENDING: usize = 20;
+const WAL_INACTIVE_SLOTS: usize = 21;
+const WAL_SLOT_RETENTION: usize = 22;
+const WAL_SIZE: usize = 23;
+const HISTORY_IGNORED: usize = 24;
+const MEASURED_AT: usize = 25;
+const NOT_MEASURED: usize = 26;
+
+const FAMILIES: [Family; 27] = [
+    Family {
+        name: "headroom_volume_info",
+        help: "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
+        extra: &[
+            "pv",
+            "storage_class",
+            "fs_class",
+            "measured_by",
+            "postgres_cluster",
+        ],
+    },
+    Family {
+        name: "headroom_volume_capacity_bytes",
+        help: "Filesystem size seen by statfs (or the kubelet as fallback).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_used_bytes",
+        help: "Bytes used.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_available_bytes",
+        help: "Bytes available to unprivileged users (statfs f_bavail).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_used_ratio",
+        help: "Fraction used, 0-1, like df: used / (used + available).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_inodes",
+        help: "Inodes in total.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_inodes_used",
+        help: "Inodes used.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_inodes_free",
+        help: "Inodes free.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_limit_bytes",
+        help: "The policy's limit: headroom never grows the claim past it.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_at_limit",
+        help: "1 when the claim's size has reached the policy's limit.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_shared_filesystem",
+        help: "1 when the filesystem is shared (network share, directory on a larger filesystem): its numbers are not the claim's own and headroom does not act.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_effective_size_bytes",
+        help: "The claim's size: the larger of its request and its reported capacity.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_target_size_bytes",
+        help: "Convergent mode: the size the volume converges to.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_seconds_to_full",
+        help: "At the volume's estimated fill rate, seconds until it is full; absent when the rate is unknown or the volume is not filling.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_state",
+        help: "1 for the volume's current state, 0 for the others.",
+        extra: &["state"],
+    },
+    Family {
+        name: "headroom_volume_resize_budget_remaining",
+        help: "Resizes left in the rolling 24 h budget (emergency reserve included).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_resize_blocked",
+        help: "1 for the reason growth is blocked, 0 for the other reasons.",
+        extra: &["reason"],
+    },
+    Family {
+        name: "headroom_wal_archive_configured",
+        help: "1 when WAL archiving is configured on the Postgres instance of this volume.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_wal_archive_healthy",
+        help: "1 when WAL archiving keeps up (last failure older than last success, backlog within bounds).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_wal_pending_archive_files",
+        help: "WAL segments waiting to be archived (.ready files).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_wal_oldest_pending_seconds",
+        help: "Age of the oldest WAL segment waiting to be archived.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_wal_inactive_slots",
+        help: "Inactive replication slots holding WAL back.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_wal_slot_retention_bytes",
+        help: "WAL an inactive replication slot retains.",
+        extra: &["slot"],
+    },
+    Family {
+        name: "headroom_wal_size_bytes",
+        help: "Bytes of WAL segments in pg_wal on this volume.",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_invalid_history",
+        help: "1 when entries of the claim's headroom.dev/history were ignored (dated too far in the future).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_measured_timestamp_seconds",
+        help: "Unix time of the volume's last measurement; older than the last scan means its numbers are stale (probe timed out or failed).",
+        extra: &[],
+    },
+    Family {
+        name: "headroom_volume_not_measured",
+        help: "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
+        extra: &["reason"],
+    },
+];
+
+/// One series of the last scan.
+struct Sample {
+    family: u8,
+    /// Index into [`Samples::volumes`].
+    volume: u32,
+    /// Values of the family's extra labels, in order.
+    extra: Box<[Cow<'static, str>]>,
+    value: f64,
+}
+
+/// A scan's series: each volume's [`VOLUME`] label values once, and its samples.
+#[derive(Default)]
+pub(super) struct Samples {
+    volumes: Vec<[String; 3]>,
+    samples: Vec<Sample>,
+}
+
+impl Samples {
+    fn put(&mut self, family: usize, extra: &[Cow<'static, str>], value: f64) {
+        self.samples.push(Sample {
+            family: family as u8,
+            volume: self.volumes.len().saturating_sub(1) as u32,
+            extra: extra.into(),
+            value,
+        });
     }
 
-    pub(super) fn new(b: &Builder) -> Result<VolumeGauges, MetricsError> {
-        Ok(VolumeGauges {
-            info: b.gauge_vec(
-                "headroom_volume_info",
-                "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
-                &["pv", "storage_class", "fs_class", "measured_by", "postgres_cluster"],
-            )?,
-            capacity: b.gauge_vec(
-                "headroom_volume_capacity_bytes",
-                "Filesystem size seen by statfs (or the kubelet as fallback).",
-                &[],
-            )?,
-            used: b.gauge_vec("headroom_volume_used_bytes", "Bytes used.", &[])?,
-            available: b.gauge_vec(
-                "headroom_volume_available_bytes",
-                "Bytes available to unprivileged users (statfs f_bavail).",
-                &[],
-            )?,
-            used_ratio: b.gauge_vec(
-                "headroom_volume_used_ratio",
-                "Fraction used, 0-1, like df: used / (used + available).",
-                &[],
-            )?,
-            inodes_total: b.gauge_vec("headroom_volume_inodes", "Inodes in total.", &[])?,
-            inodes_used: b.gauge_vec("headroom_volume_inodes_used", "Inodes used.", &[])?,
-            inodes_free: b.gauge_vec("headroom_volume_inodes_free", "Inodes free.", &[])?,
-            limit: b.gauge_vec(
-                "headroom_volume_limit_bytes",
-                "The policy's limit: headroom never grows the claim past it.",
-                &[],
-            )?,
-            at_limit: b.gauge_vec(
-                "headroom_volume_at_limit",
-                "1 when the claim's size has reached the policy's limit.",
-                &[],
-            )?,
-            shared: b.gauge_vec(
-                "headroom_volume_shared_filesystem",
-                "1 when the filesystem is shared (network share, directory on a larger filesystem): its numbers are not the claim's own and headroom does not act.",
-                &[],
-            )?,
-            effective_size: b.gauge_vec(
-                "headroom_volume_effective_size_bytes",
-                "The claim's size: the larger of its request and its reported capacity.",
-                &[],
-            )?,
-            target_size: b.gauge_vec(
-                "headroom_volume_target_size_bytes",
-                "Convergent mode: the size the volume converges to.",
-                &[],
-            )?,
-            seconds_to_full: b.gauge_vec(
-                "headroom_volume_seconds_to_full",
-                "At the volume's estimated fill rate, seconds until it is full; absent when the rate is unknown or the volume is not filling.",
-                &[],
-            )?,
-            state: b.gauge_vec(
-                "headroom_volume_state",
-                "1 for the volume's current state, 0 for the others.",
-                &["state"],
-            )?,
-            budget: b.gauge_vec(
-                "headroom_volume_resize_budget_remaining",
-                "Resizes left in the rolling 24 h budget (emergency reserve included).",
-                &[],
-            )?,
-            blocked: b.gauge_vec(
-                "headroom_volume_resize_blocked",
-                "1 for the reason growth is blocked, 0 for the other reasons.",
-                &["reason"],
-            )?,
-            wal_archive_configured: b.gauge_vec(
-                "headroom_wal_archive_configured",
-                "1 when WAL archiving is configured on the Postgres instance of this volume.",
-                &[],
-            )?,
-            wal_archive_healthy: b.gauge_vec(
-                "headroom_wal_archive_healthy",
-                "1 when WAL archiving keeps up (last failure older than last success, backlog within bounds).",
-                &[],
-            )?,
-            wal_pending: b.gauge_vec(
-                "headroom_wal_pending_archive_files",
-                "WAL segments waiting to be archived (.ready files).",
-                &[],
-            )?,
-            wal_oldest_pending: b.gauge_vec(
-                "headroom_wal_oldest_pending_seconds",
-                "Age of the oldest WAL segment waiting to be archived.",
-                &[],
-            )?,
-            wal_inactive_slots: b.gauge_vec(
-                "headroom_wal_inactive_slots",
-                "Inactive replication slots holding WAL back.",
-                &[],
-            )?,
-            wal_slot_retention: b.gauge_vec(
-                "headroom_wal_slot_retention_bytes",
-                "WAL an inactive replication slot retains.",
-                &["slot"],
-            )?,
-            wal_size: b.gauge_vec(
-                "headroom_wal_size_bytes",
-                "Bytes of WAL segments in pg_wal on this volume.",
-                &[],
-            )?,
-            invalid_history: b.gauge_vec(
-                "headroom_volume_invalid_history",
-                "1 when entries of the claim's headroom.dev/history were ignored (dated too far in the future).",
-                &[],
-            )?,
-            measured_at: b.gauge_vec(
-                "headroom_volume_measured_timestamp_seconds",
-                "Unix time of the volume's last measurement; older than the last scan means its numbers are stale (probe timed out or failed).",
-                &[],
-            )?,
-            not_measured: b.gauge_vec(
-                "headroom_volume_not_measured",
-                "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
-                &["reason"],
-            )?,
-        })
+    fn put_opt(&mut self, family: usize, value: Option<f64>) {
+        if let Some(v) = value {
+            self.put(family, &[], v);
+        }
+    }
+
+    /// The reports' series; a volume reported twice keeps its last report, as a vec's child
+    /// would.
+    pub(super) fn of<'a>(
+        reports: impl IntoIterator<Item = (&'a VolumeReport, Option<f64>)>,
+    ) -> Samples {
+        let reports: Vec<_> = reports.into_iter().collect();
+        let last: HashMap<[&str; 3], usize> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, (r, _))| ([r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()], i))
+            .collect();
+        let mut s = Samples::default();
+        for (i, (r, at)) in reports.iter().enumerate() {
+            if last.get(&[r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()]) == Some(&i) {
+                s.add(r, *at);
+            }
+        }
+        // Kept until the next scan: no room left over from growing.
+        s.samples.shrink_to_fit();
+        s
     }
 
     /// `measured_at`: the report's measurement time, or the last one remembered for the volume.
-    pub(super) fn set(&self, r: &VolumeReport, measured_at: Option<f64>) {
-        let g = self;
-        let l = [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()];
-        set_opt(&g.measured_at, &l, measured_at);
+    fn add(&mut self, r: &VolumeReport, measured_at: Option<f64>) {
+        self.volumes.push([
+            r.namespace.clone(),
+            r.pvc.clone(),
+            r.role.as_str().to_string(),
+        ]);
+        self.put_opt(MEASURED_AT, measured_at);
         if let Some(why) = r.not_measured {
-            set(&g.not_measured, &[&l[..], &[why.as_str()]].concat(), 1.0);
+            self.put(NOT_MEASURED, &[why.as_str().into()], 1.0);
         }
         let measured_by = serde_json::to_value(r.measured_by)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        let info = [
-            r.pv.as_str(),
-            r.storage_class.as_deref().unwrap_or(""),
-            r.fs_class.as_str(),
-            measured_by.as_str(),
-            r.postgres_cluster.as_deref().unwrap_or(""),
+        let info: [Cow<'static, str>; 5] = [
+            r.pv.clone().into(),
+            r.storage_class.clone().unwrap_or_default().into(),
+            r.fs_class.clone().into(),
+            measured_by.into(),
+            r.postgres_cluster.clone().unwrap_or_default().into(),
         ];
-        set(&g.info, &[&l[..], &info[..]].concat(), 1.0);
+        self.put(INFO, &info, 1.0);
         if let Some(m) = &r.measurement {
-            set(&g.capacity, &l, m.capacity_bytes as f64);
-            set(&g.used, &l, m.used_bytes as f64);
-            set(&g.available, &l, m.available_bytes as f64);
-            set(&g.used_ratio, &l, m.used_percent() / 100.0);
+            self.put(CAPACITY, &[], m.capacity_bytes as f64);
+            self.put(USED, &[], m.used_bytes as f64);
+            self.put(AVAILABLE, &[], m.available_bytes as f64);
+            self.put(USED_RATIO, &[], m.used_percent() / 100.0);
             // Filesystems without an inode limit (btrfs) report 0 inodes: unknown, not full.
             if m.inodes_total > 0 {
-                set(&g.inodes_total, &l, m.inodes_total as f64);
-                set(&g.inodes_used, &l, m.inodes_used as f64);
+                self.put(INODES_TOTAL, &[], m.inodes_total as f64);
+                self.put(INODES_USED, &[], m.inodes_used as f64);
                 let free = m.inodes_total.saturating_sub(m.inodes_used);
-                set(&g.inodes_free, &l, free as f64);
+                self.put(INODES_FREE, &[], free as f64);
             }
         }
         let invalid_history = r
             .policy_warnings
             .iter()
             .any(|f| f.message.starts_with(INVALID_HISTORY));
-        set(&g.invalid_history, &l, bool_f(invalid_history));
+        self.put(HISTORY_IGNORED, &[], bool_f(invalid_history));
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
-            set(&g.limit, &l, limit as f64);
-            set(&g.at_limit, &l, bool_f(size >= limit));
+            self.put(LIMIT, &[], limit as f64);
+            self.put(AT_LIMIT, &[], bool_f(size >= limit));
         }
-        set(&g.shared, &l, bool_f(is_shared(r)));
+        self.put(SHARED, &[], bool_f(is_shared(r)));
         if size > 0 {
-            set(&g.effective_size, &l, size as f64);
+            self.put(EFFECTIVE_SIZE, &[], size as f64);
         }
-        set_opt(
-            &g.target_size,
-            &l,
-            r.decision.target_bytes.map(|b| b as f64),
-        );
-        set_opt(&g.seconds_to_full, &l, r.decision.seconds_to_full);
+        self.put_opt(TARGET_SIZE, r.decision.target_bytes.map(|b| b as f64));
+        self.put_opt(SECONDS_TO_FULL, r.decision.seconds_to_full);
         let current = state_label(&r.decision.verdict);
         let states = State::ALL.iter().map(|s| s.as_str());
         for s in states.chain([BLOCKED_STATE]) {
-            set(&g.state, &[&l[..], &[s]].concat(), bool_f(s == current));
+            self.put(STATE, &[s.into()], bool_f(s == current));
         }
         let reason = r.decision.blocked_reason();
         // A disabled or invalid policy (or an evaluation that failed) has no budget; its 0 would
@@ -258,31 +314,131 @@ impl VolumeGauges {
             reason,
             Some(BlockReason::Disabled | BlockReason::InvalidPolicy | BlockReason::InternalError)
         ) {
-            set(&g.budget, &l, f64::from(r.decision.budget_left));
+            self.put(BUDGET, &[], f64::from(r.decision.budget_left));
         }
         for b in BlockReason::ALL {
-            let labels = [&l[..], &[b.as_str()]].concat();
-            set(&g.blocked, &labels, bool_f(reason == Some(b)));
+            self.put(BLOCKED, &[b.as_str().into()], bool_f(reason == Some(b)));
         }
         if let Some(w) = &r.wal {
-            set_opt(
-                &g.wal_archive_configured,
-                &l,
-                w.archive_configured.map(bool_f),
+            self.put_opt(WAL_ARCHIVE_CONFIGURED, w.archive_configured.map(bool_f));
+            self.put_opt(WAL_ARCHIVE_HEALTHY, w.archive_healthy.map(bool_f));
+            self.put_opt(WAL_PENDING, w.pending_files.map(|n| n as f64));
+            self.put_opt(
+                WAL_OLDEST_PENDING,
+                w.oldest_pending_seconds.map(|n| n as f64),
             );
-            set_opt(&g.wal_archive_healthy, &l, w.archive_healthy.map(bool_f));
-            set_opt(&g.wal_pending, &l, w.pending_files.map(|n| n as f64));
-            let oldest = w.oldest_pending_seconds.map(|n| n as f64);
-            set_opt(&g.wal_oldest_pending, &l, oldest);
-            set_opt(&g.wal_size, &l, w.detail.wal_bytes.map(|n| n as f64));
+            self.put_opt(WAL_SIZE, w.detail.wal_bytes.map(|n| n as f64));
             if let Some(slots) = &w.inactive_slots {
-                set(&g.wal_inactive_slots, &l, slots.len() as f64);
+                self.put(WAL_INACTIVE_SLOTS, &[], slots.len() as f64);
                 for s in slots {
-                    let labels = [&l[..], &[s.name.as_str()]].concat();
-                    set(&g.wal_slot_retention, &labels, s.retained_bytes as f64);
+                    self.put(
+                        WAL_SLOT_RETENTION,
+                        &[s.name.clone().into()],
+                        s.retained_bytes as f64,
+                    );
                 }
             }
         }
+    }
+}
+
+/// The per-volume families, registered as one collector.
+#[derive(Clone)]
+pub(super) struct VolumeGauges(Arc<Inner>);
+
+struct Inner {
+    descs: Vec<Desc>,
+    last: Mutex<Arc<Samples>>,
+}
+
+impl VolumeGauges {
+    pub(super) fn new(b: &Builder) -> Result<VolumeGauges, MetricsError> {
+        let descs = FAMILIES
+            .iter()
+            .map(|f| {
+                let labels = VOLUME
+                    .iter()
+                    .chain(f.extra)
+                    .map(|l| l.to_string())
+                    .collect();
+                Desc::new(f.name.into(), f.help.into(), labels, HashMap::new()).map_err(|source| {
+                    MetricsError::Register {
+                        name: f.name,
+                        source,
+                    }
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let g = VolumeGauges(Arc::new(Inner {
+            descs,
+            last: Mutex::new(Arc::new(Samples::default())),
+        }));
+        b.register("headroom_volume_*", g.clone())?;
+        Ok(g)
+    }
+
+    /// Replaces every per-volume series with these.
+    pub(super) fn replace(&self, samples: Samples) {
+        *self.0.last.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(samples);
+    }
+}
+
+impl Collector for VolumeGauges {
+    fn desc(&self) -> Vec<&Desc> {
+        self.0.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let last = self
+            .0
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut metrics: Vec<Vec<Metric>> = FAMILIES.iter().map(|_| Vec::new()).collect();
+        for s in &last.samples {
+            let (Some(family), Some(volume)) = (
+                FAMILIES.get(usize::from(s.family)),
+                last.volumes.get(s.volume as usize),
+            ) else {
+                continue;
+            };
+            let names = VOLUME.iter().chain(family.extra);
+            let values = volume
+                .iter()
+                .map(String::as_str)
+                .chain(s.extra.iter().map(|v| v.as_ref()));
+            // Sorted by name, as a vec's child sorts its pairs.
+            let mut labels: Vec<LabelPair> = names
+                .zip(values)
+                .map(|(n, v)| {
+                    let mut l = LabelPair::default();
+                    l.set_name(n.to_string());
+                    l.set_value(v.to_string());
+                    l
+                })
+                .collect();
+            labels.sort_by(|a, b| a.name().cmp(b.name()));
+            let mut g = Gauge::default();
+            g.set_value(s.value);
+            let mut m = Metric::from_gauge(g);
+            m.set_label(labels);
+            if let Some(list) = metrics.get_mut(usize::from(s.family)) {
+                list.push(m);
+            }
+        }
+        FAMILIES
+            .iter()
+            .zip(metrics)
+            .map(|(f, list)| {
+                let mut mf = MetricFamily::default();
+                mf.set_name(f.name.into());
+                mf.set_help(f.help.into());
+                mf.set_field_type(MetricType::GAUGE);
+                mf.set_metric(list);
+                mf
+            })
+            .collect()
     }
 }
 

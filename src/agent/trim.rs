@@ -1,0 +1,229 @@
+//! What the watch stores keep of each object: only what the agent reads. The rest of a Pod (its
+//! containers, their statuses and conditions), every object's `managedFields` (often half its
+//! size) and `kubectl apply`'s copy of the whole manifest in an annotation would be held for
+//! every pod and claim on the node, and copied whenever the agent clones an object.
+//!
+//! What is read, and so kept (tests below hold the list to the code):
+//! - Pod: metadata (name, namespace, uid, labels, annotations, owner references, deletion
+//!   timestamp), the `spec.volumes` that name a claim (`persistentVolumeClaim`, `ephemeral`; not
+//!   the projected service account token every pod has), `spec.nodeName`, `status.phase`,
+//!   `status.podIP(s)`.
+//! - PersistentVolumeClaim: everything but `managedFields` and the last-applied annotation
+//!   (annotations, labels, owners, spec and status are all read by the policy and the actor).
+//! - Node: metadata and spec (`unschedulable`, taints); its status (images, conditions) is not.
+//! - StorageClass, ConfigMap: everything but `managedFields`.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// `kubectl apply`'s record of the last manifest it applied: the whole object again.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+fn meta(m: &mut ObjectMeta) {
+    m.managed_fields = None;
+    if let Some(a) = m.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+}
+
+pub fn pod(p: &mut Pod) {
+    meta(&mut p.metadata);
+    p.spec = p.spec.take().map(|s| PodSpec {
+        volumes: s.volumes.map(|vs| {
+            vs.into_iter()
+                .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+                .collect()
+        }),
+        node_name: s.node_name,
+        ..PodSpec::default()
+    });
+    p.status = p.status.take().map(|s| PodStatus {
+        phase: s.phase,
+        pod_ip: s.pod_ip,
+        pod_ips: s.pod_ips,
+        ..PodStatus::default()
+    });
+}
+
+pub fn claim(c: &mut PersistentVolumeClaim) {
+    meta(&mut c.metadata);
+}
+
+pub fn node(n: &mut Node) {
+    meta(&mut n.metadata);
+    n.status = None;
+}
+
+pub fn storage_class(s: &mut StorageClass) {
+    meta(&mut s.metadata);
+}
+
+pub fn configmap(c: &mut ConfigMap) {
+    meta(&mut c.metadata);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::roles;
+    use serde_json::json;
+
+    fn managed() -> serde_json::Value {
+        json!([{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}}])
+    }
+
+    fn full_pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "main-1", "namespace": "db", "uid": "u-1",
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"cnpg.io/cluster": "main", "postgres-operator.crunchydata.com/instance": "i1",
+                           "application": "spilo", "cluster-name": "z"},
+                "annotations": {"a": "b", LAST_APPLIED: "{\"huge\": true}"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "main",
+                                     "uid": "s-1", "controller": true}],
+                "managedFields": managed(),
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{"name": "pg", "image": "postgres:17",
+                                "env": [{"name": "PGDATA", "value": "/data"}],
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                "initContainers": [{"name": "init", "image": "busybox"}],
+                "tolerations": [{"operator": "Exists"}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-main-1"}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                    {"name": "cfg", "configMap": {"name": "c"}},
+                ],
+            },
+            "status": {
+                "phase": "Running", "podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.7"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "pg", "image": "postgres:17", "imageID": "x",
+                                       "ready": true, "restartCount": 0}],
+            },
+        }))
+        .expect("pod")
+    }
+
+    fn full_claim() -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "data-main-1", "namespace": "db",
+                "labels": {"cnpg.io/cluster": "main", "cnpg.io/pvcRole": "PG_DATA"},
+                "annotations": {"headroom.dev/enabled": "true", "headroom.dev/group": "g",
+                                LAST_APPLIED: "{}"},
+                "managedFields": managed(),
+            },
+            "spec": {"storageClassName": "fast", "volumeName": "pv-1",
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+        }))
+        .expect("claim")
+    }
+
+    #[test]
+    fn a_trimmed_pod_answers_every_question_the_agent_asks_as_the_full_one_does() {
+        let full = full_pod();
+        let mut t = full.clone();
+        pod(&mut t);
+        let claim = full_claim();
+        assert_eq!(roles::pod_claim_names(&t), roles::pod_claim_names(&full));
+        assert_eq!(
+            roles::pod_claim_names(&t),
+            ["data-main-1", "main-1-scratch"]
+        );
+        assert_eq!(
+            roles::group_key(&claim, Some(&t)),
+            roles::group_key(&claim, Some(&full))
+        );
+        assert_eq!(
+            format!("{:?}", roles::postgres_volume(&claim, Some(&t))),
+            format!("{:?}", roles::postgres_volume(&claim, Some(&full)))
+        );
+        assert_eq!(
+            roles::wal_on_data(&t, &[&claim]),
+            roles::wal_on_data(&full, &[&claim])
+        );
+        for op in [
+            crate::agent::pgconn::Operator::CloudNativePG,
+            crate::agent::pgconn::Operator::Crunchy,
+            crate::agent::pgconn::Operator::Zalando,
+        ] {
+            assert_eq!(
+                crate::agent::pgconn::owned_by(&t, op, "main"),
+                crate::agent::pgconn::owned_by(&full, op, "main")
+            );
+        }
+        let (m, fm) = (&t.metadata, &full.metadata);
+        assert_eq!(
+            (
+                &m.name,
+                &m.namespace,
+                &m.uid,
+                &m.labels,
+                &m.owner_references
+            ),
+            (
+                &fm.name,
+                &fm.namespace,
+                &fm.uid,
+                &fm.labels,
+                &fm.owner_references
+            )
+        );
+        assert_eq!(m.deletion_timestamp, fm.deletion_timestamp);
+        let status = t.status.as_ref().expect("status");
+        assert_eq!(status.pod_ip.as_deref(), Some("10.0.0.7"));
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        let spec = t.spec.as_ref().expect("spec");
+        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        // What is gone.
+        assert!(m.managed_fields.is_none());
+        assert_eq!(m.annotations.as_ref().map(|a| a.len()), Some(1));
+        assert!(spec.containers.is_empty() && spec.init_containers.is_none());
+        let kept: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(kept, ["data", "scratch"]);
+        assert!(status.conditions.is_none() && status.container_statuses.is_none());
+        let size = |p: &Pod| serde_json::to_vec(p).map(|v| v.len()).unwrap_or(0);
+        assert!(size(&t) < size(&full), "{} vs {}", size(&t), size(&full));
+    }
+
+    #[test]
+    fn a_trimmed_claim_keeps_all_but_managed_fields_and_the_applied_manifest() {
+        let full = full_claim();
+        let mut t = full.clone();
+        claim(&mut t);
+        assert!(t.metadata.managed_fields.is_none());
+        let mut expected = full.clone();
+        expected.metadata.managed_fields = None;
+        if let Some(a) = expected.metadata.annotations.as_mut() {
+            a.remove(LAST_APPLIED);
+        }
+        assert_eq!(t, expected);
+        assert_eq!(roles::group_key(&t, None), roles::group_key(&full, None));
+    }
+
+    #[test]
+    fn a_trimmed_node_still_tells_a_drain() {
+        let mut n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "managedFields": managed()},
+            "spec": {"unschedulable": true,
+                     "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]},
+            "status": {"images": [{"names": ["postgres:17"], "sizeBytes": 1}]},
+        }))
+        .expect("node");
+        let before = n.spec.clone();
+        node(&mut n);
+        assert_eq!(n.spec, before);
+        assert!(n.status.is_none() && n.metadata.managed_fields.is_none());
+    }
+}
