@@ -8,13 +8,15 @@ cd "$(dirname "$0")/.."
 
 N=${N:-500}
 RUNS=${RUNS:-20}
-BIN=${BIN:-target/release/headroom}
+# The shipped build (the Dockerfile's `agent` profile) by default; PROFILE=release for the other.
+PROFILE=${PROFILE:-agent}
+BIN=${BIN:-${CARGO_TARGET_DIR:-target}/$PROFILE/headroom}
 
 if [ "$(id -u)" -ne 0 ]; then echo "bench-scan: needs root to mount tmpfs" >&2; exit 1; fi
 if ! command -v hyperfine >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hyperfine >/dev/null
 fi
-[ -x "$BIN" ] || cargo build --release
+[ -x "$BIN" ] || cargo build --profile "$PROFILE" --bin headroom
 
 TMP=$(mktemp -d /tmp/headroom-bench.XXXXXX)
 cleanup() {
@@ -80,7 +82,7 @@ SECTION=$TMP/section.md
 cat >"$SECTION" <<EOF
 ## headroom scan vs df
 
-\`scripts/bench-scan.sh\` (N=$N, runs=$RUNS, release build, hyperfine $(hyperfine --version | awk '{print $2}'),
+\`scripts/bench-scan.sh\` (N=$N, runs=$RUNS, \`$PROFILE\` profile build, hyperfine $(hyperfine --version | awk '{print $2}'),
 $(nproc) cores, kernel $(uname -r), $(date -u +%Y-%m-%d)). $N real tmpfs mounts laid out like a
 kubelet root (\`pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount\` with \`vol_data.json\`), measured
 in the same run by GNU \`df\` ($(df --version | head -1 | awk '{print $NF}')) and by \`headroom scan\`.
