@@ -7,7 +7,8 @@
 //!
 //! Adaptive: a volume near its trigger (within [`NEAR_POINTS`], or [`NEAR_SECONDS`] at its fill
 //! rate) or moving fast (over [`FAST_MOVE`] of its size since the last sample) is measured four
-//! times as often as a quiet one. A volume wakes the loop once per crossing, and once when its
+//! times as often as others; an idle one (not a byte changed) more than [`FAR_POINTS`] below every
+//! line, half as often. A volume wakes the loop once per crossing, and once when its
 //! size changes (a resize landed: the scan that follows records how long it took); the scan
 //! that follows decides and arms its trigger afresh.
 
@@ -30,6 +31,10 @@ use crate::probe::{Prober, Volume};
 pub const NEAR_POINTS: f64 = 5.0;
 /// At its fill rate, a volume this close in time to its trigger counts as near it.
 pub const NEAR_SECONDS: f64 = 60.0;
+/// Percentage points under every line beyond which an idle volume is measured at half the rate:
+/// most volumes of a fleet sit idle far from their trigger, and the first byte they move brings
+/// them back to the normal period.
+pub const FAR_POINTS: f64 = 20.0;
 /// A volume whose usage moved by more than this share of its size since its last sample is
 /// measured as often as one near its trigger (the rate estimate needs samples soonest then).
 pub const FAST_MOVE: f64 = 0.01;
@@ -110,6 +115,27 @@ impl Trigger {
             || self
                 .seconds_to_line(m, rate)
                 .is_some_and(|s| s < NEAR_SECONDS.max(2.0 * self.lead_seconds.unwrap_or(0.0)))
+    }
+
+    /// Far below every line: a whole quiet period of growth could not reach it.
+    fn far(&self, m: &Measurement) -> bool {
+        m.used_percent() < self.used_percent - FAR_POINTS
+            && (self.min_available == 0 || m.available_bytes > self.min_available.saturating_mul(4))
+            && (m.inodes_total == 0 || m.inode_percent() < self.inode_percent - FAR_POINTS)
+    }
+
+    /// How long until this volume is measured again, given its last usage `before`: a quarter
+    /// of `every` when near its trigger or moving fast, twice `every` when idle (not a byte
+    /// changed) and far below every line, else `every`.
+    fn period(&self, m: &Measurement, before: u64, rate: Option<f64>, every: Duration) -> Duration {
+        let moved = m.used_bytes.abs_diff(before) as f64 > FAST_MOVE * m.capacity_bytes as f64;
+        if moved || self.near(m, rate) {
+            every / 4
+        } else if m.used_bytes == before && self.far(m) {
+            every * 2
+        } else {
+            every
+        }
     }
 
     fn fires(&self, m: &Measurement, rate: Option<f64>) -> bool {
@@ -218,10 +244,8 @@ impl Watchlist {
                 wake = true;
             }
             wake |= m.capacity_bytes != w.capacity;
-            let moved = m.used_bytes.abs_diff(w.used) as f64 > FAST_MOVE * m.capacity_bytes as f64;
+            w.due = at + w.trigger.period(&m, w.used, rate, every);
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
-            let quick = moved || w.trigger.near(&m, rate);
-            w.due = at + if quick { every / 4 } else { every };
         }
         drop(watched);
         if wake {
@@ -308,6 +332,26 @@ mod tests {
         assert!(!off.soon(&m(79, 21), Some(1e9)));
         // Near in time at its rate: measured often even far below the line.
         assert!(off.near(&m(10, 90), Some(2.0)) && !off.near(&m(10, 90), Some(0.1)));
+    }
+
+    #[test]
+    fn quiet_volumes_slow_down_and_busy_ones_speed_up() {
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = 80;
+        p.min_available = 0;
+        let t = Trigger::for_policy(&p, None).expect("trigger");
+        let every = Duration::from_secs(1);
+        // Idle and 61 points below: every 2 s. One byte moved: every second again.
+        assert_eq!(t.period(&m(19, 81), 19, None, every), every * 2);
+        assert_eq!(t.period(&m(19, 81), 18, None, every), every);
+        // Idle but within 20 points of the line: every second.
+        assert_eq!(t.period(&m(65, 35), 65, None, every), every);
+        // Near the line, or moving over 1 % of the size: every 250 ms.
+        assert_eq!(t.period(&m(76, 24), 76, None, every), every / 4);
+        assert_eq!(t.period(&m(30, 70), 10, None, every), every / 4);
+        // Near in time at its fill rate (50 points at 2/s is 25 s away).
+        assert_eq!(t.period(&m(30, 70), 30, Some(2.0), every), every / 4);
     }
 
     proptest::proptest! {

@@ -233,10 +233,14 @@ impl Scanner {
                 draining,
             };
             let work = self.work.clone();
-            let pvc = (*pvc).clone();
+            // All of the scan's tasks exist at once: each stays small (the claim shared, the
+            // volume's work boxed when it starts) so 500 of them are not 500 full futures.
             started.push((
                 key,
-                tokio::spawn(async move { work.volume(&ctx, pvc, now).await }),
+                tokio::spawn(async move {
+                    let pvc = (*pvc).clone();
+                    Box::pin(work.volume(&ctx, pvc, now)).await
+                }),
             ));
         }
         // Every volume's work runs at once; the scan waits for it up to one interval, and what
