@@ -28,7 +28,7 @@ struct Need {
     evidence: &'static [&'static str],
 }
 
-const REFLECTOR: &str = "reflector::reflector(writer, watcher(api";
+const REFLECTOR: &str = "watcher(api, config)";
 
 const NEEDS: &[Need] = &[
     Need {

@@ -208,16 +208,35 @@ where
                     .map_err(|_| BoundedError::Task("the probe call panicked".to_owned()))
             });
             let mut st = self.shared.lock();
-            if !matches!(st.slots[i], Slot::Running(_)) {
-                // Timed out while it ran: another worker has taken this one's place.
-                return;
-            }
-            st.slots[i] = Slot::Done(out);
-            st.left -= 1;
-            if st.left == 0 {
-                self.shared.done.notify_one();
+            match finish(&mut st, i, out) {
+                Finished::Stored => {}
+                Finished::Last => self.shared.done.notify_one(),
+                Finished::Abandoned => return,
             }
         }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Finished {
+    Stored,
+    /// The pass's last result: wake it.
+    Last,
+    /// Timed out while it ran (another worker took this one's place), or the pass is over and
+    /// its slots are gone: the result is dropped, and so is this worker.
+    Abandoned,
+}
+
+fn finish<T>(st: &mut State<T>, i: usize, out: Result<T, BoundedError>) -> Finished {
+    let Some(slot @ Slot::Running(_)) = st.slots.get_mut(i) else {
+        return Finished::Abandoned;
+    };
+    *slot = Slot::Done(out);
+    st.left -= 1;
+    if st.left == 0 {
+        Finished::Last
+    } else {
+        Finished::Stored
     }
 }
 
@@ -248,6 +267,26 @@ mod tests {
         let want: Vec<_> = (0..100).map(|i| Ok(format!("/v{i}"))).collect();
         assert_eq!(out, want);
         assert!(inflight.is_empty());
+    }
+
+    #[test]
+    fn a_call_that_returns_after_its_pass_ended_is_dropped_quietly() {
+        let mut st: State<u8> = State {
+            slots: vec![Slot::Running(Instant::now()), Slot::Running(Instant::now())],
+            next: 2,
+            left: 2,
+            progress: Instant::now(),
+        };
+        assert_eq!(finish(&mut st, 0, Ok(1)), Finished::Stored);
+        assert_eq!(
+            finish(&mut st, 0, Ok(1)),
+            Finished::Abandoned,
+            "already done"
+        );
+        assert_eq!(finish(&mut st, 1, Ok(2)), Finished::Last);
+        // The pass took its results and ended; a hung call returns much later.
+        std::mem::take(&mut st.slots);
+        assert_eq!(finish(&mut st, 1, Ok(3)), Finished::Abandoned);
     }
 
     /// Blocks hung calls until opened.
