@@ -11,7 +11,7 @@ use super::inflight;
 use super::kubelet::KubeletVolume;
 use super::{MeasuredBy, VolumeReport};
 use crate::decide::budget;
-use crate::decide::rate::{self, FillRate};
+use crate::decide::rate::FillRate;
 use crate::decide::{
     Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
     VolumeRole, WalHealth, decide,
@@ -117,7 +117,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     let landed = inflight::stamp_landing(&mut history, seen.as_ref());
     let fill_rate = s.fill_rate.map(|bytes_per_second| FillRate {
         bytes_per_second,
-        resize_lead: rate::learned_lead_time(&inflight::resize_durations(&history)),
+        resize_lead: inflight::learned_lead(&history),
     });
     let claim = inflight::resize_state(claim, &history, seen.as_ref(), s.resize_timeout, now);
     // Bound (it has a volume) yet no size reported: nothing to grow from, nothing to compare with.

@@ -81,9 +81,11 @@ pub fn stamp_landing(history: &mut [Action], seen: Option<&Seen>) -> bool {
     }
 }
 
-/// How long this claim's resizes took (oldest first), for `rate::learned_lead_time`.
-pub fn resize_durations(history: &[Action]) -> Vec<SignedDuration> {
-    history.iter().filter_map(Action::took).collect()
+/// The lead time this claim's own resizes have shown (`rate::learned_lead_time` of how long each
+/// took, from its PATCH to `landed`); `None` until one has landed.
+pub fn learned_lead(history: &[Action]) -> Option<SignedDuration> {
+    let took: Vec<SignedDuration> = history.iter().filter_map(Action::took).collect();
+    crate::decide::rate::learned_lead_time(&took)
 }
 
 /// The claim's resize state with what its own status cannot show: a resize whose only trace is

@@ -326,7 +326,7 @@ fn the_first_measurement_showing_growth_stamps_the_landing_once() {
     assert_eq!(h[0].landed, None, "only the newest action");
     // Later measurements do not move it.
     assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(90)))));
-    assert_eq!(resize_durations(&h), vec![SignedDuration::from_secs(45)]);
+    assert_eq!(learned_lead(&h), Some(SignedDuration::from_secs(45)));
     assert!(!stamp_landing(&mut [], Some(&seen(12 * GI, t(45)))));
 }
 

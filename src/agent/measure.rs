@@ -13,7 +13,7 @@
 //! that follows decides and arms its trigger afresh.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -87,9 +87,7 @@ impl Trigger {
     }
 
     pub fn crossed(&self, m: &Measurement) -> bool {
-        m.used_percent() >= self.used_percent
-            || (self.min_available > 0 && m.available_bytes < self.min_available)
-            || (m.inodes_total > 0 && m.inode_percent() >= self.inode_percent)
+        m.crosses(self.used_percent, self.min_available, self.inode_percent)
     }
 
     /// Seconds to the usage or minAvailable line at `rate` bytes per second; `None` when not
@@ -173,7 +171,13 @@ impl Watchlist {
     /// After a scan: watch each measured volume whose policy has a trigger, armed when it does
     /// not fire now (one that fires was just decided on; the scan loop looks at it again on its
     /// own).
-    pub fn set(&self, volumes: &[Volume], triggers: &HashMap<PathBuf, Trigger>) {
+    /// `rates`: each volume's fill rate from the samples the scan just recorded.
+    pub fn set(
+        &self,
+        volumes: &[Volume],
+        triggers: &HashMap<PathBuf, Trigger>,
+        rates: &HashMap<&Path, f64>,
+    ) {
         let now = Instant::now();
         let mut current = self.lock();
         // A volume already watched keeps its turn: the scan just measured it, and measuring every
@@ -184,7 +188,7 @@ impl Watchlist {
             .filter_map(|v| {
                 let trigger = *triggers.get(&v.path)?;
                 let m = v.measurement?;
-                let rate = self.samples.rate(&v.path);
+                let rate = rates.get(v.path.as_path()).copied();
                 let w = Watched {
                     volume: v.clone(),
                     trigger,

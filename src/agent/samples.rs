@@ -59,12 +59,6 @@ impl Samples {
         rate::estimate(s.make_contiguous())
     }
 
-    /// The estimated fill rate from the samples kept; `None` with too few.
-    pub fn rate(&self, path: &Path) -> Option<f64> {
-        let mut series = self.lock();
-        rate::estimate(series.get_mut(path)?.make_contiguous())
-    }
-
     /// Forgets volumes no longer mounted here.
     pub fn retain(&self, keep: impl Fn(&Path) -> bool) {
         self.lock().retain(|p, _| keep(p));
@@ -89,16 +83,17 @@ mod tests {
         let p = Path::new("/v");
         let t0 = s.origin;
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut last = None;
+        let (mut last, mut close) = (None, None);
         for i in 0..(rate::MIN_INTERVALS as u64 + 1) {
             last = s.record(p, 1_000 + 500 * i, at(1_000 * i));
             // A second measurement 10 ms later is not a sample of its own.
-            s.record(p, 9_999_999, at(1_000 * i + 10));
+            close = s.record(p, 9_999_999, at(1_000 * i + 10));
         }
         assert_eq!(last, Some(500.0));
-        assert_eq!(s.rate(p), Some(500.0));
-        assert_eq!(s.rate(Path::new("/other")), None);
-        s.retain(|p| p != Path::new("/v"));
+        assert_eq!(close, Some(500.0));
+        let other = Path::new("/other");
+        assert_eq!(s.record(other, 1, at(0)), None);
+        s.retain(|q| q != p && q != other);
         assert!(s.is_empty());
     }
 
@@ -106,10 +101,11 @@ mod tests {
     fn the_series_is_bounded() {
         let s = Samples::default();
         let p = Path::new("/v");
+        let mut last = None;
         for i in 0..(3 * rate::MAX_SAMPLES as u64) {
-            s.record(p, i, s.origin + Duration::from_secs(i));
+            last = s.record(p, i, s.origin + Duration::from_secs(i));
         }
         assert_eq!(s.lock()[p].len(), rate::MAX_SAMPLES);
-        assert_eq!(s.rate(p), Some(1.0));
+        assert_eq!(last, Some(1.0));
     }
 }

@@ -18,7 +18,6 @@ use super::samples::Samples;
 use super::shutdown::Shutdown;
 use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
-use crate::decide::rate;
 use crate::decide::{VolumeRole, WalHealth};
 use crate::events::Events;
 use crate::http::AdminState;
@@ -308,10 +307,10 @@ impl Scanner {
                 .triggers
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            t.retain(|path, _| volumes.iter().any(|v| &v.path == path));
+            t.retain(|path, _| mounted.contains(path.as_path()));
             t.clone()
         };
-        self.watchlist.set(&volumes, &triggers);
+        self.watchlist.set(&volumes, &triggers, &rates);
         Ok(reports)
     }
 
@@ -412,7 +411,7 @@ impl Work {
     }
 
     fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
-        let learned = rate::learned_lead_time(&inflight::resize_durations(&eval.history));
+        let learned = inflight::learned_lead(&eval.history);
         let trigger = eval
             .policy
             .as_ref()

@@ -212,16 +212,21 @@ fn round_size(bytes: u64, current: u64) -> u64 {
 
 fn is_critical(inputs: &Inputs, policy: &Policy) -> bool {
     let e = &policy.emergency_grow;
-    let m = &inputs.measurement;
-    m.used_percent() >= f64::from(e.critical_threshold)
-        || m.available_bytes < e.critical_minimum_free
+    let no_inode_line = f64::INFINITY;
+    inputs.measurement.crosses(
+        f64::from(e.critical_threshold),
+        e.critical_minimum_free,
+        no_inode_line,
+    )
 }
 
 fn threshold_need(inputs: &Inputs, policy: &Policy, predicted: &mut bool) -> Need {
     let m = &inputs.measurement;
-    let triggered = m.used_percent() >= f64::from(policy.usage_threshold)
-        || (policy.min_available > 0 && m.available_bytes < policy.min_available)
-        || (m.inodes_total > 0 && m.inode_percent() >= f64::from(policy.inode_threshold));
+    let triggered = m.crosses(
+        f64::from(policy.usage_threshold),
+        policy.min_available,
+        f64::from(policy.inode_threshold),
+    );
     let rate = if policy.predictive.enabled {
         inputs.fill_rate
     } else {

@@ -36,6 +36,15 @@ impl Measurement {
             self.inodes_used as f64 * 100.0 / self.inodes_total as f64
         }
     }
+
+    /// At or past a line: `used_percent` used, under `min_available` bytes free (0: no such
+    /// line), or `inode_percent` of inodes used (on filesystems with an inode limit). The
+    /// engine's threshold and emergency lines, and the measurement loop's triggers.
+    pub fn crosses(&self, used_percent: f64, min_available: u64, inode_percent: f64) -> bool {
+        self.used_percent() >= used_percent
+            || (min_available > 0 && self.available_bytes < min_available)
+            || (self.inodes_total > 0 && self.inode_percent() >= inode_percent)
+    }
 }
 
 /// Where the claim's last resize stands, as read from its spec and status.
