@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use support::kube::cluster::KubeCluster;
@@ -71,8 +71,8 @@ fn watch_peak(mount: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<
 }
 
 /// Writes at `rate` bytes per second (in 10 ms steps, catching up after a stall) until `end`
-/// bytes are in the file; adds the time writes failed for lack of space to `failing`.
-fn fill_at(mount: &Path, from: u64, end: u64, rate: f64, failing: Arc<AtomicU64>) {
+/// bytes are in the file; returns how long writes failed for lack of space (ms).
+fn fill_at(mount: &Path, from: u64, end: u64, rate: f64) -> u64 {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(mount.join("fill"))
@@ -83,6 +83,7 @@ fn fill_at(mount: &Path, from: u64, end: u64, rate: f64, failing: Arc<AtomicU64>
     let give_up =
         start + Duration::from_secs_f64((end - from) as f64 / rate) + Duration::from_secs(60);
     let mut written = from;
+    let mut failing_ms = 0;
     let mut full_since: Option<Instant> = None;
     while written < end && Instant::now() < give_up {
         let due = from + (rate * start.elapsed().as_secs_f64()) as u64;
@@ -92,7 +93,7 @@ fn fill_at(mount: &Path, from: u64, end: u64, rate: f64, failing: Arc<AtomicU64>
                 Ok(k) => {
                     written += k as u64;
                     if let Some(t) = full_since.take() {
-                        failing.fetch_add(t.elapsed().as_millis() as u64, Ordering::SeqCst);
+                        failing_ms += t.elapsed().as_millis() as u64;
                     }
                 }
                 Err(_) => {
@@ -104,8 +105,9 @@ fn fill_at(mount: &Path, from: u64, end: u64, rate: f64, failing: Arc<AtomicU64>
         std::thread::sleep(Duration::from_millis(10));
     }
     if let Some(t) = full_since {
-        failing.fetch_add(t.elapsed().as_millis() as u64, Ordering::SeqCst);
+        failing_ms += t.elapsed().as_millis() as u64;
     }
+    failing_ms
 }
 
 struct Row {
@@ -144,25 +146,19 @@ fn run_rate(plan: &Plan, rate_mb: f64, start_share: f64) -> [Row; 2] {
     let stop = Arc::new(AtomicBool::new(false));
     let end = (size as f64 * plan.end_share) as u64;
     let from = (size as f64 * start_share) as u64;
-    let mut work = Vec::new();
-    for m in &mounts {
-        let failing = Arc::new(AtomicU64::new(0));
-        let peak = watch_peak(m.clone(), stop.clone());
-        let (m2, f2) = (m.clone(), failing.clone());
-        let filler = std::thread::spawn(move || fill_at(&m2, from, end, rate_mb * MB, f2));
-        work.push((peak, filler, failing));
-    }
-    let mut fillers = Vec::new();
-    let mut peaks = Vec::new();
-    for (peak, filler, failing) in work {
-        fillers.push((filler, failing));
-        peaks.push(peak);
-    }
-    let mut failed = Vec::new();
-    for (filler, failing) in fillers {
-        filler.join().expect("filler");
-        failed.push(failing.load(Ordering::SeqCst));
-    }
+    let (peaks, fillers): (Vec<_>, Vec<_>) = mounts
+        .iter()
+        .map(|m| {
+            let peak = watch_peak(m.clone(), stop.clone());
+            let target = m.clone();
+            let filler = std::thread::spawn(move || fill_at(&target, from, end, rate_mb * MB));
+            (peak, filler)
+        })
+        .unzip();
+    let failed: Vec<u64> = fillers
+        .into_iter()
+        .map(|f| f.join().expect("filler"))
+        .collect();
     // Whatever is in flight lands.
     std::thread::sleep(plan.resize_delay + Duration::from_secs(2));
     stop.store(true, Ordering::SeqCst);
