@@ -29,6 +29,22 @@ impl Notice {
     }
 }
 
+/// `walSafety.alertOnResize`: a volume holding WAL was grown. Growth there can hide a WAL fault
+/// (archiving that stopped, a slot nobody reads), so a person is told even when every check
+/// passed.
+pub fn wal_resized(report: &VolumeReport, note: &str) -> Notice {
+    let role = match report.role {
+        crate::decide::VolumeRole::Wal => "WAL volume",
+        _ => "data volume holding WAL",
+    };
+    Notice::warning(
+        "WALVolumeResized",
+        format!(
+            "{role} grown ({note}): check WAL archiving and replication slots (headroom wal-health) before it grows again"
+        ),
+    )
+}
+
 /// What a decision has to say, if anything. Notes are stable across scans (no live usage
 /// numbers), so the same situation is announced once.
 pub fn notice_for(report: &VolumeReport) -> Option<Notice> {

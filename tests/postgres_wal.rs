@@ -48,7 +48,7 @@ fn decide_with(
     };
     policy.wal_safety.acknowledge_wal_risk = acknowledge;
     policy.wal_safety.max_pending_wal_files = max_pending;
-    policy.wal_safety.max_slot_retention_bytes = max_slot;
+    policy.wal_safety.max_slot_retention_bytes = Some(max_slot);
     let claim = ClaimState {
         request_bytes: 10 * GI,
         capacity_bytes: 10 * GI,
@@ -144,7 +144,9 @@ async fn s1_working_archive_is_healthy_and_backlog_drains() {
         (Some(true), Some(true), Some(0))
     );
     assert!(v.sources.volume && !v.sources.sql);
-    assert_eq!(v.inactive_slots, None, "slots are unknown without SQL");
+    // The data directory's pg_replslot answers without SQL (issue 21): no slots here.
+    assert_eq!(v.inactive_slots, Some(vec![]), "slots come from the volume");
+    assert_eq!(v.detail.archive_mode.as_deref(), Some("on"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,13 +321,15 @@ async fn s4_archive_mode_off_is_not_configured() {
         d.notes.iter().any(|n| n.contains("not configured")),
         "{d:?}"
     );
-    // Without SQL, no markers: archiving may be off or idle, so it is unknown.
+    // Without SQL: the configuration files on the volume say archive_mode is off (issue 21;
+    // before, no markers left it unknown).
     let v = gather(Some(&c.data), None, 100, Timestamp::now()).await;
     assert_eq!(
         (v.archive_configured, v.archive_healthy),
-        (None, None),
+        (Some(false), None),
         "{v:?}"
     );
+    assert_eq!(v.detail.archive_mode.as_deref(), Some("off"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,7 +348,8 @@ async fn s5_s6_unreachable_server_is_unknown_with_clear_errors() {
                 h.archive_healthy,
                 h.inactive_slots.clone()
             ),
-            (Some(true), Some(true), None)
+            // The volume still answers for all three when SQL fails (slots from pg_replslot).
+            (Some(true), Some(true), Some(vec![]))
         );
         let e = h
             .detail
@@ -419,9 +424,11 @@ async fn s5_s6_unreachable_server_is_unknown_with_clear_errors() {
     let e = sql_error(&h);
     assert!(e.contains("refused"), "{e}");
     assert!(h.sources.volume);
-    // Unknown fails open, with a note: slots unknown (volume answered), or everything unknown.
+    // The volume answers for the slots too (issue 21: none here), so a stopped server leaves
+    // nothing unknown to fail open on.
     let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
-    assert!(d.notes.iter().any(|n| n.contains("slots unknown")), "{d:?}");
+    assert_eq!(h.inactive_slots, Some(vec![]));
+    assert!(!d.notes.iter().any(|n| n.contains("unknown")), "{d:?}");
     let sql_only = gather(
         None,
         Some(&target(&c, "headroom", &good, "disable")),

@@ -178,6 +178,21 @@ impl Actor<'_> {
                     quantity::format(to)
                 );
                 tracing::info!(pvc = %key, %note, "resized");
+                let holds_wal = report.role == crate::decide::VolumeRole::Wal
+                    || report
+                        .wal
+                        .as_ref()
+                        .is_some_and(|w| w.detail.wal_on_volume == Some(true));
+                if holds_wal
+                    && eval
+                        .policy
+                        .as_ref()
+                        .is_some_and(|p| p.wal_safety.alert_on_resize)
+                {
+                    self.events
+                        .publish(pvc, crate::events::wal_resized(report, &note))
+                        .await;
+                }
                 self.events
                     .publish(
                         pvc,

@@ -18,6 +18,7 @@ pub mod shutdown;
 #[cfg(test)]
 mod trace_tests;
 mod trim;
+mod wal;
 pub mod world;
 
 pub use crate::report::{MeasuredBy, VolumeReport};

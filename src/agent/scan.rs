@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
-use super::evaluate::{Evaluation, Subject, guarded, postgres_facts};
+use super::evaluate::{Evaluation, Subject, guarded};
 use super::inflight;
 use super::kubelet::{KubeletStats, KubeletVolume};
 use super::measure::{Trigger, Watchlist};
@@ -18,11 +18,10 @@ use super::samples::Samples;
 use super::shutdown::Shutdown;
 use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
-use crate::decide::{VolumeRole, WalHealth};
+use crate::decide::WalHealth;
 use crate::events::Events;
 use crate::http::AdminState;
 use crate::k8s::roles;
-use crate::policy::defaults;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
 
@@ -57,6 +56,8 @@ struct Work {
     triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Trigger>>,
     /// Each volume's recent usage, from scans and the fast loop: its fill rate.
     samples: Arc<Samples>,
+    /// What earlier scans saw of each data directory's replication slots.
+    slots: std::sync::Mutex<crate::postgres::slots::Tracker>,
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
@@ -89,6 +90,7 @@ impl Scanner {
                 prober: probe::Prober::new(cfg.kubelet_root.clone(), cfg.probe_timeout),
                 retried: Default::default(),
                 triggers: Default::default(),
+                slots: Default::default(),
                 samples,
                 cfg,
                 client,
@@ -224,6 +226,7 @@ impl Scanner {
                     .as_ref()
                     .and_then(|n| kubelet.get(&(ns.clone(), n.clone())).copied()),
                 fill_rate: rates.get(vol.path.as_path()).copied(),
+                data_mount: super::wal::data_mount(&pod, &claims, &volumes),
                 pod,
                 claims,
                 class,
@@ -390,7 +393,16 @@ impl Work {
             };
             let mut eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
             if wal.is_none()
-                && let Some(health) = self.wal_health(&subject, &eval, &ctx.creds, now).await
+                && let Some(health) = super::wal::health(
+                    &self.prober,
+                    &self.slots,
+                    &subject,
+                    eval.policy.as_ref(),
+                    &ctx.creds,
+                    ctx.data_mount.as_deref(),
+                    now,
+                )
+                .await
             {
                 wal = Some(health);
                 eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
@@ -425,62 +437,6 @@ impl Work {
             None => t.remove(path),
         };
     }
-
-    /// WAL health for a volume that holds its instance's WAL; `None` for any other volume.
-    async fn wal_health(
-        &self,
-        s: &Subject<'_>,
-        eval: &Evaluation,
-        creds: &Credentials,
-        now: Timestamp,
-    ) -> Option<WalHealth> {
-        // Only a claim that opted in (a valid, enabled policy) has its volume read or its server
-        // asked: the others are measured for metrics and nothing more.
-        if !eval.policy.as_ref().is_some_and(|p| p.enabled) {
-            return None;
-        }
-        let (role, wal_on_data, _) = postgres_facts(s).ok()?;
-        if !(role == VolumeRole::Wal || (role == VolumeRole::Data && wal_on_data)) {
-            return None;
-        }
-        let max_pending = eval
-            .policy
-            .as_ref()
-            .map_or(defaults::MAX_PENDING_WAL_FILES, |p| {
-                p.wal_safety.max_pending_wal_files
-            });
-        let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone());
-        // The pod's namespace and owner choose the credential, never its labels.
-        let sql = match (creds.for_pod(s.pod).cloned(), pod_ip) {
-            // Reading the password file is blocking I/O: keep it off the async workers.
-            (Some(cred), Some(ip)) => {
-                tokio::task::spawn_blocking(move || pgconn::target(&cred, &ip))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-                    .map_err(|e| tracing::warn!(error = %e, "Postgres credential unusable"))
-                    .ok()
-            }
-            _ => None,
-        };
-        // The WAL directory is under the volume's mount: bounded like statfs, and not read again
-        // while an earlier read (or statfs) of this mount is stuck.
-        let path = s.volume.path.clone();
-        let from_volume = async {
-            let read = self
-                .prober
-                .in_flight()
-                .run(&s.volume.path, self.prober.deadline(), move || {
-                    crate::postgres::volume::inspect(&path, now)
-                })
-                .await;
-            Some(match read {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(e) => Err(format!("reading the WAL directory: {e}")),
-            })
-        };
-        Some(crate::postgres::gather_with(from_volume, sql.as_ref(), max_pending, now).await)
-    }
 }
 
 struct VolumeCtx {
@@ -494,4 +450,6 @@ struct VolumeCtx {
     group_size: Option<u64>,
     kubelet: Option<KubeletVolume>,
     fill_rate: Option<f64>,
+    /// The pod's Postgres data volume, for a WAL volume's data directory.
+    data_mount: Option<std::path::PathBuf>,
 }

@@ -9,8 +9,25 @@ use tokio_postgres::config::SslMode;
 
 use crate::cli::{Format, SslModeArg, WalHealthArgs};
 use crate::decide::WalHealth;
-use crate::postgres::{SqlTarget, WalError, gather};
+use crate::postgres::health::{self, Limits, VolumeRead, combine, read_volumes};
+use crate::postgres::slots::Tracker;
+use crate::postgres::{SqlTarget, WalError};
 use crate::quantity::human;
+
+/// What `wal-health` prints: the combined answer (what the agent would use), and each source's
+/// own answer beside it.
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    #[serde(flatten)]
+    used: WalHealth,
+    by_source: BySource,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct BySource {
+    volume: Option<WalHealth>,
+    sql: Option<WalHealth>,
+}
 
 pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
     if args.pgdata.is_none() && args.dsn.is_none() {
@@ -26,18 +43,45 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
         .build()
         .map_err(WalError::Runtime)?;
     let now = jiff::Timestamp::now();
-    let health = runtime.block_on(gather(
-        args.pgdata.as_deref(),
-        target.as_ref(),
-        args.max_pending_wal_files,
-        now,
-    ));
+    let limits = Limits::from(args.max_pending_wal_files);
+    let (read, sql) = runtime.block_on(async {
+        tokio::join!(
+            read_volume(args.pgdata.clone(), now),
+            health::query(target.as_ref())
+        )
+    });
+    let alone = |read: VolumeRead, sql| combine(read, sql, &mut Tracker::default(), limits, now);
+    let report = Report {
+        used: alone(read.clone(), sql.clone()),
+        by_source: BySource {
+            volume: args.pgdata.is_some().then(|| alone(read, None)),
+            sql: sql.is_some().then(|| alone(VolumeRead::default(), sql)),
+        },
+    };
     let text = match args.format {
-        Format::Json => serde_json::to_string_pretty(&health).map_err(WalError::Json)? + "\n",
-        Format::Table => table(&health),
+        Format::Json => serde_json::to_string_pretty(&report).map_err(WalError::Json)? + "\n",
+        Format::Table => side_by_side(&report),
     };
     super::output::emit(&text).map_err(WalError::Output)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the data directory and its `pg_wal` on a blocking thread, within the same deadline the
+/// agent gives a volume: a hung mount is reported, not waited for.
+async fn read_volume(pgdata: Option<std::path::PathBuf>, now: jiff::Timestamp) -> VolumeRead {
+    let Some(path) = pgdata else {
+        return VolumeRead::default();
+    };
+    let shown = path.display().to_string();
+    let read = tokio::task::spawn_blocking(move || read_volumes(&path, Some(&path), now));
+    match tokio::time::timeout(health::VOLUME_READ_TIMEOUT, read).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => health::failed(format!("volume reader task: {e}")),
+        Err(_) => health::failed(format!(
+            "{shown}: no answer within {}s",
+            health::VOLUME_READ_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
@@ -77,36 +121,56 @@ fn yes_no(v: Option<bool>) -> String {
     opt(v.map(|b| if b { "yes" } else { "no" }))
 }
 
-/// Human-readable form; `unknown` where the JSON has `null`.
+/// The facts shown, each as one line of text per answer.
+fn facts(h: &WalHealth) -> Vec<(&'static str, String)> {
+    vec![
+        ("archive configured", yes_no(h.archive_configured)),
+        ("archive healthy", yes_no(h.archive_healthy)),
+        ("archive_mode", opt(h.detail.archive_mode.clone())),
+        ("pending files", opt(h.pending_files)),
+        (
+            "oldest pending",
+            opt(h.oldest_pending_seconds.map(|s| format!("{s}s"))),
+        ),
+        ("failed count", opt(h.detail.failed_count)),
+        ("last archived", opt(h.detail.last_archived_time)),
+        ("last failed", opt(h.detail.last_failed_time)),
+        ("in recovery", yes_no(h.detail.in_recovery)),
+        ("role", opt(h.detail.role.map(|r| r.as_str()))),
+        ("wal bytes", opt(h.detail.wal_bytes.map(human))),
+        ("wal on this volume", yes_no(h.detail.wal_on_volume)),
+    ]
+}
+
+fn slots(h: &WalHealth) -> Vec<String> {
+    match &h.inactive_slots {
+        None => vec!["unknown".into()],
+        Some(s) if s.is_empty() => vec!["none".into()],
+        Some(slots) => slots
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} retains {} ({})",
+                    s.name,
+                    human(s.retained_bytes),
+                    s.activity.as_str()
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Human-readable form of one answer; `unknown` where the JSON has `null`.
 pub fn table(h: &WalHealth) -> String {
     let mut out = String::new();
     let mut row = |k: &str, v: String| {
         let _ = writeln!(out, "{k:<24}{v}");
     };
-    row("archive configured", yes_no(h.archive_configured));
-    row("archive healthy", yes_no(h.archive_healthy));
-    row("pending files", opt(h.pending_files));
-    row(
-        "oldest pending",
-        opt(h.oldest_pending_seconds.map(|s| format!("{s}s"))),
-    );
-    row("failed count", opt(h.detail.failed_count));
-    row("last archived", opt(h.detail.last_archived_time));
-    row("last failed", opt(h.detail.last_failed_time));
-    row("in recovery", yes_no(h.detail.in_recovery));
-    row("wal bytes", opt(h.detail.wal_bytes.map(human)));
-    row("wal on this volume", yes_no(h.detail.wal_on_volume));
-    match &h.inactive_slots {
-        None => row("inactive slots", "unknown".into()),
-        Some(s) if s.is_empty() => row("inactive slots", "none".into()),
-        Some(slots) => {
-            for s in slots {
-                row(
-                    "inactive slot",
-                    format!("{} retains {}", s.name, human(s.retained_bytes)),
-                );
-            }
-        }
+    for (k, v) in facts(h) {
+        row(k, v);
+    }
+    for s in slots(h) {
+        row("inactive slot", s);
     }
     let mut sources: Vec<&str> = Vec::new();
     if h.sources.volume {
@@ -129,6 +193,28 @@ pub fn table(h: &WalHealth) -> String {
     }
     for e in &h.detail.errors {
         row("error", e.clone());
+    }
+    for d in &h.detail.disagreements {
+        row("disagreement", d.clone());
+    }
+    out
+}
+
+/// The combined answer, then each source's answer beside it where both were asked.
+fn side_by_side(r: &Report) -> String {
+    let (Some(v), Some(s)) = (&r.by_source.volume, &r.by_source.sql) else {
+        return table(&r.used);
+    };
+    let mut out = table(&r.used);
+    let _ = writeln!(out, "\n{:<24}{:<28}sql", "by source", "volume");
+    for ((k, a), (_, b)) in facts(v).into_iter().zip(facts(s)) {
+        let mark = if a == b { "" } else { "  (differ)" };
+        let _ = writeln!(out, "{k:<24}{a:<28}{b}{mark}");
+    }
+    let (a, b) = (slots(v), slots(s));
+    for i in 0..a.len().max(b.len()) {
+        let get = |x: &[String]| x.get(i).cloned().unwrap_or_default();
+        let _ = writeln!(out, "{:<24}{:<28}{}", "inactive slot", get(&a), get(&b));
     }
     out
 }
@@ -166,17 +252,18 @@ mod tests {
             inactive_slots: Some(vec![SlotRetention {
                 name: "stuck".into(),
                 retained_bytes: 48 << 20,
+                activity: crate::decide::SlotActivity::Inactive,
             }]),
             ..Default::default()
         };
         h.detail.errors.push("sql: refused".into());
         let t = table(&h);
-        assert!(t.contains("stuck retains 48.0Mi"), "{t}");
+        assert!(t.contains("stuck retains 48.0Mi (inactive)"), "{t}");
         assert!(t.contains("error                   sql: refused"), "{t}");
         let v = serde_json::to_value(&h).unwrap();
         assert_eq!(
             v["inactive_slots"],
-            serde_json::json!([{"name": "stuck", "retained_bytes": 48u64 << 20}])
+            serde_json::json!([{"name": "stuck", "retained_bytes": 48u64 << 20, "activity": "inactive"}])
         );
         let back: WalHealth = serde_json::from_value(v).unwrap();
         assert_eq!(back, h);

@@ -177,10 +177,56 @@ impl VolumeFacts {
     }
 }
 
+/// A replication slot not known to be in use, and the WAL it holds back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotRetention {
     pub name: String,
     pub retained_bytes: u64,
+    #[serde(default)]
+    pub activity: SlotActivity,
+}
+
+/// Whether a slot is in use: SQL's `pg_replication_slots.active`, or, from the volume, whether
+/// its `restart_lsn` moves (see `postgres::slots`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotActivity {
+    Active,
+    /// SQL says no process holds it, or the volume saw it stand still while WAL advanced.
+    #[default]
+    Inactive,
+    /// Not yet seen long enough to tell (the volume's view only).
+    Unknown,
+}
+
+impl SlotActivity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotActivity::Active => "active",
+            SlotActivity::Inactive => "inactive",
+            SlotActivity::Unknown => "unknown",
+        }
+    }
+}
+
+/// The server's role, from `pg_is_in_recovery()` or the data directory's signal files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerRole {
+    Primary,
+    Standby,
+    /// `recovery.signal`: a point-in-time restore not yet promoted.
+    Recovery,
+}
+
+impl ServerRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerRole::Primary => "primary",
+            ServerRole::Standby => "standby",
+            ServerRole::Recovery => "recovery",
+        }
+    }
 }
 
 /// What answered when WAL health was gathered.
@@ -199,7 +245,8 @@ pub struct WalHealth {
     pub archive_healthy: Option<bool>,
     pub pending_files: Option<u64>,
     pub oldest_pending_seconds: Option<u64>,
-    /// Inactive replication slots and the WAL they hold back; `None` when slots are unknown.
+    /// Replication slots not known to be in use and the WAL they hold back; `None` when slots
+    /// are unknown.
     pub inactive_slots: Option<Vec<SlotRetention>>,
     pub sources: WalSources,
     pub observed_at: Option<Timestamp>,
@@ -213,6 +260,14 @@ pub struct WalHealth {
 pub struct WalDetail {
     #[serde(default)]
     pub in_recovery: Option<bool>,
+    #[serde(default)]
+    pub role: Option<ServerRole>,
+    /// `backup_label` in the data directory: a restored base backup that has not finished
+    /// recovery.
+    #[serde(default)]
+    pub restoring_backup: bool,
+    #[serde(default)]
+    pub archive_mode: Option<String>,
     #[serde(default)]
     pub failed_count: Option<u64>,
     #[serde(default)]
@@ -231,6 +286,9 @@ pub struct WalDetail {
     /// Why a source did not answer.
     #[serde(default)]
     pub errors: Vec<String>,
+    /// Where the volume and SQL both answered and said different things (SQL was used).
+    #[serde(default)]
+    pub disagreements: Vec<String>,
 }
 
 /// The policy as the engine sees it: valid, or refused at some level.

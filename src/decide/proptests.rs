@@ -45,7 +45,8 @@ prop_compose! {
         ack in any::<bool>(),
         require in any::<bool>(),
         max_pending in 0u64..200,
-        max_slot in 0u64..20 * GI,
+        max_slot in proptest::option::of(0u64..20 * GI),
+        max_age in proptest::option::of(0u64..3600),
         predictive in any::<bool>(),
         lead_s in 1i64..600,
     ) -> Policy {
@@ -81,6 +82,8 @@ prop_compose! {
                 require_archive_healthy: require,
                 max_pending_wal_files: max_pending,
                 max_slot_retention_bytes: max_slot,
+                max_pending_wal_age_seconds: max_age.unwrap_or(900),
+                alert_on_resize: true,
             },
         }
     }
@@ -104,6 +107,11 @@ pub(super) fn wal() -> impl Strategy<Value = Option<WalHealth>> {
                         .map(|(i, b)| SlotRetention {
                             name: format!("s{i}"),
                             retained_bytes: b,
+                            activity: if i % 2 == 0 {
+                                SlotActivity::Inactive
+                            } else {
+                                SlotActivity::Unknown
+                            },
                         })
                         .collect()
                 }),
@@ -182,15 +190,20 @@ fn wal_unsafe(p: &Policy, f: &VolumeFacts, w: Option<&WalHealth>) -> bool {
         return true;
     }
     let Some(w) = w else { return false };
-    w.pending_files
-        .is_some_and(|n| n > p.wal_safety.max_pending_wal_files)
+    // 0 and unset limits are off (the CloudNativePG RFC's meaning); a server that does not
+    // archive has no backlog at fault.
+    let max_pending = p.wal_safety.max_pending_wal_files;
+    let max_slot = p.wal_safety.max_slot_retention_bytes.unwrap_or(0);
+    (w.archive_configured != Some(false)
+        && max_pending > 0
+        && w.pending_files.is_some_and(|n| n > max_pending))
         || (w.archive_configured != Some(false)
             && w.archive_healthy == Some(false)
             && p.wal_safety.require_archive_healthy)
-        || w.inactive_slots.as_ref().is_some_and(|s| {
-            s.iter()
-                .any(|s| s.retained_bytes > p.wal_safety.max_slot_retention_bytes)
-        })
+        || (max_slot > 0
+            && w.inactive_slots
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|s| s.retained_bytes > max_slot)))
 }
 
 /// Entries the budget counts: inside the window and not beyond the clock-skew allowance.

@@ -283,15 +283,34 @@ fn wal_gates_on_wal_volume() {
     let slot = SlotRetention {
         name: "stuck".into(),
         retained_bytes: 11 * GI,
+        activity: SlotActivity::Inactive,
     };
     c.wal = Some(WalHealth {
-        inactive_slots: Some(vec![slot]),
+        inactive_slots: Some(vec![slot.clone()]),
         ..healthy_wal()
     });
-    assert_eq!(
-        c.run().blocked_reason(),
-        Some(BlockReason::WalSlotRetention)
+    // maxSlotRetentionBytes is unset by default: off, as in the RFC.
+    assert!(c.run().grow_to().is_some());
+    let mut limited = p.clone();
+    limited.wal_safety.max_slot_retention_bytes = Some(10 * GI);
+    let mut c2 = Case::new(&limited, 10 * GI, 9 * GI);
+    c2.facts.role = VolumeRole::Wal;
+    c2.wal = c.wal.clone();
+    let d = c2.run();
+    assert_eq!(d.blocked_reason(), Some(BlockReason::WalSlotRetention));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("stuck") && n.contains("11.0Gi")),
+        "{:?}",
+        d.notes
     );
+    // 0 is off too.
+    limited.wal_safety.max_slot_retention_bytes = Some(0);
+    let mut c3 = Case::new(&limited, 10 * GI, 9 * GI);
+    c3.facts.role = VolumeRole::Wal;
+    c3.wal = c.wal.clone();
+    assert!(c3.run().grow_to().is_some());
     // Not configured: does not block, says so.
     c.wal = Some(WalHealth {
         archive_configured: Some(false),

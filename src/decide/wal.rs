@@ -1,8 +1,9 @@
 //! WAL safety: growth must not hide a volume that fills because WAL cannot be recycled.
 
 use super::decision::BlockReason;
-use super::inputs::{Inputs, VolumeRole};
+use super::inputs::{Inputs, SlotActivity, VolumeRole};
 use crate::policy::Policy;
+use crate::quantity::human;
 
 /// Returns the reason growth of a WAL-holding volume is unsafe, adding notes where health is
 /// unknown (fail open: a database that does not answer must not stop an emergency).
@@ -18,10 +19,16 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
         notes.push("WAL health unknown: growing anyway (fail open)".to_string());
         return None;
     };
-    if wal
-        .pending_files
-        .is_some_and(|n| n > safety.max_pending_wal_files)
+    // A server that does not archive (a standby with `archive_mode: on`) has no backlog to be
+    // at fault: leftover `.ready` files are not a pile-up.
+    let max = safety.max_pending_wal_files;
+    if wal.archive_configured != Some(false)
+        && max > 0
+        && let Some(n) = wal.pending_files.filter(|&n| n > max)
     {
+        notes.push(format!(
+            "{n} WAL segments wait to be archived, over maxPendingWALFiles ({max})"
+        ));
         return Some(BlockReason::WalPendingFiles);
     }
     match (wal.archive_configured, wal.archive_healthy) {
@@ -29,6 +36,7 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
             "WAL archiving is not configured: requireArchiveHealthy does not block".to_string(),
         ),
         (_, Some(false)) if safety.require_archive_healthy => {
+            notes.extend(wal.detail.problems.iter().cloned());
             return Some(BlockReason::WalArchiveUnhealthy);
         }
         (_, None) => {
@@ -36,16 +44,32 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
         }
         _ => {}
     }
-    match &wal.inactive_slots {
-        Some(slots) => {
-            if slots
-                .iter()
-                .any(|s| s.retained_bytes > safety.max_slot_retention_bytes)
-            {
-                return Some(BlockReason::WalSlotRetention);
-            }
-        }
-        None => notes.push("replication slots unknown: growing anyway (fail open)".to_string()),
-    }
-    None
+    slots(wal, safety.max_slot_retention_bytes, notes)
+}
+
+/// A slot not known to be in use that holds back more WAL than the limit blocks growth: one
+/// still unknown counts too (the volume has not yet seen it move), so a stuck slot blocks from
+/// the first scan, and a slot in use unblocks once it is seen moving.
+fn slots(
+    wal: &super::inputs::WalHealth,
+    limit: Option<u64>,
+    notes: &mut Vec<String>,
+) -> Option<BlockReason> {
+    let limit = limit.filter(|&l| l > 0)?;
+    let Some(slots) = &wal.inactive_slots else {
+        notes.push("replication slots unknown: growing anyway (fail open)".to_string());
+        return None;
+    };
+    let over = slots.iter().find(|s| s.retained_bytes > limit)?;
+    let how = match over.activity {
+        SlotActivity::Unknown => "not yet seen in use",
+        _ => "inactive",
+    };
+    notes.push(format!(
+        "replication slot {} ({how}) retains {} of WAL, over maxSlotRetentionBytes ({})",
+        over.name,
+        human(over.retained_bytes),
+        human(limit)
+    ));
+    Some(BlockReason::WalSlotRetention)
 }

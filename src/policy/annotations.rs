@@ -118,6 +118,8 @@ mod tests {
                 require_archive_healthy: r(),
                 max_pending_wal_files: r(),
                 max_slot_retention_bytes: r(),
+                max_pending_wal_age: r(),
+                alert_on_resize: r(),
             },
             reclaim_space: ReclaimSpaceSpec {
                 enabled: r(),

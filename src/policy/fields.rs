@@ -86,6 +86,14 @@ pub const FIELDS: &[Field] = &[
         "walSafety.maxSlotRetentionBytes",
         "headroom.dev/wal-safety-max-slot-retention-bytes",
     ),
+    f(
+        "walSafety.maxPendingWALAge",
+        "headroom.dev/wal-safety-max-pending-wal-age",
+    ),
+    f(
+        "walSafety.alertOnResize",
+        "headroom.dev/wal-safety-alert-on-resize",
+    ),
     f("reclaimSpace.enabled", "headroom.dev/reclaim-space-enabled"),
     f(
         "reclaimSpace.schedule",
@@ -164,7 +172,9 @@ pub fn default_text(path: &str) -> Option<String> {
         "walSafety.acknowledgeWALRisk" => ACKNOWLEDGE_WAL_RISK.to_string(),
         "walSafety.requireArchiveHealthy" => REQUIRE_ARCHIVE_HEALTHY.to_string(),
         "walSafety.maxPendingWALFiles" => MAX_PENDING_WAL_FILES.to_string(),
-        "walSafety.maxSlotRetentionBytes" => q(MAX_SLOT_RETENTION_BYTES),
+        "walSafety.maxSlotRetentionBytes" => return MAX_SLOT_RETENTION_BYTES.map(q),
+        "walSafety.maxPendingWALAge" => MAX_PENDING_WAL_AGE.to_string(),
+        "walSafety.alertOnResize" => ALERT_ON_RESIZE.to_string(),
         "reclaimSpace.enabled" => RECLAIM_ENABLED.to_string(),
         "reclaimSpace.schedule" => RECLAIM_SCHEDULE.to_string(),
         "reclaimSpace.timezone" => RECLAIM_TIMEZONE.to_string(),

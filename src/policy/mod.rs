@@ -100,8 +100,14 @@ pub struct Predictive {
 pub struct WalSafety {
     pub acknowledge_wal_risk: bool,
     pub require_archive_healthy: bool,
+    /// 0 turns the check off (the CloudNativePG RFC's meaning).
     pub max_pending_wal_files: u64,
-    pub max_slot_retention_bytes: u64,
+    /// `None` (unset) or 0: off.
+    pub max_slot_retention_bytes: Option<u64>,
+    /// How long the oldest segment may wait to be archived; 0 turns the check off.
+    pub max_pending_wal_age_seconds: u64,
+    /// A Warning Event whenever a volume holding WAL is grown.
+    pub alert_on_resize: bool,
 }
 
 /// A complete, validated policy.
@@ -153,7 +159,11 @@ pub mod defaults {
     pub const ACKNOWLEDGE_WAL_RISK: bool = false;
     pub const REQUIRE_ARCHIVE_HEALTHY: bool = true;
     pub const MAX_PENDING_WAL_FILES: u64 = 100;
-    pub const MAX_SLOT_RETENTION_BYTES: u64 = 10 * GI;
+    /// `maxSlotRetentionBytes` is unset (off) unless given, as in the RFC.
+    pub const MAX_SLOT_RETENTION_BYTES: Option<u64> = None;
+    pub const MAX_PENDING_WAL_AGE: &str = "15m";
+    pub const MAX_PENDING_WAL_AGE_SECONDS: u64 = 15 * 60;
+    pub const ALERT_ON_RESIZE: bool = true;
     pub const RECLAIM_ENABLED: bool = false;
     pub const RECLAIM_SCHEDULE: &str = "@weekly";
     pub const RECLAIM_TIMEZONE: &str = "UTC";
@@ -195,6 +205,8 @@ impl Policy {
                 require_archive_healthy: REQUIRE_ARCHIVE_HEALTHY,
                 max_pending_wal_files: MAX_PENDING_WAL_FILES,
                 max_slot_retention_bytes: MAX_SLOT_RETENTION_BYTES,
+                max_pending_wal_age_seconds: MAX_PENDING_WAL_AGE_SECONDS,
+                alert_on_resize: ALERT_ON_RESIZE,
             },
         }
     }

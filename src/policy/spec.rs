@@ -82,6 +82,10 @@ pub struct WalSafetySpec {
     pub max_pending_wal_files: Option<Raw>,
     #[serde(rename = "maxSlotRetentionBytes", skip_serializing_if = "none")]
     pub max_slot_retention_bytes: Option<Raw>,
+    #[serde(rename = "maxPendingWALAge", skip_serializing_if = "none")]
+    pub max_pending_wal_age: Option<Raw>,
+    #[serde(rename = "alertOnResize", skip_serializing_if = "none")]
+    pub alert_on_resize: Option<Raw>,
 }
 
 /// `trigger`: when threshold mode grows before the threshold, from the volume's fill rate.
@@ -202,6 +206,8 @@ macro_rules! slot {
             "walSafety.requireArchiveHealthy" => Some($($r)+ $s.wal_safety.require_archive_healthy),
             "walSafety.maxPendingWALFiles" => Some($($r)+ $s.wal_safety.max_pending_wal_files),
             "walSafety.maxSlotRetentionBytes" => Some($($r)+ $s.wal_safety.max_slot_retention_bytes),
+            "walSafety.maxPendingWALAge" => Some($($r)+ $s.wal_safety.max_pending_wal_age),
+            "walSafety.alertOnResize" => Some($($r)+ $s.wal_safety.alert_on_resize),
             "reclaimSpace.enabled" => Some($($r)+ $s.reclaim_space.enabled),
             "reclaimSpace.schedule" => Some($($r)+ $s.reclaim_space.schedule),
             "reclaimSpace.timezone" => Some($($r)+ $s.reclaim_space.timezone),

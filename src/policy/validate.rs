@@ -162,20 +162,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         None => RESERVED_ACTIONS_FOR_EMERGENCY.min(max_actions),
     };
 
-    let acknowledge = c
-        .value("walSafety.acknowledgeWALRisk", boolean)
-        .unwrap_or(ACKNOWLEDGE_WAL_RISK);
-    let require_archive = c
-        .value("walSafety.requireArchiveHealthy", boolean)
-        .unwrap_or(REQUIRE_ARCHIVE_HEALTHY);
-    let max_pending = c
-        .value("walSafety.maxPendingWALFiles", |t| {
-            integer(t, 0, u64::MAX, "a number of WAL files, e.g. 100")
-        })
-        .unwrap_or(MAX_PENDING_WAL_FILES);
-    let max_slot = c
-        .value("walSafety.maxSlotRetentionBytes", size)
-        .unwrap_or(MAX_SLOT_RETENTION_BYTES);
+    let wal_safety = wal_safety(&mut c);
 
     // Cross-key errors.
     if min_step > max_step {
@@ -229,7 +216,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         c.warn("minStep", format!("{} is larger than limit ({}), so every step is capped at the limit; write a minStep below {}", q(min_step), q(l), q(l)));
     }
     mode_warnings(&mut c, mode);
-    if acknowledge && ctx.wal_has_own_volume == Some(true) {
+    if wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
         c.warn(
             "walSafety.acknowledgeWALRisk",
             "has no effect: WAL has its own volume, so this volume is not grown on WAL's account; remove it".into(),
@@ -276,10 +263,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.emergency_grow.critical_minimum_free = critical_minimum_free;
             p.emergency_grow.exceed_limit_on_emergency = exceed_limit;
             p.emergency_grow.reserved_actions_for_emergency = reserved;
-            p.wal_safety.acknowledge_wal_risk = acknowledge;
-            p.wal_safety.require_archive_healthy = require_archive;
-            p.wal_safety.max_pending_wal_files = max_pending;
-            p.wal_safety.max_slot_retention_bytes = max_slot;
+            p.wal_safety = wal_safety;
             Some(p)
         }
         _ => None,
@@ -328,6 +312,62 @@ fn duration(
     });
     // The defaults are constants of this crate, so they parse; the zero fallback is unreachable.
     v.unwrap_or_else(|| default.parse().unwrap_or(min))
+}
+
+/// The `walSafety` keys. 0 turns `maxPendingWALFiles`, `maxSlotRetentionBytes` and
+/// `maxPendingWALAge` off, as the CloudNativePG RFC defines them; headroom read 0 as "block on
+/// any" before, so a 0 is warned about.
+fn wal_safety(c: &mut Checker<'_>) -> super::WalSafety {
+    let max_pending = c
+        .value("walSafety.maxPendingWALFiles", |t| {
+            integer(
+                t,
+                0,
+                u64::MAX,
+                "a number of WAL files, e.g. 100; 0 turns the check off",
+            )
+        })
+        .unwrap_or(MAX_PENDING_WAL_FILES);
+    if max_pending == 0 && c.spec.get("walSafety.maxPendingWALFiles").is_some() {
+        c.warn(
+            "walSafety.maxPendingWALFiles",
+            "0 turns the pending-files check off (as in the CloudNativePG RFC); it no longer blocks on any pending segment: to block on one, write 1".into(),
+        );
+    }
+    let max_slot = c.value("walSafety.maxSlotRetentionBytes", size);
+    if max_slot == Some(0) {
+        c.warn(
+            "walSafety.maxSlotRetentionBytes",
+            "0 turns the slot check off (as in the CloudNativePG RFC); it no longer blocks on any inactive slot: to block on any retention, write 1".into(),
+        );
+    }
+    let age = c.value("walSafety.maxPendingWALAge", |t| {
+        let t = t.trim();
+        if t == "0" {
+            return Ok(0);
+        }
+        let d: jiff::SignedDuration = t.parse().map_err(|_| {
+            format!("'{t}' is not a duration; write e.g. {MAX_PENDING_WAL_AGE}, or 0 to turn the check off")
+        })?;
+        u64::try_from(d.as_secs())
+            .ok()
+            .filter(|&s| s <= 7 * 86_400)
+            .ok_or_else(|| format!("{d:#} is out of range; write 0 to 7 days"))
+    });
+    super::WalSafety {
+        acknowledge_wal_risk: c
+            .value("walSafety.acknowledgeWALRisk", boolean)
+            .unwrap_or(ACKNOWLEDGE_WAL_RISK),
+        require_archive_healthy: c
+            .value("walSafety.requireArchiveHealthy", boolean)
+            .unwrap_or(REQUIRE_ARCHIVE_HEALTHY),
+        max_pending_wal_files: max_pending,
+        max_slot_retention_bytes: max_slot.filter(|&b| b > 0),
+        max_pending_wal_age_seconds: age.unwrap_or(MAX_PENDING_WAL_AGE_SECONDS),
+        alert_on_resize: c
+            .value("walSafety.alertOnResize", boolean)
+            .unwrap_or(ALERT_ON_RESIZE),
+    }
 }
 
 fn predictive(c: &mut Checker<'_>) -> super::Predictive {

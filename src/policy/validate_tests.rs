@@ -88,7 +88,7 @@ fn full_convergent_policy_is_read_exactly() {
     );
     assert_eq!(
         (s.max_pending_wal_files, s.max_slot_retention_bytes),
-        (500, 50 * GI)
+        (500, Some(50 * GI))
     );
 }
 

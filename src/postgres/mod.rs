@@ -1,13 +1,23 @@
-//! Postgres WAL health: archive backlog from the volume (no credentials), archiver and
-//! replication-slot state over SQL (`pg_monitor`), combined into [`crate::decide::WalHealth`].
+//! Postgres WAL health: from the volume with no credentials (the archive backlog, the data
+//! directory's role, `pg_control`, replication slots and archiving settings) and, where a
+//! credential is configured, over SQL (`pg_monitor`), combined into
+//! [`crate::decide::WalHealth`].
 
+pub mod conf;
+pub mod control;
+pub mod datadir;
+#[cfg(test)]
+mod datadir_tests;
 pub mod guard;
 pub mod health;
+pub mod lsn;
+pub mod slotfile;
+pub mod slots;
 pub mod sql;
 pub mod tls;
 pub mod volume;
 
-pub use health::{combine, gather, gather_with};
+pub use health::{Limits, VolumeRead, combine, gather, read_volumes};
 pub use sql::{SqlError, SqlTarget};
 pub use volume::{VolumeError, VolumeWal};
 

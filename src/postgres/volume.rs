@@ -36,7 +36,7 @@ pub enum VolumeError {
     TooManyEntries { path: PathBuf, cap: usize },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(Errno) -> VolumeError + '_ {
+pub(super) fn io_err(path: &Path) -> impl FnOnce(Errno) -> VolumeError + '_ {
     move |e| VolumeError::Io {
         path: path.to_path_buf(),
         source: io::Error::from(e),
@@ -65,6 +65,9 @@ pub struct WalDirStats {
     pub oldest_ready_seconds: Option<u64>,
     pub segment_files: u64,
     pub segment_bytes: u64,
+    /// The segment written last (newest mtime; recycled segments keep the mtime of their last
+    /// use under a future name, so the highest name is not the current one).
+    pub newest_segment: Option<String>,
 }
 
 /// What a volume says about WAL.
@@ -76,20 +79,20 @@ pub enum VolumeWal {
 
 /// A path below an opened volume root: components, and how to show it.
 #[derive(Debug, Clone)]
-struct Rel {
-    parts: Vec<OsString>,
-    shown: PathBuf,
+pub(super) struct Rel {
+    pub(super) parts: Vec<OsString>,
+    pub(super) shown: PathBuf,
 }
 
 impl Rel {
-    fn root(mount: &Path) -> Rel {
+    pub(super) fn root(mount: &Path) -> Rel {
         Rel {
             parts: Vec::new(),
             shown: mount.to_path_buf(),
         }
     }
 
-    fn join(&self, name: &OsStr) -> Rel {
+    pub(super) fn join(&self, name: &OsStr) -> Rel {
         let mut parts = self.parts.clone();
         parts.push(name.to_os_string());
         Rel {
@@ -102,7 +105,7 @@ impl Rel {
 /// Opens directory `rel` below `root` for reading, refusing symlinks, `..` and anything that
 /// resolves outside `root` (see [`safe_open::open_beneath`], which also holds the fallback for
 /// kernels or seccomp profiles without `openat2`).
-fn open_dir(root: &OwnedFd, rel: &Rel) -> Result<OwnedFd, Errno> {
+pub(super) fn open_dir(root: &OwnedFd, rel: &Rel) -> Result<OwnedFd, Errno> {
     let read = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     if rel.parts.is_empty() {
         return openat(root.as_fd(), ".", read, Mode::empty());
@@ -112,16 +115,16 @@ fn open_dir(root: &OwnedFd, rel: &Rel) -> Result<OwnedFd, Errno> {
 }
 
 /// Metadata of `name` in `dir`, the entry itself if it is a symlink.
-fn stat_at(dir: &impl AsFd, name: &OsStr) -> Result<FileStat, Errno> {
+pub(super) fn stat_at(dir: &impl AsFd, name: &OsStr) -> Result<FileStat, Errno> {
     fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
 }
 
-fn kind(st: &FileStat) -> SFlag {
+pub(super) fn kind(st: &FileStat) -> SFlag {
     SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
 }
 
 /// Names in directory `dir` (`.` and `..` left out), at most [`MAX_ENTRIES`].
-fn list(dir: OwnedFd, shown: &Path) -> Result<(Dir, Vec<OsString>), VolumeError> {
+pub(super) fn list(dir: OwnedFd, shown: &Path) -> Result<(Dir, Vec<OsString>), VolumeError> {
     let mut d = Dir::from_fd(dir).map_err(io_err(shown))?;
     let mut names = Vec::new();
     for entry in d.iter() {
@@ -141,7 +144,7 @@ fn list(dir: OwnedFd, shown: &Path) -> Result<(Dir, Vec<OsString>), VolumeError>
     Ok((d, names))
 }
 
-fn is_file_at(root: &OwnedFd, dir: &Rel, name: &str) -> bool {
+pub(super) fn is_file_at(root: &OwnedFd, dir: &Rel, name: &str) -> bool {
     open_dir(root, dir)
         .and_then(|d| stat_at(&d, OsStr::new(name)))
         .is_ok_and(|st| kind(&st) == SFlag::S_IFREG)
@@ -163,17 +166,23 @@ enum Found {
     Elsewhere { link: PathBuf, target: PathBuf },
 }
 
-fn locate_in(root: &OwnedFd, mount: &Path) -> Result<Found, VolumeError> {
+/// The data directory on a volume: the mount itself, CloudNativePG's `<mount>/pgdata`, or the
+/// shallowest directory within two levels holding `PG_VERSION`.
+pub(super) fn find_datadir(root: &OwnedFd, mount: &Path) -> Result<Option<Rel>, VolumeError> {
     let top = Rel::root(mount);
     let pgdata = top.join(OsStr::new("pgdata"));
-    let datadir = if is_file_at(root, &top, "PG_VERSION") {
-        Some(top.clone())
+    if is_file_at(root, &top, "PG_VERSION") {
+        Ok(Some(top))
     } else if is_file_at(root, &pgdata, "PG_VERSION") {
-        Some(pgdata)
+        Ok(Some(pgdata))
     } else {
-        find_pg_version(root, &top, 2)?
-    };
-    if let Some(datadir) = datadir {
+        find_pg_version(root, &top, 2)
+    }
+}
+
+fn locate_in(root: &OwnedFd, mount: &Path) -> Result<Found, VolumeError> {
+    let top = Rel::root(mount);
+    if let Some(datadir) = find_datadir(root, mount)? {
         return pg_wal_in(root, &datadir);
     }
     let top_fd = open_dir(root, &top).map_err(io_err(mount))?;
@@ -263,19 +272,25 @@ fn read_wal_in(root: &OwnedFd, wal: &Rel, now: Timestamp) -> Result<WalDirStats,
     };
     let fd = open_dir(root, wal).map_err(io_err(&wal.shown))?;
     let (d, names) = list(fd, &wal.shown)?;
+    let mut newest: Option<((i64, i64), &str)> = None;
     for name in &names {
-        if !name.to_str().is_some_and(is_segment_name) {
+        let Some(text) = name.to_str().filter(|n| is_segment_name(n)) else {
             continue;
-        }
+        };
         match stat_at(&d, name) {
             Ok(st) if kind(&st) == SFlag::S_IFREG => {
                 stats.segment_files += 1;
                 stats.segment_bytes += u64::try_from(st.st_size).unwrap_or(0);
+                let key = ((st.st_mtime, st.st_mtime_nsec), text);
+                if newest.is_none_or(|n| key > n) {
+                    newest = Some(key);
+                }
             }
             Ok(_) | Err(Errno::ENOENT) => {}
             Err(e) => return Err(io_err(&wal.shown.join(name))(e)),
         }
     }
+    stats.newest_segment = newest.map(|(_, n)| n.to_string());
     let status = wal.join(OsStr::new("archive_status"));
     let fd = match open_dir(root, &status) {
         Ok(fd) => fd,

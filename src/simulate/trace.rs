@@ -1,6 +1,6 @@
 //! The growth trace: `seconds,used_bytes` plus optional inode and WAL columns.
 
-use crate::decide::{SlotRetention, WalHealth};
+use crate::decide::{SlotActivity, SlotRetention, WalHealth};
 
 use super::SimulateError;
 
@@ -217,6 +217,7 @@ impl Trace {
                 vec![SlotRetention {
                     name: "trace".to_string(),
                     retained_bytes: b,
+                    activity: SlotActivity::Inactive,
                 }]
             }),
             ..WalHealth::default()

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use headroom::agent::{MeasuredBy, VolumeReport};
 use headroom::decide::{
-    BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, SlotRetention, State,
-    Verdict, VolumeRole, WalDetail, WalHealth, WalSources,
+    BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, SlotActivity,
+    SlotRetention, State, Verdict, VolumeRole, WalDetail, WalHealth, WalSources,
 };
 use headroom::policy::merge::Source;
 
@@ -73,6 +73,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             inactive_slots: Some(vec![SlotRetention {
                 name: "old_replica".into(),
                 retained_bytes: 3 * GI,
+                activity: SlotActivity::Inactive,
             }]),
             sources: WalSources {
                 volume: true,

@@ -1,0 +1,96 @@
+//! WAL health of one volume, for the scan: read from the volumes with no credentials, asked of
+//! the server where a credential is configured, combined with what earlier scans saw of each
+//! replication slot.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+use super::evaluate::{Subject, postgres_facts};
+use super::pgconn::{self, Credentials};
+use crate::decide::{VolumeRole, WalHealth};
+use crate::k8s::roles;
+use crate::policy::Policy;
+use crate::postgres::health::{self, Limits};
+use crate::postgres::slots::Tracker;
+use crate::probe::{self, Volume};
+
+/// WAL health for a volume that holds its instance's WAL; `None` for any other volume.
+/// `data_mount` is the instance's data volume when WAL has a volume of its own: the slots,
+/// `pg_control`, signal files and settings are there.
+pub async fn health(
+    prober: &probe::Prober,
+    slots: &Mutex<Tracker>,
+    s: &Subject<'_>,
+    policy: Option<&Policy>,
+    creds: &Credentials,
+    data_mount: Option<&Path>,
+    now: Timestamp,
+) -> Option<WalHealth> {
+    // Only a claim that opted in (a valid, enabled policy) has its volume read or its server
+    // asked: the others are measured for metrics and nothing more.
+    let policy = policy.filter(|p| p.enabled)?;
+    let (role, wal_on_data, _) = postgres_facts(s).ok()?;
+    let data_mount = match role {
+        VolumeRole::Data if wal_on_data => Some(s.volume.path.clone()),
+        VolumeRole::Wal => data_mount.map(Path::to_path_buf),
+        _ => return None,
+    };
+    let limits = Limits {
+        max_pending: policy.wal_safety.max_pending_wal_files,
+        max_pending_age_seconds: policy.wal_safety.max_pending_wal_age_seconds,
+    };
+    let sql = sql_target(s, creds).await;
+    // The volumes are read on a blocking worker, bounded like statfs, and not read again while
+    // an earlier read (or statfs) of this mount is stuck.
+    let path = s.volume.path.clone();
+    let from_volume = async {
+        let read = prober
+            .in_flight()
+            .run(&s.volume.path, prober.deadline(), move || {
+                health::read_volumes(&path, data_mount.as_deref(), now)
+            })
+            .await;
+        read.unwrap_or_else(|e| health::failed(format!("reading the WAL directories: {e}")))
+    };
+    let (read, facts) = tokio::join!(from_volume, health::query(sql.as_ref()));
+    let mut tracker = slots
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(health::combine(read, facts, &mut tracker, limits, now))
+}
+
+async fn sql_target(s: &Subject<'_>, creds: &Credentials) -> Option<crate::postgres::SqlTarget> {
+    let pod_ip = s.pod.status.as_ref().and_then(|st| st.pod_ip.clone())?;
+    // The pod's namespace and owner choose the credential, never its labels.
+    let cred = creds.for_pod(s.pod).cloned()?;
+    // Reading the password file is blocking I/O: keep it off the async workers.
+    tokio::task::spawn_blocking(move || pgconn::target(&cred, &pod_ip))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map_err(|e| tracing::warn!(error = %e, "Postgres credential unusable"))
+        .ok()
+}
+
+/// The mount of the pod's Postgres data volume on this node, where a WAL volume's instance keeps
+/// its data directory.
+pub fn data_mount(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    claims: &[std::sync::Arc<PersistentVolumeClaim>],
+    volumes: &[Volume],
+) -> Option<PathBuf> {
+    let uid = pod.metadata.uid.as_deref()?;
+    let pv = claims.iter().find_map(|c| {
+        let pg = roles::postgres_volume(c, Some(pod)).ok()??;
+        (pg.role == VolumeRole::Data)
+            .then(|| c.spec.as_ref()?.volume_name.clone())
+            .flatten()
+    })?;
+    volumes
+        .iter()
+        .find(|v| v.pv.as_deref() == Some(pv.as_str()) && v.pod_uid.as_deref() == Some(uid))
+        .map(|v| v.path.clone())
+}
