@@ -24,7 +24,7 @@ use jiff::Timestamp;
 
 use super::datadir::{self, DataDir, DiskRole};
 use super::lsn::Lsn;
-use super::slots::{self, Tracker};
+use super::slots::Tracker;
 use super::sql::{self, SqlFacts, SqlTarget};
 use super::volume::{self, VolumeWal};
 use crate::decide::{ServerRole, SlotActivity, SlotRetention, WalHealth};
@@ -129,7 +129,7 @@ pub fn combine(
     };
     let (markers, newest) = wal_dir(&mut h, read.wal);
     let disk = match read.datadir {
-        Some(Ok(d)) => Some(disk_view(d, newest.as_deref(), slots, now, slots::WINDOW)),
+        Some(Ok(d)) => Some(disk_view(d, newest.as_deref(), slots, now)),
         Some(Err(e)) => {
             h.detail.errors.push(format!("data directory: {e}"));
             None
@@ -203,6 +203,8 @@ pub struct DiskView {
     pub dir: DataDir,
     pub position: Option<Lsn>,
     pub slots: Vec<DiskSlot>,
+    /// How long a slot must stand still to count as inactive.
+    pub window: jiff::SignedDuration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +221,6 @@ pub fn disk_view(
     newest_segment: Option<&str>,
     tracker: &mut Tracker,
     now: Timestamp,
-    window: jiff::SignedDuration,
 ) -> DiskView {
     let position = dir.position(newest_segment);
     let files: Vec<_> = match &dir.slots {
@@ -230,7 +231,7 @@ pub fn disk_view(
         .iter()
         .map(|f| (f.name.as_str(), f.restart_lsn))
         .collect();
-    let activity = tracker.observe(&dir.path, &seen, position, now, window);
+    let activity = tracker.observe(&dir.path, &seen, position, now);
     let slots = files
         .iter()
         .zip(activity)
@@ -246,6 +247,7 @@ pub fn disk_view(
         dir,
         position,
         slots,
+        window: tracker.window(),
     }
 }
 
@@ -380,7 +382,7 @@ fn disagreements(d: &DiskView, f: &SqlFacts) -> Vec<String> {
                 "replication slot {}: SQL says active, but its restart_lsn ({}) has not moved for {} while WAL advanced (a stuck consumer?)",
                 s.name,
                 s.restart_lsn,
-                slots::WINDOW
+                d.window
             )),
             Some(_) => {}
         }

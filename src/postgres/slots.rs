@@ -33,12 +33,31 @@ struct Track {
 }
 
 /// Slots of every data directory the agent reads, keyed by the directory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tracker {
+    window: SignedDuration,
     dirs: BTreeMap<PathBuf, (Timestamp, BTreeMap<String, Track>)>,
 }
 
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker::new(WINDOW)
+    }
+}
+
 impl Tracker {
+    /// A tracker judging over `window` instead of [`WINDOW`] (tests that cannot wait 15m).
+    pub fn new(window: SignedDuration) -> Self {
+        Tracker {
+            window,
+            dirs: BTreeMap::new(),
+        }
+    }
+
+    pub fn window(&self) -> SignedDuration {
+        self.window
+    }
+
     /// Records what one read of `dir` showed (each slot's name and `restart_lsn`, and the WAL
     /// position) and says what each slot is doing, in the order given. Slots no longer on disk
     /// are forgotten, and so are directories not read for two windows.
@@ -48,8 +67,8 @@ impl Tracker {
         slots: &[(&str, Lsn)],
         position: Option<Lsn>,
         now: Timestamp,
-        window: SignedDuration,
     ) -> Vec<Activity> {
+        let window = self.window;
         self.dirs
             .retain(|_, (seen, _)| now.duration_since(*seen) < window * 2);
         let (seen, tracks) = self.dirs.entry(dir.to_path_buf()).or_default();
@@ -109,10 +128,10 @@ mod tests {
 
     #[test]
     fn a_slot_that_stands_still_while_wal_advances_becomes_inactive_after_the_window() {
-        let mut t = Tracker::default();
+        let mut t = Tracker::new(W);
         let d = Path::new("/v/pgdata");
         let seen = |t: &mut Tracker, min, pos| {
-            t.observe(d, &[("s", Lsn(100))], Some(Lsn(pos)), at(min), W)[0]
+            t.observe(d, &[("s", Lsn(100))], Some(Lsn(pos)), at(min))[0]
         };
         assert_eq!(seen(&mut t, 0, 1000), Activity::Unknown);
         assert_eq!(seen(&mut t, 14, 5000), Activity::Unknown);
@@ -121,20 +140,20 @@ mod tests {
 
     #[test]
     fn an_idle_server_leaves_a_still_slot_unknown() {
-        let mut t = Tracker::default();
+        let mut t = Tracker::new(W);
         let d = Path::new("/v/pgdata");
         for min in [0, 20, 40] {
-            let a = t.observe(d, &[("s", Lsn(100))], Some(Lsn(1000)), at(min), W);
+            let a = t.observe(d, &[("s", Lsn(100))], Some(Lsn(1000)), at(min));
             assert_eq!(a, vec![Activity::Unknown], "{min}");
         }
     }
 
     #[test]
     fn a_moving_slot_is_active_for_a_window_after_each_move() {
-        let mut t = Tracker::default();
+        let mut t = Tracker::new(W);
         let d = Path::new("/v/pgdata");
         let mut seen =
-            |min, restart, pos| t.observe(d, &[("s", Lsn(restart))], Some(Lsn(pos)), at(min), W)[0];
+            |min, restart, pos| t.observe(d, &[("s", Lsn(restart))], Some(Lsn(pos)), at(min))[0];
         assert_eq!(seen(0, 100, 1000), Activity::Unknown);
         // Moved at the next checkpoint.
         assert_eq!(seen(5, 900, 2000), Activity::Active);
@@ -146,17 +165,17 @@ mod tests {
 
     #[test]
     fn dropped_slots_and_unread_directories_are_forgotten() {
-        let mut t = Tracker::default();
+        let mut t = Tracker::new(W);
         let (a, b) = (Path::new("/a"), Path::new("/b"));
-        t.observe(a, &[("s", Lsn(1)), ("r", Lsn(1))], Some(Lsn(10)), at(0), W);
-        t.observe(b, &[("s", Lsn(1))], Some(Lsn(10)), at(0), W);
-        t.observe(a, &[("s", Lsn(1))], Some(Lsn(10)), at(1), W);
+        t.observe(a, &[("s", Lsn(1)), ("r", Lsn(1))], Some(Lsn(10)), at(0));
+        t.observe(b, &[("s", Lsn(1))], Some(Lsn(10)), at(0));
+        t.observe(a, &[("s", Lsn(1))], Some(Lsn(10)), at(1));
         assert_eq!(t.dirs[a].1.len(), 1);
         // /b unread for two windows: gone; a slot of that name starts over.
-        t.observe(a, &[("s", Lsn(1))], Some(Lsn(10)), at(31), W);
+        t.observe(a, &[("s", Lsn(1))], Some(Lsn(10)), at(31));
         assert!(!t.dirs.contains_key(b));
         // Unknown position (pg_control unreadable): never inactive.
-        let got = t.observe(a, &[("s", Lsn(1))], None, at(60), W);
+        let got = t.observe(a, &[("s", Lsn(1))], None, at(60));
         assert_eq!(got, vec![Activity::Unknown]);
     }
 }
