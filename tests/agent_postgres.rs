@@ -131,4 +131,90 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
         (request_of(&c.get("pgdata")) > 512 * MI).then_some(())
     });
     assert_eq!(request_of(&c.get("pgdata")), 576 * MI);
+    // walSafety.alertOnResize (on by default): growing a volume that holds WAL is announced.
+    wait_for(
+        Duration::from_secs(10),
+        "the WALVolumeResized Event",
+        || {
+            c.events_for("pgdata")
+                .into_iter()
+                .find(|(r, _, _)| r == "WALVolumeResized")
+        },
+    );
+}
+
+/// No credential in the ConfigMap at all: a replication slot nobody reads, found in the data
+/// directory's `pg_replslot`, blocks growth of the data volume holding WAL, and the status names
+/// the slot and its bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
+    if !support::root::require_root("a_slot_nobody_reads_blocks_growth", &[]) {
+        return;
+    }
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    let mut c = Cluster::new().await;
+    c.pvc(
+        "pgdata",
+        "fast",
+        512,
+        &[
+            ("enabled", "true"),
+            ("limit", "2Gi"),
+            ("step", "64Mi"),
+            ("postgres-role", "data"),
+            ("wal-safety-acknowledge-wal-risk", "true"),
+            ("wal-safety-max-slot-retention-bytes", "8Mi"),
+        ],
+        |_| {},
+    );
+    let uid = c.pod("pg-0", NODE, "pgdata");
+    c.cnpg_instance("pg-0", "pg");
+    let disk = c.root.scratch_tmpfs(512 * MI);
+    let mount = c.root.bind_volume(&uid, "pv-pgdata", &disk);
+    let pg = support::pg::Cluster::start_in(&bin, &Options::archiving("true"), &disk);
+    let su = pg.superuser().await;
+    su.batch_execute("SELECT pg_create_physical_replication_slot('gone_replica', true)")
+        .await
+        .expect("slot");
+    pg.generate_wal(&su, 3).await;
+    su.batch_execute("CHECKPOINT").await.expect("checkpoint");
+    let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
+    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
+    fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = c.agent_on(NODE, c.root.path(), "500ms", &["--listen", &listen]);
+    wait_for(Duration::from_secs(20), "wal_slot_retention", || {
+        (status_field(&c.get("pgdata"), "blockedReason").as_deref() == Some("wal_slot_retention"))
+            .then_some(())
+    });
+    assert_eq!(
+        request_of(&c.get("pgdata")),
+        512 * MI,
+        "grew past a stuck slot"
+    );
+    let (_, body) = get(port, "/volumes").expect("/volumes");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let wal = &v["volumes"][0]["wal"];
+    assert_eq!(
+        wal["sources"],
+        serde_json::json!({ "volume": true, "sql": false }),
+        "{wal}"
+    );
+    assert_eq!(wal["inactive_slots"][0]["name"], "gone_replica", "{wal}");
+    let notes = v["volumes"][0]["decision"]["notes"].to_string();
+    assert!(notes.contains("replication slot gone_replica"), "{notes}");
+
+    // The slot dropped: the volume grows.
+    su.batch_execute("SELECT pg_drop_replication_slot('gone_replica')")
+        .await
+        .expect("drop");
+    wait_for(
+        Duration::from_secs(30),
+        "growth once the slot is gone",
+        || (request_of(&c.get("pgdata")) > 512 * MI).then_some(()),
+    );
 }

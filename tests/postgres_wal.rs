@@ -259,6 +259,35 @@ async fn s2_failing_archive_command_is_unhealthy_from_both_sources() {
         serde_json::json!({"volume": false, "sql": true})
     );
     assert!(json["wal_on_volume"].is_null(), "{json}");
+    assert!(json["by_source"]["volume"].is_null(), "{json}");
+    assert_eq!(json["by_source"]["sql"]["archive_healthy"], false, "{json}");
+
+    // Both sources: each one's own answer side by side, and the combined one.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .arg("wal-health")
+        .arg("--pgdata")
+        .arg(&c.data)
+        .args(["--dsn", &c.dsn("headroom", "disable")])
+        .arg("--password-file")
+        .arg(c.dir().join("headroom.password"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(table.contains("by source"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("archive_mode") && l.contains("on  "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["archive_mode", "on", "on"],
+        "{table}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,3 +94,58 @@ pub fn data_mount(
         .find(|v| v.pv.as_deref() == Some(pv.as_str()) && v.pod_uid.as_deref() == Some(uid))
         .map(|v| v.path.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn claim(name: &str, role: &str, pv: &str) -> Arc<PersistentVolumeClaim> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "db",
+                             "labels": {"cnpg.io/pvcRole": role, "cnpg.io/cluster": "pg"}},
+                "spec": {"volumeName": pv},
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn volume(pod: &str, pv: &str) -> Volume {
+        let mut v = Volume::new(
+            PathBuf::from(format!(
+                "/k/pods/{pod}/volumes/kubernetes.io~csi/{pv}/mount"
+            )),
+            probe::VolumeMode::Filesystem,
+        );
+        v.pv = Some(pv.into());
+        v.pod_uid = Some(pod.into());
+        v
+    }
+
+    #[test]
+    fn a_wal_volume_finds_its_own_pods_data_volume() {
+        let pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "pg-1", "uid": "u1"}}))
+                .unwrap();
+        let claims = [
+            claim("pg-1-wal", "PG_WAL", "pv-w"),
+            claim("pg-1", "PG_DATA", "pv-d"),
+        ];
+        // The same PV mounted by another pod (an old pod during a move) is not this pod's.
+        let volumes = [
+            volume("u0", "pv-d"),
+            volume("u1", "pv-w"),
+            volume("u1", "pv-d"),
+        ];
+        assert_eq!(
+            data_mount(&pod, &claims, &volumes),
+            Some(PathBuf::from(
+                "/k/pods/u1/volumes/kubernetes.io~csi/pv-d/mount"
+            ))
+        );
+        // No data claim, or its volume not mounted here: none.
+        assert_eq!(data_mount(&pod, &claims[..1], &volumes), None);
+        assert_eq!(data_mount(&pod, &claims, &volumes[..2]), None);
+    }
+}

@@ -400,3 +400,49 @@ fn critical_minimum_free_near_the_volume_size() {
         v.warnings
     );
 }
+
+#[test]
+fn wal_limits_mean_what_the_rfc_says() {
+    // Unset: the slot check is off, the age limit 15 minutes, alerts on.
+    let p = check("limit: 10Gi\n").policy.unwrap();
+    assert_eq!(p.wal_safety.max_slot_retention_bytes, None);
+    assert_eq!(p.wal_safety.max_pending_wal_age_seconds, 900);
+    assert!(p.wal_safety.alert_on_resize);
+    // 0 is off, and a config that meant "block on any" hears about it.
+    let m = only_warning(
+        "limit: 10Gi\nwalSafety: {maxPendingWALFiles: 0}\n",
+        Context::default(),
+        "walSafety.maxPendingWALFiles",
+    );
+    assert!(
+        m.contains("turns the pending-files check off") && m.contains("write 1"),
+        "{m}"
+    );
+    let v = check("limit: 10Gi\nwalSafety: {maxSlotRetentionBytes: 0}\n");
+    assert_eq!(warning_fields(&v), ["walSafety.maxSlotRetentionBytes"]);
+    assert_eq!(v.policy.unwrap().wal_safety.max_slot_retention_bytes, None);
+    let p = check(
+        "limit: 10Gi\nwalSafety: {maxSlotRetentionBytes: 2Gi, maxPendingWALAge: 1h, alertOnResize: false}\n",
+    )
+    .policy
+    .unwrap();
+    assert_eq!(p.wal_safety.max_slot_retention_bytes, Some(2 * GI));
+    assert_eq!(p.wal_safety.max_pending_wal_age_seconds, 3600);
+    assert!(!p.wal_safety.alert_on_resize);
+    let p = check("limit: 10Gi\nwalSafety: {maxPendingWALAge: 0}\n")
+        .policy
+        .unwrap();
+    assert_eq!(p.wal_safety.max_pending_wal_age_seconds, 0);
+    for bad in ["soon", "8d", "-5m"] {
+        let m = only_error(
+            &format!("limit: 10Gi\nwalSafety: {{maxPendingWALAge: {bad}}}\n"),
+            "walSafety.maxPendingWALAge",
+        );
+        assert!(!m.is_empty());
+    }
+    let m = only_error(
+        "limit: 10Gi\nwalSafety: {alertOnResize: maybe}\n",
+        "walSafety.alertOnResize",
+    );
+    assert!(!m.is_empty());
+}
