@@ -46,6 +46,9 @@ pub enum Command {
 pub struct TrimArgs {
     /// The mount point of the filesystem to trim.
     pub path: PathBuf,
+    /// Seconds to wait for the trim (a hung mount never answers; csi-addons' default is 10m).
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
 }
 
 #[derive(Debug, clap::Args)]

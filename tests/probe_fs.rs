@@ -9,7 +9,7 @@ mod support {
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use headroom::probe::{Volume, VolumeClass, VolumeMode, probe_kubelet_root, read_mountinfo};
+use headroom::probe::{DEFAULT_DEADLINE, Prober, Volume, VolumeClass, VolumeMode, read_mountinfo};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
 const TOOLS: &[(&str, &str)] = &[
@@ -223,8 +223,15 @@ fn build() -> (Fixture, Paths) {
     (fx, paths)
 }
 
+/// The agent's (and `headroom scan`'s) one probe path: discovery, then a bounded statfs pass.
 fn probe(fx: &Fixture) -> Vec<Volume> {
-    probe_kubelet_root(&fx.root(), &read_mountinfo().unwrap()).unwrap()
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(Prober::new(fx.root(), DEFAULT_DEADLINE).probe())
+        .unwrap()
 }
 
 fn find<'a>(vols: &'a [Volume], path: &Path) -> &'a Volume {

@@ -6,10 +6,21 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::{Format, ScanArgs};
-use crate::probe::{
-    ProbeError, Volume, probe_host, probe_kubelet_root, probe_paths, read_mountinfo,
-};
+use crate::probe::{DEFAULT_DEADLINE, ProbeError, Prober, Volume, read_mountinfo};
 use crate::quantity::human;
+
+/// What can stop `headroom scan`: the probe's own errors, and the command's.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error("scan: starting the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot write scan output: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("cannot encode scan output as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
 
 /// One JSON output object: the documented keys, then extras.
 #[derive(Debug, Serialize)]
@@ -74,15 +85,28 @@ impl From<&Volume> for ScanRow {
     }
 }
 
-pub fn run(args: &ScanArgs) -> Result<ExitCode, ProbeError> {
-    let mounts = read_mountinfo()?;
-    let vols = if let Some(root) = &args.kubelet_root {
-        probe_kubelet_root(root, &mounts)?
-    } else if !args.paths.is_empty() {
-        probe_paths(&args.paths, &mounts)
-    } else {
-        probe_host(&mounts)
-    };
+pub fn run(args: &ScanArgs) -> Result<ExitCode, ScanError> {
+    // The agent's bounded pass, in every form: a hung mount is reported not measured (after
+    // the deadline) and the command returns; the runtime's blocking threads stuck in the kernel
+    // are abandoned at exit.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ScanError::Runtime)?;
+    let vols = runtime.block_on(async {
+        let root = args.kubelet_root.clone().unwrap_or_default();
+        let prober = Prober::new(root, DEFAULT_DEADLINE);
+        if args.kubelet_root.is_some() {
+            return prober.probe().await;
+        }
+        let mounts = read_mountinfo()?;
+        Ok(if args.paths.is_empty() {
+            prober.probe_host(&mounts).await
+        } else {
+            prober.probe_paths(&args.paths, &mounts).await
+        })
+    })?;
+    runtime.shutdown_background();
     // Rendered whole, then written at once (and a reader that leaves early is no error).
     let mut out = Vec::with_capacity(64 * 1024);
     match args.format {

@@ -50,6 +50,8 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
             health::query(target.as_ref())
         )
     });
+    // A reader stuck on a hung mount is abandoned, not waited for at exit.
+    runtime.shutdown_background();
     let alone = |read: VolumeRead, sql| combine(read, sql, &mut Tracker::default(), limits, now);
     let report = Report {
         used: alone(read.clone(), sql.clone()),

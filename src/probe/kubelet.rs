@@ -54,6 +54,7 @@ pub struct VolData {
 }
 
 /// Finds, locates and measures every PVC volume under `root` (classes are set by the caller).
+#[cfg(test)]
 pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
     let found = find(root, mounts)?;
     let mut vols = found.volumes;

@@ -17,7 +17,7 @@ pub mod safe_open;
 pub mod shared;
 pub mod statfs;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -43,10 +43,6 @@ pub enum ProbeError {
     },
     #[error("kubelet root {path} is not a directory")]
     NotADirectory { path: PathBuf },
-    #[error("cannot write scan output: {0}")]
-    Output(#[from] std::io::Error),
-    #[error("cannot encode scan output as JSON: {0}")]
-    Json(#[from] serde_json::Error),
     #[error("the probe's blocking task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
     #[error("reading the mount table and listing {path}: {source}")]
@@ -217,13 +213,6 @@ impl Volume {
     }
 }
 
-/// Every PVC volume under a kubelet root, measured and classified.
-pub fn probe_kubelet_root(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
-    let mut vols = kubelet::discover(root, mounts)?;
-    classify(&mut vols);
-    Ok(vols)
-}
-
 /// [`probe_kubelet_root`] with this process's mount table, off the async runtime, with the
 /// default deadlines.
 pub async fn probe_kubelet_root_async(root: PathBuf) -> Result<Vec<Volume>, ProbeError> {
@@ -335,9 +324,7 @@ impl Prober {
                 Ok(Err(finding)) => v.findings.push(finding),
                 Err(e) if e.is_timeout() => {
                     tracing::warn!(path = %v.path.display(), error = %e, "volume probe timed out");
-                    v.unmeasured = Some(Unmeasured::ProbeTimeout);
-                    let reason = Unmeasured::ProbeTimeout.as_str();
-                    v.findings.push(format!("statfs: {e} ({reason})"));
+                    v.timed_out(&e);
                 }
                 Err(e) => v.findings.push(format!("statfs: {e}")),
             }
@@ -345,48 +332,93 @@ impl Prober {
     }
 }
 
-/// Measures given paths (following symlinks, as `df PATH` does: the operator chose them).
-pub fn probe_paths(paths: &[PathBuf], mounts: &[MountEntry]) -> Vec<Volume> {
-    let index = mounts::MountIndex::new(mounts);
-    let mut vols: Vec<Volume> = paths
-        .iter()
-        .map(|p| {
-            let path = match std::fs::canonicalize(p) {
-                Ok(c) => c,
-                Err(e) => {
-                    let mut v = Volume::new(p.clone(), VolumeMode::Filesystem);
-                    v.findings.push(format!("cannot resolve path: {e}"));
-                    return v;
+impl Prober {
+    /// Measures given paths (following symlinks, as `df PATH` does: the operator chose them), in
+    /// one bounded pass: resolving a path on a hung mount blocks like its statfs, so both run in
+    /// the volume's call, and a stuck path is reported not measured while the rest are measured.
+    pub async fn probe_paths(&self, paths: &[PathBuf], mounts: &[MountEntry]) -> Vec<Volume> {
+        let index = mounts::MountIndex::new(mounts);
+        let results = self.statfs_pass(paths.to_vec(), true).await;
+        let mut vols: Vec<Volume> = paths
+            .iter()
+            .zip(results)
+            .map(|(p, r)| {
+                let mut v = Volume::new(p.clone(), VolumeMode::Filesystem);
+                match r {
+                    Ok(Ok((path, s))) => {
+                        v.path = path;
+                        v.locate(&index);
+                        v.set_stats(s);
+                    }
+                    Ok(Err(e)) => v.findings.push(e),
+                    Err(e) if e.is_timeout() => v.timed_out(&e),
+                    Err(e) => v.findings.push(format!("statfs: {e}")),
                 }
-            };
-            let mut v = Volume::new(path, VolumeMode::Filesystem);
-            v.locate(&index);
-            match statfs::statfs_path(&v.path) {
-                Ok(s) => v.set_stats(s),
-                Err(e) => v.findings.push(format!("statfs failed: {e}")),
+                v
+            })
+            .collect();
+        classify(&mut vols);
+        vols
+    }
+
+    /// This host's real filesystems, chosen like `df` with no arguments, measured in one
+    /// bounded pass; a hung one is listed not measured instead of holding the command.
+    pub async fn probe_host(&self, mounts: &[MountEntry]) -> Vec<Volume> {
+        let index = mounts::MountIndex::new(mounts);
+        let points: Vec<PathBuf> = mounts::host_filesystems(mounts)
+            .into_iter()
+            .map(|m| m.mount_point.clone())
+            .collect();
+        let results = self.statfs_pass(points.clone(), false).await;
+        let mut vols = Vec::new();
+        for (point, r) in points.into_iter().zip(results) {
+            let mut v = Volume::new(point, VolumeMode::Filesystem);
+            match r {
+                Ok(Ok((_, s))) if !s.is_empty() => v.set_stats(s),
+                // Zero-block filesystems and ones we may not stat are not shown, as with `df`.
+                Ok(_) => continue,
+                Err(e) if e.is_timeout() => v.timed_out(&e),
+                Err(e) => v.findings.push(format!("statfs: {e}")),
             }
-            v
-        })
-        .collect();
-    classify(&mut vols);
-    vols
+            v.locate(&index);
+            vols.push(v);
+        }
+        classify(&mut vols);
+        vols
+    }
+
+    /// One `statfs` per path (after resolving it, when `resolve`), each with the deadline.
+    async fn statfs_pass(
+        &self,
+        paths: Vec<PathBuf>,
+        resolve: bool,
+    ) -> Vec<Result<Result<(PathBuf, statfs::FsStats), String>, bounded::BoundedError>> {
+        let _pass = self.pass.lock().await;
+        let call = move |p: &PathBuf| {
+            let path = if resolve {
+                std::fs::canonicalize(p).map_err(|e| format!("cannot resolve path: {e}"))?
+            } else {
+                p.clone()
+            };
+            let stats = statfs::statfs_path(&path).map_err(|e| format!("statfs failed: {e}"))?;
+            Ok((path, stats))
+        };
+        let pass = pass::Pass {
+            jobs: paths,
+            key: PathBuf::as_path,
+            call,
+        };
+        pass::run(&self.in_flight, self.deadline, pass).await
+    }
 }
 
-/// This host's real filesystems, chosen like `df` with no arguments.
-pub fn probe_host(mounts: &[MountEntry]) -> Vec<Volume> {
-    let index = mounts::MountIndex::new(mounts);
-    let mut vols = Vec::new();
-    for m in mounts::host_filesystems(mounts) {
-        let stats = match statfs::statfs_path(&m.mount_point) {
-            Ok(s) if !s.is_empty() => s,
-            // Zero-block filesystems and ones we may not stat are not shown, as with `df`.
-            _ => continue,
-        };
-        let mut v = Volume::new(m.mount_point.clone(), VolumeMode::Filesystem);
-        v.locate(&index);
-        v.set_stats(stats);
-        vols.push(v);
+impl Volume {
+    /// A call that did not return within its deadline: not measured, and said so.
+    fn timed_out(&mut self, e: &bounded::BoundedError) {
+        self.unmeasured = Some(Unmeasured::ProbeTimeout);
+        self.findings.push(format!(
+            "statfs: {e} ({})",
+            Unmeasured::ProbeTimeout.as_str()
+        ));
     }
-    classify(&mut vols);
-    vols
 }

@@ -32,6 +32,4 @@ pub enum ReclaimError {
     },
     #[error("reclaim metrics: {0}")]
     Metrics(#[source] prometheus::Error),
-    #[error("cannot write output: {0}")]
-    Output(#[source] std::io::Error),
 }
