@@ -14,6 +14,7 @@ kubectl_version=v1.30.0
 cache="${HEADROOM_KUBE_CACHE:-$HOME/.cache/headroom}"
 dir="$cache/lambda-layer-kubectl-v30-$version"
 log() { echo "helm-kubectl.sh: $*" >&2; }
+trap 'log "failed at line $LINENO"' ERR
 
 case "${1:-}" in
   helm) want="$dir/helm/helm" ;;
@@ -48,7 +49,9 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 EOF
 got="$("$dir.tmp/helm/helm" version --template '{{.Version}}')"
 [ "$got" = "$helm_version" ] || { log "helm is $got, not $helm_version"; exit 1; }
-got="$("$dir.tmp/kubectl/kubectl" version --client 2>/dev/null | head -1)"
+# The whole output, then its first line: `| head -1` could end kubectl with SIGPIPE (pipefail).
+got="$("$dir.tmp/kubectl/kubectl" version --client 2>/dev/null)"
+got="${got%%$'\n'*}"
 [ "$got" = "Client Version: $kubectl_version" ] || { log "kubectl says $got, not $kubectl_version"; exit 1; }
 rm -rf "$dir"; mv "$dir.tmp" "$dir"
 echo "$want"
