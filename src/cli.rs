@@ -11,8 +11,18 @@ use clap::{Parser, Subcommand, ValueEnum};
     about = "Grow Kubernetes PVCs before they fill, without masking WAL faults"
 )]
 pub struct Cli {
+    /// Log lines on stderr as text, or as one JSON object each (for log pipelines).
+    #[arg(long, global = true, env = "HEADROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]

@@ -1,18 +1,21 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use headroom::cli::{Cli, Command};
+use headroom::cli::{Cli, Command, LogFormat};
 use headroom::cmd;
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     // Panics are logged with a backtrace even without RUST_BACKTRACE: a contained panic (one
     // claim's evaluation) leaves the agent running, and this line is all an operator will see.
     std::panic::set_hook(Box::new(|info| {

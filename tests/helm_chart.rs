@@ -329,6 +329,7 @@ fn every_toggle_on_renders_every_value() {
     );
     assert_eq!(env("HEADROOM_LISTEN"), Some(v("/agent/listen")));
     assert_eq!(env("RUST_LOG"), Some(v("/agent/logLevel")));
+    assert_eq!(env("HEADROOM_LOG_FORMAT"), Some(v("/agent/logFormat")));
     assert_eq!(env("HEADROOM_DRY_RUN"), Some(json!("true")));
     assert_eq!(env("HEADROOM_KUBELET_ROOT"), Some(v("/agent/kubeletRoot")));
     assert_eq!(
@@ -645,6 +646,15 @@ fn chart_defaults_are_the_agents() {
     ] {
         assert_eq!(values["agent"][value], default(flag), "agent.{value}");
     }
+    let log_format = cli
+        .get_arguments()
+        .find(|a| a.get_id() == "log_format")
+        .expect("--log-format");
+    assert_eq!(
+        values["agent"]["logFormat"],
+        log_format.get_default_values()[0].to_str().expect("utf-8"),
+        "agent.logFormat"
+    );
     let chart = yaml(&read("charts/headroom/Chart.yaml"));
     assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
     let kustomization = yaml(&read("daemonset/kustomization.yaml"));
