@@ -1,7 +1,7 @@
 //! `headroom status`: the cluster-wide view from the claims' own annotations, with one LIST and
 //! the caller's kubeconfig, like `kubectl get pvc`. Every claim the LIST returns is a row;
 //! claims headroom has not touched show "-", so `-l` (or a claim's name) is how to narrow the
-//! view. `--policy` shows the effective policy instead ([`crate::k8s::status_policy`]).
+//! view. `--policy` shows the effective policy instead ([`super::status_policy`]).
 
 use std::process::ExitCode;
 
@@ -11,10 +11,11 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 
+use super::StatusError;
 use crate::cli::{Format, StatusArgs};
 use crate::decide::Action;
 use crate::k8s::state::{StatusAnnotation, read_history, read_status};
-use crate::k8s::{KubeError, storage_capacity, storage_request};
+use crate::k8s::{storage_capacity, storage_request};
 use crate::quantity;
 
 /// One claim as `headroom status` shows it.
@@ -34,7 +35,7 @@ pub struct Row {
 impl Row {
     pub fn from_pvc(pvc: &PersistentVolumeClaim) -> Row {
         let mut errors = Vec::new();
-        let mut ok = |r: Result<Option<u64>, KubeError>| {
+        let mut ok = |r: Result<Option<u64>, crate::k8s::KubeError>| {
             r.unwrap_or_else(|e| {
                 errors.push(e.to_string());
                 None
@@ -66,7 +67,7 @@ impl Row {
     }
 }
 
-pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
+pub fn run(args: &StatusArgs) -> Result<ExitCode, StatusError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -74,10 +75,10 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
         let (client, claims) = list(args).await?;
         if args.policy {
             let cm = (args.configmap_namespace.as_str(), args.configmap.as_str());
-            let rows = crate::k8s::status_policy::fetch(client, &claims, cm).await?;
-            return Ok::<_, KubeError>(match args.format {
+            let rows = super::status_policy::fetch(client, &claims, cm).await?;
+            return Ok::<_, StatusError>(match args.format {
                 Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
-                Format::Table => crate::k8s::status_policy::render(&rows),
+                Format::Table => super::status_policy::render(&rows),
             });
         }
         let rows: Vec<Row> = claims.iter().map(Row::from_pvc).collect();
@@ -90,12 +91,12 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, KubeError> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn client(args: &StatusArgs) -> Result<(kube::Client, String), KubeError> {
+async fn client(args: &StatusArgs) -> Result<(kube::Client, String), StatusError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
     };
-    let kubeconfig_err = |path: &str, e: &dyn std::fmt::Display| KubeError::Kubeconfig {
+    let kubeconfig_err = |path: &str, e: &dyn std::fmt::Display| StatusError::Kubeconfig {
         path: path.to_string(),
         message: e.to_string(),
     };
@@ -115,7 +116,7 @@ async fn client(args: &StatusArgs) -> Result<(kube::Client, String), KubeError> 
             .map_err(|e| kubeconfig_err("(default or in-cluster)", &e))?,
     };
     let namespace = config.default_namespace.clone();
-    let client = kube::Client::try_from(config).map_err(|source| KubeError::Api {
+    let client = kube::Client::try_from(config).map_err(|source| StatusError::Api {
         action: "building the Kubernetes client".into(),
         source,
     })?;
@@ -123,7 +124,9 @@ async fn client(args: &StatusArgs) -> Result<(kube::Client, String), KubeError> 
 }
 
 /// The claims to show, sorted by namespace and name, and the client that listed them.
-async fn list(args: &StatusArgs) -> Result<(kube::Client, Vec<PersistentVolumeClaim>), KubeError> {
+async fn list(
+    args: &StatusArgs,
+) -> Result<(kube::Client, Vec<PersistentVolumeClaim>), StatusError> {
     let (client, default_ns) = client(args).await?;
     let (api, scope): (Api<PersistentVolumeClaim>, String) = if args.all_namespaces {
         (Api::all(client.clone()), "all namespaces".into())
@@ -141,7 +144,7 @@ async fn list(args: &StatusArgs) -> Result<(kube::Client, Vec<PersistentVolumeCl
     if let Some(name) = &args.name {
         params = params.fields(&format!("metadata.name={name}"));
     }
-    let list = api.list(&params).await.map_err(|source| KubeError::Api {
+    let list = api.list(&params).await.map_err(|source| StatusError::Api {
         action: format!("listing PersistentVolumeClaims in {scope}"),
         source,
     })?;

@@ -6,18 +6,30 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::ValidateArgs;
-use crate::policy::PolicyError;
 use crate::policy::validate::{Context, Validation, parse_policy_yaml};
 use crate::policy::yaml::one_line;
 
-pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
+/// What stops `headroom validate` (a policy's own problems are findings, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut failed = false;
     for path in &args.files {
         failed |= report(&mut out, path)?;
     }
-    out.flush().map_err(PolicyError::Output)?;
+    out.flush().map_err(ValidateError::Output)?;
     Ok(if failed {
         ExitCode::FAILURE
     } else {
@@ -26,17 +38,17 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
 }
 
 /// Writes the findings for one file; returns whether it had an error.
-pub fn report(out: &mut impl Write, path: &Path) -> Result<bool, PolicyError> {
+pub fn report(out: &mut impl Write, path: &Path) -> Result<bool, ValidateError> {
     let name = path.display();
     let v = match std::fs::read_to_string(path) {
         Ok(text) => parse_policy_yaml(&text, &Context::default()),
         Err(e) => {
-            let e = PolicyError::Read {
+            let e = ValidateError::Read {
                 path: path.to_path_buf(),
                 source: e,
             };
             writeln!(out, "{name}: error: (file): {}", one_line(&e.to_string()))
-                .map_err(PolicyError::Output)?;
+                .map_err(ValidateError::Output)?;
             return Ok(true);
         }
     };
@@ -51,11 +63,11 @@ pub fn report(out: &mut impl Write, path: &Path) -> Result<bool, PolicyError> {
                 f.field,
                 one_line(&f.message)
             )
-            .map_err(PolicyError::Output)?;
+            .map_err(ValidateError::Output)?;
         }
     }
     if errors.is_empty() && warnings.is_empty() {
-        writeln!(out, "{name}: ok").map_err(PolicyError::Output)?;
+        writeln!(out, "{name}: ok").map_err(ValidateError::Output)?;
     }
     Ok(!errors.is_empty())
 }

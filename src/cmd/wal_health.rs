@@ -11,8 +11,25 @@ use crate::cli::{Format, SslModeArg, WalHealthArgs};
 use crate::decide::WalHealth;
 use crate::postgres::health::{self, Limits, VolumeRead, combine, read_volumes};
 use crate::postgres::slots::Tracker;
-use crate::postgres::{SqlTarget, WalError};
+use crate::postgres::{SqlError, SqlTarget};
 use crate::quantity::human;
+
+/// What stops `headroom wal-health`.
+#[derive(Debug, thiserror::Error)]
+pub enum WalHealthError {
+    #[error("wal-health: give --pgdata DIR, --dsn CONNSTR, or both")]
+    NothingToInspect,
+    #[error("wal-health: --connect-timeout must be at least 1 second")]
+    ZeroTimeout,
+    #[error("wal-health: {0}")]
+    Sql(SqlError),
+    #[error("wal-health: starting the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("wal-health: writing JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("wal-health: writing the report: {0}")]
+    Output(std::io::Error),
+}
 
 /// What `wal-health` prints: the combined answer (what the agent would use), and each source's
 /// own answer beside it.
@@ -29,9 +46,9 @@ struct BySource {
     sql: Option<WalHealth>,
 }
 
-pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
+pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalHealthError> {
     if args.pgdata.is_none() && args.dsn.is_none() {
-        return Err(WalError::NothingToInspect);
+        return Err(WalHealthError::NothingToInspect);
     }
     let target = args
         .dsn
@@ -41,7 +58,7 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(WalError::Runtime)?;
+        .map_err(WalHealthError::Runtime)?;
     let now = jiff::Timestamp::now();
     let limits = Limits::from(args.max_pending_wal_files);
     let (read, sql) = runtime.block_on(async {
@@ -61,10 +78,10 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalError> {
         },
     };
     let text = match args.format {
-        Format::Json => serde_json::to_string_pretty(&report).map_err(WalError::Json)? + "\n",
+        Format::Json => serde_json::to_string_pretty(&report).map_err(WalHealthError::Json)? + "\n",
         Format::Table => side_by_side(&report),
     };
-    super::output::emit(&text).map_err(WalError::Output)?;
+    super::output::emit(&text).map_err(WalHealthError::Output)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -86,11 +103,11 @@ async fn read_volume(pgdata: Option<std::path::PathBuf>, now: jiff::Timestamp) -
     }
 }
 
-fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
+fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalHealthError> {
     if args.connect_timeout == 0 {
-        return Err(WalError::ZeroTimeout);
+        return Err(WalHealthError::ZeroTimeout);
     }
-    let mut t = SqlTarget::from_dsn(dsn).map_err(WalError::Sql)?;
+    let mut t = SqlTarget::from_dsn(dsn).map_err(WalHealthError::Sql)?;
     t.set_timeout(Duration::from_secs(args.connect_timeout));
     if let Some(mode) = args.sslmode {
         t.set_ssl_mode(match mode {
@@ -102,15 +119,15 @@ fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalError> {
     if let Some(ca) = &args.ca_file {
         let shown = ca.display().to_string();
         let pem = std::fs::read(ca).map_err(|source| {
-            WalError::Sql(crate::postgres::SqlError::CaFile {
+            WalHealthError::Sql(SqlError::CaFile {
                 path: shown.clone(),
                 source,
             })
         })?;
-        t.set_verify_ca(&shown, &pem).map_err(WalError::Sql)?;
+        t.set_verify_ca(&shown, &pem).map_err(WalHealthError::Sql)?;
     }
     if let Some(path) = &args.password_file {
-        t.set_password_file(path).map_err(WalError::Sql)?;
+        t.set_password_file(path).map_err(WalHealthError::Sql)?;
     }
     Ok(t)
 }

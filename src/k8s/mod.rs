@@ -7,7 +7,6 @@
 pub mod claim;
 pub mod roles;
 pub mod state;
-pub mod status_policy;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
@@ -41,14 +40,8 @@ pub enum KubeError {
         annotation: &'static str,
         message: String,
     },
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig { path: String, message: String },
-    #[error("{action}: {source}")]
-    Api { action: String, source: kube::Error },
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("encoding JSON output: {0}")]
-    Json(#[from] serde_json::Error),
+    #[error("encoding a claim patch: {0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 /// `PVC <namespace>/<name>`, how every message names a claim.

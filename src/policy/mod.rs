@@ -35,16 +35,8 @@ pub use window::{MaintenanceWindow, WindowError};
 /// Errors of the policy module that are not findings about a policy's content.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("YAML syntax: {0}")]
     Yaml(String),
-    #[error("cannot write output: {0}")]
-    Output(#[source] std::io::Error),
 }
 
 use crate::quantity::GI;

@@ -20,19 +20,3 @@ pub mod volume;
 pub use health::{Limits, VolumeRead, combine, gather, read_volumes};
 pub use sql::{SqlError, SqlTarget};
 pub use volume::{VolumeError, VolumeWal};
-
-#[derive(Debug, thiserror::Error)]
-pub enum WalError {
-    #[error("wal-health: give --pgdata DIR, --dsn CONNSTR, or both")]
-    NothingToInspect,
-    #[error("wal-health: --connect-timeout must be at least 1 second")]
-    ZeroTimeout,
-    #[error("wal-health: {0}")]
-    Sql(SqlError),
-    #[error("wal-health: starting the async runtime: {0}")]
-    Runtime(std::io::Error),
-    #[error("wal-health: writing JSON: {0}")]
-    Json(serde_json::Error),
-    #[error("wal-health: writing the report: {0}")]
-    Output(std::io::Error),
-}

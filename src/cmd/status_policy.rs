@@ -10,7 +10,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use serde::Serialize;
 
-use super::{KubeError, claim};
+use super::StatusError;
+use crate::k8s::claim;
 use crate::policy::fields::{FIELDS, default_text};
 use crate::policy::merge::{CentralPolicy, Source, effective_with_limits, parse_configmap};
 use crate::policy::validate::{Context, validate};
@@ -128,7 +129,7 @@ pub async fn fetch(
     client: kube::Client,
     claims: &[PersistentVolumeClaim],
     configmap: (&str, &str),
-) -> Result<Vec<PolicyRow>, KubeError> {
+) -> Result<Vec<PolicyRow>, StatusError> {
     let sc_api: Api<StorageClass> = Api::all(client.clone());
     let mut classes = BTreeMap::new();
     for pvc in claims {
@@ -141,7 +142,7 @@ pub async fn fetch(
         let class = sc_api
             .get_opt(&name)
             .await
-            .map_err(|source| KubeError::Api {
+            .map_err(|source| StatusError::Api {
                 action: format!("reading StorageClass {name}"),
                 source,
             })?;
