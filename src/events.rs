@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
-use crate::decide::{BlockReason, ResizeState, Verdict};
+use crate::decide::{BlockReason, FailureCause, ResizeState, Verdict};
 use crate::quantity;
 use crate::report::VolumeReport;
 
@@ -86,7 +86,13 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             "InternalError",
             format!(
                 "headroom hit an internal error evaluating this claim and leaves it alone: {}",
-                report.decision.notes.join("; ")
+                report
+                    .decision
+                    .notes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         ),
         BlockReason::CapacityUnknown => Notice::warning(
@@ -131,16 +137,14 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             note: format!("growth planned, waiting: {reason}"),
         },
         BlockReason::ResizeFailed => {
-            let detail = match &report.claim.resize {
-                ResizeState::Failed { detail } => detail.as_str(),
-                _ => "",
+            let (cause, detail) = match &report.claim.resize {
+                ResizeState::Failed { cause, detail } => (Some(*cause), detail.as_str()),
+                _ => (None, ""),
             };
-            let reason = if detail.contains("Infeasible") {
-                "ExpansionInfeasible"
-            } else if detail.starts_with("filesystem not expanded") {
-                "FilesystemNotExpanded"
-            } else {
-                "ExpansionStuck"
+            let reason = match cause {
+                Some(FailureCause::Infeasible) => "ExpansionInfeasible",
+                Some(FailureCause::FilesystemNotExpanded) => "FilesystemNotExpanded",
+                _ => "ExpansionStuck",
             };
             Notice::warning(
                 reason,

@@ -347,7 +347,9 @@ async fn s4_archive_mode_off_is_not_configured() {
     assert!(h.sources.volume && h.sources.sql);
     let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
     assert!(
-        d.notes.iter().any(|n| n.contains("not configured")),
+        d.notes
+            .iter()
+            .any(|n| n.to_string().contains("not configured")),
         "{d:?}"
     );
     // Without SQL: the configuration files on the volume say archive_mode is off (issue 21;
@@ -457,7 +459,10 @@ async fn s5_s6_unreachable_server_is_unknown_with_clear_errors() {
     // nothing unknown to fail open on.
     let d = assert_engine(&h, 100, SMALL_SLOT_LIMIT, None);
     assert_eq!(h.inactive_slots, Some(vec![]));
-    assert!(!d.notes.iter().any(|n| n.contains("unknown")), "{d:?}");
+    assert!(
+        !d.notes.iter().any(|n| n.to_string().contains("unknown")),
+        "{d:?}"
+    );
     let sql_only = gather(
         None,
         Some(&target(&c, "headroom", &good, "disable")),
@@ -471,7 +476,9 @@ async fn s5_s6_unreachable_server_is_unknown_with_clear_errors() {
     );
     let d = assert_engine(&sql_only, 100, SMALL_SLOT_LIMIT, None);
     assert!(
-        d.notes.iter().any(|n| n.contains("archive health unknown")),
+        d.notes
+            .iter()
+            .any(|n| n.to_string().contains("archive health unknown")),
         "{d:?}"
     );
 }

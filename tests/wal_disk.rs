@@ -14,8 +14,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use headroom::decide::{
-    BlockReason, ClaimState, Decision, Inputs, Measurement, PolicyInput, ResizeState, ServerRole,
-    SlotActivity, VolumeFacts, VolumeRole, WalHealth, decide,
+    BlockReason, ClaimState, Decision, Inputs, Measurement, Note, PolicyInput, ResizeState,
+    ServerRole, SlotActivity, VolumeFacts, VolumeRole, WalHealth, decide,
 };
 use headroom::policy::Policy;
 use headroom::postgres::datadir::{self, DiskRole};
@@ -212,17 +212,23 @@ async fn check_major(major: u32) {
             Some(BlockReason::WalSlotRetention),
             "{d:?}"
         );
+        // The reason names the slot and its bytes, over the limit.
+        let named = d.notes.iter().find_map(|n| match n {
+            Note::SlotOverLimit { name, retained, .. } => Some((name.clone(), *retained)),
+            _ => None,
+        });
+        let (name, retained) = named.unwrap_or_else(|| panic!("{:?}", d.notes));
+        assert!(["cdc", "gone_replica"].contains(&name.as_str()), "{name}");
+        assert!(retained > SEG, "{retained}");
+        let shown = d
+            .notes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
         assert!(
-            d.notes
-                .iter()
-                .any(|n| n.contains("replication slot cdc") || n.contains("gone_replica")),
-            "{:?}",
-            d.notes
-        );
-        assert!(
-            d.notes.iter().any(|n| n.contains("Mi of WAL")),
-            "{:?}",
-            d.notes
+            shown.contains(&format!("replication slot {name}")) && shown.contains("Mi of WAL"),
+            "{shown}"
         );
     }
 

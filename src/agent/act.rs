@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::evaluate::{Evaluation, INVALID_HISTORY};
 use super::shutdown::Shutdown;
 use crate::decide::recover;
-use crate::decide::{Action, BlockReason, GrowKind, ResizeState, Verdict};
+use crate::decide::{Action, BlockReason, FailureCause, GrowKind, ResizeState, Verdict};
 use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
@@ -224,10 +224,10 @@ impl Actor<'_> {
         now: Timestamp,
     ) -> Option<Applied> {
         let claim = &eval.report.claim;
-        let ResizeState::Failed { detail } = &claim.resize else {
+        let ResizeState::Failed { cause, .. } = &claim.resize else {
             return None;
         };
-        if !detail.contains("Infeasible") || self.dry_run {
+        if *cause != FailureCause::Infeasible || self.dry_run {
             return None;
         }
         let size = recover::retry_size(claim, &eval.history)?;
@@ -315,12 +315,12 @@ impl Actor<'_> {
 
     async fn wal_notice(&self, key: &str, pvc: &PersistentVolumeClaim, eval: &Evaluation) {
         let report = &eval.report;
-        let unknown = report.decision.notes.iter().find(|n| n.contains("unknown"));
+        let unknown = report.decision.notes.iter().find(|n| n.is_wal_unknown());
         let notice = match (report.role.as_str(), unknown) {
             ("data" | "wal", Some(note)) => Some(Notice {
                 warning: true,
                 reason: "WALHealthUnavailable",
-                note: note.clone(),
+                note: note.to_string(),
             }),
             _ => None,
         };

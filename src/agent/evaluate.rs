@@ -10,12 +10,12 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use super::inflight;
 use super::kubelet::KubeletVolume;
 use super::{MeasuredBy, VolumeReport};
-use crate::decide::budget;
 use crate::decide::rate::FillRate;
 use crate::decide::{
     Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
     VolumeRole, WalHealth, decide,
 };
+use crate::decide::{Note, budget};
 use crate::k8s::{claim, roles, state};
 use crate::policy::Policy;
 use crate::policy::merge::{CentralPolicy, effective_with_limits};
@@ -202,18 +202,12 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         fill_rate,
     });
     if let Some(m) = seen.filter(|m| m.by == MeasuredBy::Kubelet) {
-        decision.notes.push(format!(
-            "statfs could not measure the volume: using the kubelet's numbers from {}",
-            m.at
-        ));
+        decision.notes.push(Note::KubeletNumbers { at: m.at });
     } else if s.volume.measurement.is_none()
         && !block_mode
         && s.kubelet.is_some_and(|k| k.fresh(now))
     {
-        decision.notes.push(
-            "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize"
-                .to_string(),
-        );
+        decision.notes.push(Note::KubeletNumbersStale);
     }
     let report = VolumeReport {
         namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
@@ -304,7 +298,7 @@ fn internal_error(
         next_window: None,
         seconds_to_full: None,
         predicted: false,
-        notes: vec![format!("internal error: {message}")],
+        notes: vec![Note::InternalError(message)],
     };
     let report = VolumeReport {
         namespace,

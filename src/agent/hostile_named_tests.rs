@@ -272,7 +272,11 @@ fn a_panic_is_contained_to_its_claim() {
         (e.report.namespace.as_str(), e.report.pvc.as_str()),
         ("db", "data-pg-0")
     );
-    assert!(e.report.decision.notes[0].contains("index out of bounds"));
+    assert!(
+        e.report.decision.notes[0]
+            .to_string()
+            .contains("index out of bounds")
+    );
     let n = notice_for(&e.report).expect("a warning");
     assert_eq!(n.reason, "InternalError");
     metrics.observe_scan(

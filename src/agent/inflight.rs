@@ -8,7 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::MeasuredBy;
 use super::kubelet::KubeletVolume;
 use crate::decide::budget;
-use crate::decide::{Action, ClaimState, Measurement, ResizeState};
+use crate::decide::{Action, ClaimState, FailureCause, Measurement, ResizeState};
 use crate::quantity;
 
 /// Filesystems keep a few percent for metadata; under this share of the claim, it did not grow.
@@ -108,6 +108,7 @@ pub fn resize_state(
         && timed_out
     {
         claim.resize = ResizeState::Failed {
+            cause: FailureCause::Stuck,
             detail: format!(
                 "resize to {} in flight for more than {timeout:#} (since {})",
                 quantity::format(a.to),
@@ -123,6 +124,7 @@ pub fn resize_state(
         Some((_, true)) => {}
         Some((s, false)) if timed_out => {
             claim.resize = ResizeState::Failed {
+                cause: FailureCause::FilesystemNotExpanded,
                 detail: format!(
                     "filesystem not expanded: statfs shows {} {timeout:#} after the resize to {} (at {})",
                     quantity::format(s.measurement.capacity_bytes),

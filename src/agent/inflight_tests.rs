@@ -101,7 +101,8 @@ fn filesystem_not_grown_within_the_timeout_fails() {
         now,
     );
     match c.resize {
-        ResizeState::Failed { detail } => {
+        ResizeState::Failed { cause, detail } => {
+            assert_eq!(cause, FailureCause::FilesystemNotExpanded);
             assert!(detail.starts_with("filesystem not expanded"), "{detail}")
         }
         other => panic!("{other:?}"),

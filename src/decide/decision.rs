@@ -146,7 +146,7 @@ pub struct Decision {
     /// crossed yet, but will be before a resize could land.
     pub predicted: bool,
     /// Things an operator should know that do not change the verdict (e.g. WAL health unknown).
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
 }
 
 impl Decision {
@@ -162,5 +162,103 @@ impl Decision {
             Verdict::Grow { to, kind } => Some((to, kind)),
             _ => None,
         }
+    }
+}
+
+/// One thing a decision says beside its verdict. Events, metrics and status render it; a layer
+/// that acts on one matches its variant, never its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// No WAL health at all for a volume holding WAL: grown anyway (fail open).
+    WalHealthUnknown,
+    /// Archiving's health unknown: grown anyway (fail open).
+    ArchiveHealthUnknown,
+    /// Replication slots unknown: grown anyway (fail open).
+    SlotsUnknown,
+    ArchiveNotConfigured,
+    PendingOverLimit {
+        pending: u64,
+        max: u64,
+    },
+    /// Why archiving counts as unhealthy, as the WAL reader said it.
+    ArchiveProblem(String),
+    SlotOverLimit {
+        name: String,
+        /// Not yet seen in use (rather than seen inactive).
+        unknown: bool,
+        retained: u64,
+        limit: u64,
+    },
+    /// statfs could not measure the volume: the kubelet's numbers (of that time) were used.
+    KubeletNumbers {
+        at: Timestamp,
+    },
+    /// statfs could not measure the volume, and the kubelet's numbers are older than the last
+    /// resize.
+    KubeletNumbersStale,
+    /// Evaluating the claim panicked (a bug): what the panic said.
+    InternalError(String),
+}
+
+impl Note {
+    /// A WAL fact that could not be read, so growth went ahead without it.
+    pub fn is_wal_unknown(&self) -> bool {
+        matches!(
+            self,
+            Note::WalHealthUnknown | Note::ArchiveHealthUnknown | Note::SlotsUnknown
+        )
+    }
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::quantity::human;
+        match self {
+            Note::WalHealthUnknown => f.write_str("WAL health unknown: growing anyway (fail open)"),
+            Note::ArchiveHealthUnknown => {
+                f.write_str("WAL archive health unknown: growing anyway (fail open)")
+            }
+            Note::SlotsUnknown => {
+                f.write_str("replication slots unknown: growing anyway (fail open)")
+            }
+            Note::ArchiveNotConfigured => f.write_str(
+                "WAL archiving is not configured: requireArchiveHealthy does not block",
+            ),
+            Note::PendingOverLimit { pending, max } => write!(
+                f,
+                "{pending} WAL segments wait to be archived, over maxPendingWALFiles ({max})"
+            ),
+            Note::ArchiveProblem(p) => f.write_str(p),
+            Note::SlotOverLimit {
+                name,
+                unknown,
+                retained,
+                limit,
+            } => write!(
+                f,
+                "replication slot {name} ({}) retains {} of WAL, over maxSlotRetentionBytes ({})",
+                if *unknown {
+                    "not yet seen in use"
+                } else {
+                    "inactive"
+                },
+                human(*retained),
+                human(*limit)
+            ),
+            Note::KubeletNumbers { at } => write!(
+                f,
+                "statfs could not measure the volume: using the kubelet's numbers from {at}"
+            ),
+            Note::InternalError(m) => write!(f, "internal error: {m}"),
+            Note::KubeletNumbersStale => f.write_str(
+                "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize",
+            ),
+        }
+    }
+}
+
+impl Serialize for Note {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }

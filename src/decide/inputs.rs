@@ -58,8 +58,22 @@ pub enum ResizeState {
     },
     /// ControllerResizeError/NodeResizeError, *Infeasible, or stuck past the resize timeout.
     Failed {
+        cause: FailureCause,
         detail: String,
     },
+}
+
+/// Why a resize failed: what the Events, the status and the retry act on (the `detail` beside
+/// it is for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCause {
+    /// The storage system refused the size (KEP-1790 `*Infeasible`): a lower request may recover.
+    Infeasible,
+    /// A resize error condition, or a resize in flight past the timeout.
+    Stuck,
+    /// The claim grew, but the filesystem the volume shows did not.
+    FilesystemNotExpanded,
 }
 
 /// The claim's sizes: what was asked for and what the storage system says it has.

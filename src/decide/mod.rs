@@ -9,7 +9,7 @@ pub mod rate;
 pub mod recover;
 mod wal;
 
-pub use decision::{BlockReason, Decision, State, Verdict};
+pub use decision::{BlockReason, Decision, Note, State, Verdict};
 pub use engine::{
     COOLDOWN, EMERGENCY_MAX_BYTES, EMERGENCY_MIN_BYTES, EMERGENCY_MIN_PERCENT, MIN_CHANGE_PERCENT,
     SHRINK_MARGIN_POINTS, decide,

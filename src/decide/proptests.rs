@@ -284,7 +284,7 @@ proptest! {
         let size = size / MI * MI;
         let resize = match resize {
             0 => ResizeState::InProgress { since: None },
-            1 => ResizeState::Failed { detail: "NodeResizeError".into() },
+            1 => ResizeState::Failed { cause: FailureCause::Stuck, detail: "NodeResizeError".into() },
             _ => ResizeState::Idle,
         };
         let claim = ClaimState { request_bytes: size + request_delta / MI * MI, capacity_bytes: size, resize };

@@ -39,6 +39,7 @@ mod tests {
             request_bytes: request,
             capacity_bytes: capacity,
             resize: ResizeState::Failed {
+                cause: crate::decide::FailureCause::Infeasible,
                 detail: "ControllerResizeInfeasible".into(),
             },
         }

@@ -219,6 +219,7 @@ fn gates_that_apply_whatever_the_numbers() {
     assert_eq!(c.run().blocked_reason(), Some(BlockReason::NotExpandable));
     c.facts.expandable = true;
     c.claim.resize = ResizeState::Failed {
+        cause: FailureCause::Stuck,
         detail: "ControllerResizeError".into(),
     };
     assert_eq!(c.run().blocked_reason(), Some(BlockReason::ResizeFailed));
@@ -301,7 +302,7 @@ fn wal_gates_on_wal_volume() {
     assert!(
         d.notes
             .iter()
-            .any(|n| n.contains("stuck") && n.contains("11.0Gi")),
+            .any(|n| n.to_string().contains("stuck") && n.to_string().contains("11.0Gi")),
         "{:?}",
         d.notes
     );
@@ -319,7 +320,11 @@ fn wal_gates_on_wal_volume() {
     });
     let d = c.run();
     assert!(d.grow_to().is_some());
-    assert!(d.notes.iter().any(|n| n.contains("not configured")));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.to_string().contains("not configured"))
+    );
     // requireArchiveHealthy: false lets an unhealthy archive through.
     let lax = Policy {
         wal_safety: crate::policy::WalSafety {
@@ -344,7 +349,7 @@ fn wal_unknown_fails_open_with_a_note() {
     c.facts.role = VolumeRole::Wal;
     let d = c.run();
     assert!(d.grow_to().is_some());
-    assert!(d.notes.iter().any(|n| n.contains("fail open")));
+    assert!(d.notes.iter().any(|n| n.to_string().contains("fail open")));
 }
 
 #[test]

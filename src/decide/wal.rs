@@ -1,13 +1,12 @@
 //! WAL safety: growth must not hide a volume that fills because WAL cannot be recycled.
 
-use super::decision::BlockReason;
+use super::decision::{BlockReason, Note};
 use super::inputs::{Inputs, SlotActivity, VolumeRole};
 use crate::policy::Policy;
-use crate::quantity::human;
 
 /// Returns the reason growth of a WAL-holding volume is unsafe, adding notes where health is
 /// unknown (fail open: a database that does not answer must not stop an emergency).
-pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option<BlockReason> {
+pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<Note>) -> Option<BlockReason> {
     let safety = &policy.wal_safety;
     if inputs.facts.role == VolumeRole::Data
         && inputs.facts.wal_on_data
@@ -16,7 +15,7 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
         return Some(BlockReason::WalRiskNotAcknowledged);
     }
     let Some(wal) = inputs.wal else {
-        notes.push("WAL health unknown: growing anyway (fail open)".to_string());
+        notes.push(Note::WalHealthUnknown);
         return None;
     };
     // A server that does not archive (a standby with `archive_mode: on`) has no backlog to be
@@ -26,22 +25,22 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
         && max > 0
         && let Some(n) = wal.pending_files.filter(|&n| n > max)
     {
-        notes.push(format!(
-            "{n} WAL segments wait to be archived, over maxPendingWALFiles ({max})"
-        ));
+        notes.push(Note::PendingOverLimit { pending: n, max });
         return Some(BlockReason::WalPendingFiles);
     }
     match (wal.archive_configured, wal.archive_healthy) {
-        (Some(false), _) => notes.push(
-            "WAL archiving is not configured: requireArchiveHealthy does not block".to_string(),
-        ),
+        (Some(false), _) => notes.push(Note::ArchiveNotConfigured),
         (_, Some(false)) if safety.require_archive_healthy => {
-            notes.extend(wal.detail.problems.iter().cloned());
+            notes.extend(
+                wal.detail
+                    .problems
+                    .iter()
+                    .cloned()
+                    .map(Note::ArchiveProblem),
+            );
             return Some(BlockReason::WalArchiveUnhealthy);
         }
-        (_, None) => {
-            notes.push("WAL archive health unknown: growing anyway (fail open)".to_string())
-        }
+        (_, None) => notes.push(Note::ArchiveHealthUnknown),
         _ => {}
     }
     slots(wal, safety.max_slot_retention_bytes, notes)
@@ -53,23 +52,19 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<String>) -> Option
 fn slots(
     wal: &super::inputs::WalHealth,
     limit: Option<u64>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Option<BlockReason> {
     let limit = limit.filter(|&l| l > 0)?;
     let Some(slots) = &wal.inactive_slots else {
-        notes.push("replication slots unknown: growing anyway (fail open)".to_string());
+        notes.push(Note::SlotsUnknown);
         return None;
     };
     let over = slots.iter().find(|s| s.retained_bytes > limit)?;
-    let how = match over.activity {
-        SlotActivity::Unknown => "not yet seen in use",
-        _ => "inactive",
-    };
-    notes.push(format!(
-        "replication slot {} ({how}) retains {} of WAL, over maxSlotRetentionBytes ({})",
-        over.name,
-        human(over.retained_bytes),
-        human(limit)
-    ));
+    notes.push(Note::SlotOverLimit {
+        name: over.name.clone(),
+        unknown: over.activity == SlotActivity::Unknown,
+        retained: over.retained_bytes,
+        limit,
+    });
     Some(BlockReason::WalSlotRetention)
 }

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimCon
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{KubeError, pvc_name};
-use crate::decide::{ClaimState, ResizeState};
+use crate::decide::{ClaimState, FailureCause, ResizeState};
 
 const REQUEST_FIELD: &str = "spec.resources.requests.storage";
 const CAPACITY_FIELD: &str = "status.capacity.storage";
@@ -103,6 +103,7 @@ fn resize_state(
     resize_timeout: SignedDuration,
 ) -> ResizeState {
     let mut failures = Vec::new();
+    let mut cause = FailureCause::Stuck;
     let mut in_progress = false;
     let mut since: Option<Timestamp> = None;
     for c in true_conditions(pvc) {
@@ -126,6 +127,7 @@ fn resize_state(
         .and_then(|m| m.get("storage"));
     if let Some(a) = allocated {
         if a.ends_with("Infeasible") {
+            cause = FailureCause::Infeasible;
             failures.push(format!("allocatedResourceStatuses storage={a}"));
         } else if a.ends_with("InProgress") || a.ends_with("Pending") {
             in_progress = true;
@@ -133,6 +135,7 @@ fn resize_state(
     }
     if !failures.is_empty() {
         return ResizeState::Failed {
+            cause,
             detail: failures.join("; "),
         };
     }
@@ -145,6 +148,7 @@ fn resize_state(
     }
     match since {
         Some(t) if now.duration_since(t) > resize_timeout => ResizeState::Failed {
+            cause: FailureCause::Stuck,
             detail: format!(
                 "resize in flight for more than {:#} (since {t})",
                 resize_timeout
@@ -292,7 +296,10 @@ mod tests {
             let mut status = bound("20Gi");
             status["allocatedResourceStatuses"] = json!({ "storage": value });
             match state(&pvc(json!({}), status)).resize {
-                ResizeState::Failed { detail } => assert!(detail.contains(value), "{detail}"),
+                ResizeState::Failed { cause, detail } => {
+                    assert_eq!(cause, FailureCause::Infeasible, "{value}");
+                    assert!(detail.contains(value), "{detail}")
+                }
                 other => panic!("{value}: {other:?}"),
             }
         }
@@ -315,7 +322,7 @@ mod tests {
             status,
         );
         match state(&p).resize {
-            ResizeState::Failed { detail } => {
+            ResizeState::Failed { detail, .. } => {
                 assert!(detail.starts_with("condition ControllerResizeError: resize volume"));
             }
             other => panic!("{other:?}"),
@@ -325,6 +332,7 @@ mod tests {
         assert_eq!(
             state(&pvc(json!({}), status)).resize,
             ResizeState::Failed {
+                cause: FailureCause::Stuck,
                 detail: "condition NodeResizeError".into()
             }
         );
@@ -341,7 +349,7 @@ mod tests {
             status,
         );
         match state(&p).resize {
-            ResizeState::Failed { detail } => {
+            ResizeState::Failed { detail, .. } => {
                 assert!(
                     detail.starts_with("resize in flight for more than 30m"),
                     "{detail}"

@@ -69,7 +69,7 @@ pub struct Report {
     pub full_seconds: f64,
     pub evaluations: u64,
     /// Distinct notes the engine made (e.g. WAL health unknown), in first-seen order.
-    pub notes: Vec<String>,
+    pub notes: Vec<crate::decide::Note>,
 }
 
 /// Runs the trace from its first to its last row, one evaluation every `interval`.
