@@ -7,7 +7,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod fake_pg;
     pub mod http;
     pub mod node;
@@ -21,7 +21,7 @@ use fake_api::fixtures::{bound_pvc, pod};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use support::cluster::{Cluster, NODE, NS, annotate, status_field};
+use support::fake_cluster::{Cluster, NODE, NS, annotate, status_field};
 use support::fake_pg::{Ask, FakePg};
 use support::http::{free_port, get};
 use support::node::{MI, wait_for};

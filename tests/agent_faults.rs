@@ -5,7 +5,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod node;
     pub mod root;
 }
@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use support::cluster::{Cluster, NODE, NS, history_len, status_field};
+use support::fake_cluster::{Cluster, NODE, NS, history_len, status_field};
 use support::node::{CsiDriver, MI, capacity_of, fill, request_of, wait_for};
 
 use support::root::needs_root;
 
-use support::cluster::ENABLED;
+use support::fake_cluster::ENABLED;
 
 fn csi(c: &Cluster, mounts: &[(&str, PathBuf)], delay_ms: u64) -> CsiDriver {
     let mut volumes: BTreeMap<(String, String), Vec<PathBuf>> = BTreeMap::new();

@@ -7,7 +7,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod node;
     pub mod root;
 }
@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
-use support::cluster::{Cluster, NODE, NS, history, status_field};
+use support::fake_cluster::{Cluster, NODE, NS, history, status_field};
 use support::node::{MI, fill, request_of, wait_for};
 
 use support::root::needs_root;

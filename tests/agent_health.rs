@@ -4,7 +4,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod http;
     pub mod hung;
     pub mod node;
@@ -13,7 +13,7 @@ mod support {
 
 use std::time::Duration;
 
-use support::cluster::{Cluster, ENABLED, NODE};
+use support::fake_cluster::{Cluster, ENABLED, NODE};
 use support::http::{free_port, get, metric};
 use support::hung::HungMount;
 use support::node::{Agent, MI, fill, wait_for};

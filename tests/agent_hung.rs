@@ -6,7 +6,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod http;
     pub mod hung;
     pub mod node;
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use support::cluster::{Cluster, ENABLED, NODE, NS};
+use support::fake_cluster::{Cluster, ENABLED, NODE, NS};
 use support::http::{claim_metric, free_port, get, metric};
 use support::hung::HungMount;
 use support::node::{CsiDriver, MI, capacity_of, fill, wait_for};

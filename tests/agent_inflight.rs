@@ -6,7 +6,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod node;
     pub mod root;
 }
@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::mount::{MsFlags, mount};
-use support::cluster::{Cluster, ENABLED, NODE, NS, status_field};
+use support::fake_cluster::{Cluster, ENABLED, NODE, NS, status_field};
 use support::node::{MI, fill, request_of, wait_for};
 
 const WAIT: Duration = Duration::from_secs(15);

@@ -5,7 +5,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod http;
     pub mod kubelet_tls;
     pub mod node;
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use headroom::agent::kubelet_https::{KubeletEndpoint, KubeletError, fetch_summary};
 use serde_json::json;
-use support::cluster::{Cluster, ENABLED, NODE, NS, status_field};
+use support::fake_cluster::{Cluster, ENABLED, NODE, NS, status_field};
 use support::http::{claim_metric, free_port, get};
 use support::kubelet_tls::{FakeKubelet, make_certificates};
 use support::node::{MI, fill, wait_for};

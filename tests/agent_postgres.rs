@@ -5,7 +5,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod http;
     pub mod node;
     pub mod pg;
@@ -15,7 +15,7 @@ mod support {
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use support::cluster::{Cluster, NODE, NS, status_field};
+use support::fake_cluster::{Cluster, NODE, NS, status_field};
 use support::http::{free_port, get};
 use support::node::{MI, fill, request_of, wait_for};
 use support::pg::{Options, require_postgres};

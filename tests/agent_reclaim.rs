@@ -6,7 +6,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod http;
     pub mod loop_ext4;
     pub mod node;
@@ -16,7 +16,7 @@ mod support {
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use support::cluster::{Cluster, NODE, NS};
+use support::fake_cluster::{Cluster, NODE, NS};
 use support::http::{free_port, get};
 use support::loop_ext4::{self, LoopExt4, SLACK};
 use support::node::wait_for;
@@ -50,7 +50,7 @@ fn daily_in(secs: i64) -> String {
 fn set_reclaim_schedule(c: &Cluster, schedule: &str) {
     c.fake
         .update_with::<PersistentVolumeClaim>(NS, "trim", |p| {
-            support::cluster::annotate(p, &[("reclaim-space-schedule", schedule)])
+            support::fake_cluster::annotate(p, &[("reclaim-space-schedule", schedule)])
         });
 }
 

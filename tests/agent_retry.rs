@@ -4,7 +4,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod node;
     pub mod root;
 }
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use fake_api::Features;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use support::cluster::{Cluster, history, status_field};
+use support::fake_cluster::{Cluster, history, status_field};
 use support::node::{MI, request_of, wait_for};
 
 const GI_HISTORY: &str = r#"[{"at":"2026-01-01T00:00:00Z","kind":"Grow","from":50331648,"to":67108864,"node":"n"},{"at":"2026-01-01T01:00:00Z","kind":"Grow","from":67108864,"to":134217728,"node":"n"}]"#;
@@ -51,7 +51,7 @@ async fn infeasible_claim(recover: bool) -> Cluster {
             );
         },
     );
-    let uid = c.pod("pod-data", support::cluster::NODE, "data");
+    let uid = c.pod("pod-data", support::fake_cluster::NODE, "data");
     c.root.tmpfs_volume(&uid, "pv-data", 64 * MI);
     c
 }

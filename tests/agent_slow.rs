@@ -6,7 +6,7 @@
 #[path = "support/fake_api/mod.rs"]
 mod fake_api;
 mod support {
-    pub mod cluster;
+    pub mod fake_cluster;
     pub mod http;
     pub mod node;
     pub mod root;
@@ -15,7 +15,7 @@ mod support {
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use support::cluster::{Cluster, ENABLED, NODE, NS, history_len};
+use support::fake_cluster::{Cluster, ENABLED, NODE, NS, history_len};
 use support::http::free_port;
 use support::node::{MI, fill, request_of, wait_for};
 use support::root::needs_root;
@@ -111,7 +111,7 @@ async fn a_slow_patch_delays_only_its_own_claim_and_is_sent_once() {
     wait_for(
         Duration::from_secs(15),
         "the first status of the quick claim",
-        || support::cluster::status_field(&c.get("b-quick"), "state"),
+        || support::fake_cluster::status_field(&c.get("b-quick"), "state"),
     );
     fill(&slow, 56 * MI);
     fill(&quick, 56 * MI);
