@@ -302,7 +302,9 @@ impl KubeCluster {
         self.root.tmpfs_volume(&uid, &pv, size_mi * MI)
     }
 
-    fn patch_status<K>(&self, name: &str, body: &serde_json::Value)
+    /// A merge patch of the status subresource of this namespace's object `name`, as the
+    /// controller that owns it would write it.
+    pub fn patch_status<K>(&self, name: &str, body: &serde_json::Value)
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
