@@ -2,14 +2,14 @@
 //! Event, no WAL read and no SQL connection (a KEP-1790 infeasible claim included), and the
 //! Postgres credential goes only to a pod in its namespace owned by its cluster, never to one
 //! that merely carries the labels or lives in another namespace; even that pod, asking for the
-//! password in the clear, receives nothing.
+//! password in the clear, receives nothing. The real API server, the agent's requests counted in
+//! the fault proxy's log.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod fake_pg;
     pub mod http;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
@@ -17,13 +17,13 @@ mod support {
 use std::path::Path;
 use std::time::Duration;
 
-use fake_api::fixtures::{bound_pvc, pod};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use support::fake_cluster::{Cluster, NODE, NS, annotate, status_field};
+use support::cluster::{Cluster, available, status_field};
 use support::fake_pg::{Ask, FakePg};
 use support::http::{free_port, get};
+use support::kube::block;
 use support::node::{MI, wait_for};
 
 /// An opted-in Postgres data claim's annotations.
@@ -70,18 +70,16 @@ fn postgres_claim(
     ip: &str,
     owner: Option<OwnerReference>,
 ) -> std::path::PathBuf {
-    let mut pvc = bound_pvc(ns, name, "fast", "64Mi");
-    annotate(&mut pvc, annotations);
-    c.fake.insert(pvc);
-    let mut p = pod(ns, &format!("pod-{name}"), NODE, Some(name));
-    let labels = p.metadata.labels.get_or_insert_with(Default::default);
-    labels.insert("cnpg.io/cluster".into(), "main".into());
-    labels.insert("cnpg.io/instanceRole".into(), "primary".into());
-    p.metadata.owner_references = owner.map(|o| vec![o]);
-    p.status.get_or_insert_with(Default::default).pod_ip = Some(ip.into());
-    let p: Pod = c.fake.insert(p);
-    let uid = p.metadata.uid.expect("uid");
-    let mount = c.root.tmpfs_volume(&uid, &format!("pv-{name}"), 64 * MI);
+    c.pvc_in(ns, name, &c.fast, 64, annotations, |_| {});
+    let uid = c.pod_in(ns, &format!("pod-{name}"), &c.node, name, |p| {
+        let labels = p.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert("cnpg.io/cluster".into(), "main".into());
+        labels.insert("cnpg.io/instanceRole".into(), "primary".into());
+        p.metadata.owner_references = owner.map(|o| vec![o]);
+        p.status.get_or_insert_with(Default::default).pod_ip = Some(ip.into());
+    });
+    let pv = c.pv_name(name);
+    let mount = c.root.tmpfs_volume(&uid, &pv, 64 * MI);
     pgdata(&mount);
     mount
 }
@@ -89,7 +87,7 @@ fn postgres_claim(
 /// Requests other than reads that concern claim `name` (patches, Events naming it, anything).
 fn writes_about(c: &Cluster, name: &str) -> Vec<String> {
     let needle = format!("\"{name}\"");
-    c.fake
+    c.proxy
         .requests()
         .into_iter()
         .filter(|r| r.method != "GET")
@@ -101,45 +99,48 @@ fn writes_about(c: &Cluster, name: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn tenants_cannot_turn_the_agent_against_anyone() {
-    if !support::root::needs_root("tenants_cannot_turn_the_agent_against_anyone") {
+#[test]
+fn tenants_cannot_turn_the_agent_against_anyone() {
+    if !available("tenants_cannot_turn_the_agent_against_anyone", &[]) {
         return;
     }
-    let fake_pg = FakePg::start(&[OWNED, LABELLED, ELSEWHERE, OPTED_OUT], Ask::Cleartext).await;
-    let mut c = Cluster::new().await;
-    // The credential is bound to cluster `main` in namespace `db`.
+    let fake_pg = block(FakePg::start(
+        &[OWNED, LABELLED, ELSEWHERE, OPTED_OUT],
+        Ask::Cleartext,
+    ));
+    let mut c = Cluster::new();
+    let ns = c.ns.clone();
+    // Another tenant's namespace.
+    let evil = format!("{ns}-evil");
+    c.create(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": evil}}),
+    );
+    // The credential is bound to cluster `main` in this test's namespace.
     let secret_dir = tempfile::tempdir().expect("dir");
     let password = secret_dir.path().join("password");
     std::fs::write(&password, "s3cret-password-do-not-leak\n").expect("password");
     let yaml = format!(
-        "clusters:\n  - {{ namespace: {NS}, cluster: main, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {}, sslmode: prefer }}\n",
+        "clusters:\n  - {{ namespace: {ns}, cluster: main, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {}, sslmode: prefer }}\n",
         password.display(),
         fake_pg.port
     );
-    c.fake.insert::<ConfigMap>(
-        serde_json::from_value(serde_json::json!({
-            "metadata": { "name": "headroom", "namespace": "headroom" },
-            "data": { "postgres.yaml": yaml },
-        }))
-        .expect("configmap"),
-    );
+    c.configmap(serde_json::json!({ "postgres.yaml": yaml }));
 
     // Owned by the cluster the credential names: the only pod the agent may try.
     postgres_claim(
         &mut c,
-        NS,
+        &ns,
         "owned",
         PG_ENABLED,
         OWNED,
         Some(cnpg_owner("main")),
     );
     // The right labels, no ownership.
-    postgres_claim(&mut c, NS, "labelled", PG_ENABLED, LABELLED, None);
+    postgres_claim(&mut c, &ns, "labelled", PG_ENABLED, LABELLED, None);
     // Owned by a Cluster `main`, in another namespace.
     postgres_claim(
         &mut c,
-        "evil",
+        &evil,
         "elsewhere",
         PG_ENABLED,
         ELSEWHERE,
@@ -148,7 +149,7 @@ async fn tenants_cannot_turn_the_agent_against_anyone() {
     // Owned correctly but never opted in: measured, nothing else.
     postgres_claim(
         &mut c,
-        NS,
+        &ns,
         "opted-out",
         PG_OFF,
         OPTED_OUT,
@@ -157,7 +158,7 @@ async fn tenants_cannot_turn_the_agent_against_anyone() {
     // Not opted in, in the KEP-1790 infeasible state, with a history that would allow a retry.
     c.pvc(
         "infeasible",
-        "fast",
+        &c.fast,
         64,
         &[(
             "history",
@@ -180,12 +181,13 @@ async fn tenants_cannot_turn_the_agent_against_anyone() {
             );
         },
     );
-    let uid = c.pod("pod-infeasible", NODE, "infeasible");
-    c.root.tmpfs_volume(&uid, "pv-infeasible", 64 * MI);
+    let uid = c.pod("pod-infeasible", &c.node, "infeasible");
+    let pv = c.pv_name("infeasible");
+    c.root.tmpfs_volume(&uid, &pv, 64 * MI);
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &["--listen", &listen]);
+    let _agent = c.agent_on(&c.node, c.root.path(), "300ms", &["--listen", &listen]);
     // The control: the owned pod is reached (and refused before the password, see below), and
     // the opted-in claims get their status written.
     wait_for(
@@ -200,7 +202,7 @@ async fn tenants_cannot_turn_the_agent_against_anyone() {
             .then_some(())
     });
     // Several more scans for anything that would happen later.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    std::thread::sleep(Duration::from_secs(3));
 
     for ip in [LABELLED, ELSEWHERE, OPTED_OUT] {
         assert_eq!(fake_pg.connections_to(ip), 0, "the agent connected to {ip}");

@@ -1,12 +1,11 @@
-//! One fill, one grow, end to end (issue 13 item 4, issue 16 item 2): the agent against the fake
-//! API server with real tmpfs volumes. A bound claim without `status.capacity` is never resized;
+//! One fill, one grow, end to end (issue 13 item 4, issue 16 item 2): the agent against the real
+//! API server (through the fault proxy, which counts its PATCHes) with real tmpfs volumes. A bound claim without `status.capacity` is never resized;
 //! a storage system that sets `status.capacity` before the filesystem grows gets one resize, and
 //! the next comes only after the filesystem has grown and filled again.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
@@ -14,26 +13,27 @@ mod support {
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::mount::{MsFlags, mount};
-use support::fake_cluster::{Cluster, ENABLED, NODE, NS, status_field};
+use serde_json::json;
+use support::cluster::{Cluster, ENABLED, available, status_field};
 use support::node::{MI, fill, request_of, wait_for};
 
 const WAIT: Duration = Duration::from_secs(15);
 
-#[tokio::test(flavor = "multi_thread")]
-async fn bound_claim_without_capacity_is_never_resized() {
-    if !support::root::require_root("bound_claim_without_capacity_is_never_resized", &[]) {
+#[test]
+fn bound_claim_without_capacity_is_never_resized() {
+    if !available("bound_claim_without_capacity_is_never_resized", &[]) {
         return;
     }
-    let mut c = Cluster::new().await;
-    c.pvc("data", "fast", 64, ENABLED, |p| {
+    let mut c = Cluster::new();
+    c.pvc("data", &c.fast, 64, ENABLED, |p| {
         if let Some(s) = p.status.as_mut() {
             s.capacity = None;
         }
     });
-    let uid = c.pod("pod-data", NODE, "data");
-    let mount_point = c.root.tmpfs_volume(&uid, "pv-data", 64 * MI);
+    let uid = c.pod("pod-data", &c.node, "data");
+    let pv = c.pv_name("data");
+    let mount_point = c.root.tmpfs_volume(&uid, &pv, 64 * MI);
     fill(&mount_point, 60 * MI);
     let _agent = c.agent("300ms");
     wait_for(WAIT, "status blocked: capacity_unknown", || {
@@ -52,27 +52,23 @@ async fn bound_claim_without_capacity_is_never_resized() {
     assert_eq!(warned.len(), 1, "{events:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn capacity_set_before_the_filesystem_grows_is_one_grow() {
-    if !support::root::require_root("capacity_set_before_the_filesystem_grows_is_one_grow", &[]) {
+#[test]
+fn capacity_set_before_the_filesystem_grows_is_one_grow() {
+    if !available("capacity_set_before_the_filesystem_grows_is_one_grow", &[]) {
         return;
     }
-    let mut c = Cluster::new().await;
-    let mount_point = c.claim("data", "fast", 64, ENABLED);
+    let mut c = Cluster::new();
+    let mount_point = c.claim("data", &c.fast.clone(), 64, ENABLED);
     fill(&mount_point, 60 * MI);
     let _agent = c.agent("300ms");
     wait_for(WAIT, "the first grow", || {
         (request_of(&c.get("data")) == 80 * MI).then_some(())
     });
     // The controller reports the new capacity at once; the node has not expanded the filesystem.
-    c.fake
-        .update_with::<PersistentVolumeClaim>(NS, "data", |p| {
-            let status = p.status.get_or_insert_with(Default::default);
-            status
-                .capacity
-                .get_or_insert_with(Default::default)
-                .insert("storage".into(), Quantity("80Mi".into()));
-        });
+    c.patch_status::<PersistentVolumeClaim>(
+        "data",
+        &json!({"status": {"capacity": {"storage": "80Mi"}}}),
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         c.resize_patches("data"),

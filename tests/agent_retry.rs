@@ -1,32 +1,34 @@
 //! KEP-1790 recovery end to end: an infeasible request is lowered once, to the largest step the
 //! claim's history shows worked; a cluster that refuses lowering is asked once, not every scan.
+//! The real API server (1.20) behind the fault proxy, whose scripted 1.34 mock
+//! (tests/support/kube/v1_34.rs) reports `allocatedResourceStatuses` and, with KEP-1790 on,
+//! allows the lowering; with it off, 1.20 refuses the lowering itself.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
 
 use std::time::Duration;
 
-use fake_api::Features;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use support::fake_cluster::{Cluster, history, status_field};
+use support::cluster::{Cluster, available, history, status_field};
+use support::kube::v1_34::Features;
 use support::node::{MI, request_of, wait_for};
 
 const GI_HISTORY: &str = r#"[{"at":"2026-01-01T00:00:00Z","kind":"Grow","from":50331648,"to":67108864,"node":"n"},{"at":"2026-01-01T01:00:00Z","kind":"Grow","from":67108864,"to":134217728,"node":"n"}]"#;
 
 /// A 64Mi claim whose last resize, to 128Mi, the storage system refused.
-async fn infeasible_claim(recover: bool) -> Cluster {
-    let mut c = Cluster::new().await;
-    c.fake.set_features(Features {
+fn infeasible_claim(recover: bool) -> Cluster {
+    let mut c = Cluster::new();
+    c.proxy.v1_34().set_features(Features {
         recover_from_expansion_failure: recover,
     });
     c.pvc(
         "data",
-        "fast",
+        &c.fast,
         64,
         &[
             ("enabled", "true"),
@@ -51,26 +53,27 @@ async fn infeasible_claim(recover: bool) -> Cluster {
             );
         },
     );
-    let uid = c.pod("pod-data", support::fake_cluster::NODE, "data");
-    c.root.tmpfs_volume(&uid, "pv-data", 64 * MI);
+    let uid = c.pod("pod-data", &c.node, "data");
+    let pv = c.pv_name("data");
+    c.root.tmpfs_volume(&uid, &pv, 64 * MI);
     c
 }
 
 fn lowering_patches(c: &Cluster) -> usize {
     c.resize_patch_bodies("data").len()
-        + c.fake
+        + c.proxy
             .requests()
             .iter()
             .filter(|r| r.method == "PATCH" && r.status == 422)
             .count()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn infeasible_request_is_lowered_once_to_a_step_that_worked() {
-    if !support::root::require_root("infeasible_request_is_lowered_once", &[]) {
+#[test]
+fn infeasible_request_is_lowered_once_to_a_step_that_worked() {
+    if !available("infeasible_request_is_lowered_once", &[]) {
         return;
     }
-    let c = infeasible_claim(true).await;
+    let c = infeasible_claim(true);
     let _agent = c.agent("300ms");
     // 64Mi -> 128Mi was refused; 48Mi -> 64Mi (+16Mi) worked: retry at 80Mi.
     wait_for(Duration::from_secs(10), "the retry", || {
@@ -86,7 +89,7 @@ async fn infeasible_request_is_lowered_once_to_a_step_that_worked() {
         ),
         (Some("Retry"), Some(128 * MI), Some(80 * MI))
     );
-    // Still reported infeasible (the fake storage does nothing): no second retry, no growth.
+    // Still reported infeasible (the mock storage does nothing): no second retry, no growth.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(c.resize_patches("data"), 1);
     assert_eq!(
@@ -108,12 +111,12 @@ async fn infeasible_request_is_lowered_once_to_a_step_that_worked() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_cluster_that_refuses_lowering_is_asked_once() {
-    if !support::root::require_root("a_cluster_that_refuses_lowering_is_asked_once", &[]) {
+#[test]
+fn a_cluster_that_refuses_lowering_is_asked_once() {
+    if !available("a_cluster_that_refuses_lowering_is_asked_once", &[]) {
         return;
     }
-    let c = infeasible_claim(false).await;
+    let c = infeasible_claim(false);
     let _agent = c.agent("300ms");
     wait_for(Duration::from_secs(10), "the refused retry", || {
         (lowering_patches(&c) > 0).then_some(())

@@ -146,8 +146,21 @@ impl Cluster {
         annotations: &[(&str, &str)],
         edit: impl FnOnce(&mut PersistentVolumeClaim),
     ) {
+        self.pvc_in(&self.ns, name, class, size_mi, annotations, edit);
+    }
+
+    /// [`Self::pvc`] in namespace `ns`.
+    pub fn pvc_in(
+        &self,
+        ns: &str,
+        name: &str,
+        class: &str,
+        size_mi: u64,
+        annotations: &[(&str, &str)],
+        edit: impl FnOnce(&mut PersistentVolumeClaim),
+    ) {
         let pv = self.pv_name(name);
-        let mut pvc = bound_pvc(&self.ns, name, &pv, class, &format!("{size_mi}Mi"));
+        let mut pvc = bound_pvc(ns, name, &pv, class, &format!("{size_mi}Mi"));
         annotate(&mut pvc, annotations);
         edit(&mut pvc);
         let allocated = pvc
@@ -168,7 +181,7 @@ impl Cluster {
             && bytes(&request) > bytes(&capacity)
             && self.proxy.v1_34().features().recover_from_expansion_failure
         {
-            self.proxy.v1_34().hold_request(&self.ns, name, r, c);
+            self.proxy.v1_34().hold_request(ns, name, r, c);
             claim["spec"]["resources"]["requests"]["storage"] = json!(c);
         }
         let pv_size = capacity.or(request).expect("a size for the volume");
@@ -178,7 +191,7 @@ impl Cluster {
             "spec": {
                 "capacity": {"storage": pv_size}, "accessModes": claim["spec"]["accessModes"],
                 "storageClassName": class, "persistentVolumeReclaimPolicy": "Delete",
-                "claimRef": {"namespace": self.ns, "name": name},
+                "claimRef": {"namespace": ns, "name": name},
                 "csi": {"driver": "test.csi.headroom.dev", "volumeHandle": format!("h-{pv}")},
             },
         }));
@@ -186,14 +199,61 @@ impl Cluster {
         claim["kind"] = json!("PersistentVolumeClaim");
         self.create(claim);
         if !status.is_null() {
-            self.patch_status::<PersistentVolumeClaim>(name, &json!({ "status": status }));
+            self.patch_status_in::<PersistentVolumeClaim>(ns, name, json!({ "status": status }));
         }
         if let Some(statuses) = allocated {
             let statuses = serde_json::to_value(statuses).expect("statuses JSON");
             self.proxy
                 .v1_34()
-                .allocated_resource_statuses(&self.ns, name, statuses);
+                .allocated_resource_statuses(ns, name, statuses);
         }
+    }
+
+    /// A running pod `pod_name` in namespace `ns` on `node` mounting `claim` as volume "data",
+    /// changed by `edit` (status included: written through the status subresource, as the
+    /// kubelet does); returns its uid.
+    pub fn pod_in(
+        &self,
+        ns: &str,
+        pod_name: &str,
+        node: &str,
+        claim: &str,
+        edit: impl FnOnce(&mut Pod),
+    ) -> String {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": pod_name, "namespace": ns},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "db", "image": "postgres:17", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+            },
+            "status": {"phase": "Running", "podIP": "127.0.0.1"},
+        }))
+        .expect("valid Pod");
+        edit(&mut pod);
+        let mut v = serde_json::to_value(&pod).expect("pod JSON");
+        let status = v["status"].take();
+        v["apiVersion"] = json!("v1");
+        v["kind"] = json!("Pod");
+        let made = self.create(v);
+        self.patch_status_in::<Pod>(ns, pod_name, json!({ "status": status }));
+        made["metadata"]["uid"].as_str().expect("uid").to_string()
+    }
+
+    fn patch_status_in<K>(&self, ns: &str, name: &str, body: serde_json::Value)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(self.admin.0.clone(), ns);
+        block(async move {
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .unwrap_or_else(|e| panic!("patch status of {ns}/{name}: {e}"))
+        });
     }
 
     /// A claim of `size_mi` MiB in `class`, mounted by its own pod on this test's node as a
