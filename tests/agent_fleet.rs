@@ -1,13 +1,13 @@
-//! Fleet-safe operation end to end on the fake API server (real tmpfs volumes, `headroom agent`
-//! as a child process): SIGTERM during a patch (the fake holds the PATCH open), failed resizes
-//! (resize status fields newer than the real test server's 1.20). Drains and group sizing run on
+//! Fleet-safe operation end to end on the real API server behind the fault proxy (real tmpfs
+//! volumes, `headroom agent` as a child process): SIGTERM during a patch (the proxy holds the
+//! PATCH), failed resizes (`allocatedResourceStatuses`, newer than the server's 1.20, from the
+//! proxy's 1.34 mock). Drains and group sizing run on
 //! the real server (kube_fleet.rs, kube_agent.rs), topolvm annotations too (kube_migration.rs);
 //! the kubelet as a second source in `agent_kubelet.rs`; scheduled trims in `agent_reclaim.rs`.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
@@ -20,10 +20,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
-use support::fake_cluster::{Cluster, NODE, NS, history, status_field};
+use support::cluster::{Cluster, available, history, status_field};
 use support::node::{MI, fill, request_of, wait_for};
-
-use support::root::needs_root;
 
 /// Threshold 80 %, 16Mi steps, room for several actions. The emergency line is the 95 % used
 /// alone: the default 1Gi of critical free space would make every over-threshold volume of these
@@ -87,22 +85,22 @@ fn sigterm(child: &Child) {
 
 /// Starts an agent on a 64Mi claim, slows the API down by `delay` and fills the claim past the
 /// threshold; returns once the resize PATCH has reached the server and is not answered yet.
-async fn agent_with_patch_in_flight(delay: Duration) -> (Cluster, support::node::Agent) {
-    let mut c = Cluster::new().await;
-    let mount = c.claim("data", "fast", 64, POLICY);
+fn agent_with_patch_in_flight(delay: Duration) -> (Cluster, support::node::Agent) {
+    let mut c = Cluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
     let flags = ["--api-timeout", "10s", "--shutdown-grace", "8s"];
-    let agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let agent = c.agent_on(&c.node, c.root.path(), "300ms", &flags);
     wait_for(Duration::from_secs(15), "first status", || {
         status_field(&c.get("data"), "state")
     });
-    c.fake.set_delay(delay);
+    c.proxy.set_delay(delay);
     fill(&mount, 56 * MI);
-    let path = format!("/api/v1/namespaces/{NS}/persistentvolumeclaims/data");
+    let path = format!("/api/v1/namespaces/{}/persistentvolumeclaims/data", c.ns);
     wait_for(
         Duration::from_secs(10),
         "the resize PATCH to arrive",
         || {
-            c.fake
+            c.proxy
                 .arrivals()
                 .iter()
                 .any(|r| {
@@ -117,12 +115,12 @@ async fn agent_with_patch_in_flight(delay: Duration) -> (Cluster, support::node:
     (c, agent)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_during_a_patch_lets_it_finish_and_exits_zero() {
-    if !needs_root("sigterm_during_a_patch_lets_it_finish_and_exits_zero") {
+#[test]
+fn sigterm_during_a_patch_lets_it_finish_and_exits_zero() {
+    if !available("sigterm_during_a_patch_lets_it_finish_and_exits_zero", &[]) {
         return;
     }
-    let (c, mut agent) = agent_with_patch_in_flight(Duration::from_secs(2)).await;
+    let (c, mut agent) = agent_with_patch_in_flight(Duration::from_secs(2));
     sigterm(&agent.child);
     let status = wait_exit(&mut agent.child, Duration::from_secs(12))
         .expect("the agent did not exit within its shutdown grace");
@@ -133,13 +131,13 @@ async fn sigterm_during_a_patch_lets_it_finish_and_exits_zero() {
     assert_eq!(c.resize_patches("data"), 1);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn second_sigterm_exits_at_once() {
-    if !needs_root("second_sigterm_exits_at_once") {
+#[test]
+fn second_sigterm_exits_at_once() {
+    if !available("second_sigterm_exits_at_once", &[]) {
         return;
     }
     // The PATCH would take 6 s; the grace allows 8 s.
-    let (c, mut agent) = agent_with_patch_in_flight(Duration::from_secs(6)).await;
+    let (c, mut agent) = agent_with_patch_in_flight(Duration::from_secs(6));
     sigterm(&agent.child);
     assert!(
         wait_exit(&mut agent.child, Duration::from_millis(500)).is_none(),
@@ -154,7 +152,7 @@ async fn second_sigterm_exits_at_once() {
 
 /// A claim of 64Mi whose last resize (to `request_mi`) failed as `status` says, filled to 87.5 %.
 fn failed_claim(c: &mut Cluster, name: &str, request_mi: u64, status: serde_json::Value) {
-    c.pvc(name, "fast", 64, POLICY, |p| {
+    c.pvc(name, &c.fast, 64, POLICY, |p| {
         let requests = p.spec.as_mut().and_then(|s| s.resources.as_mut());
         let requests = requests
             .and_then(|r| r.requests.as_mut())
@@ -166,17 +164,21 @@ fn failed_claim(c: &mut Cluster, name: &str, request_mi: u64, status: serde_json
         }
         p.status = serde_json::from_value(st).expect("status");
     });
-    let uid = c.pod(&format!("pod-{name}"), NODE, name);
-    let mount = c.root.tmpfs_volume(&uid, &format!("pv-{name}"), 64 * MI);
+    let uid = c.pod(&format!("pod-{name}"), &c.node, name);
+    let pv = c.pv_name(name);
+    let mount = c.root.tmpfs_volume(&uid, &pv, 64 * MI);
     fill(&mount, 56 * MI);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn failed_resizes_get_nothing_stacked_on_top_and_one_event() {
-    if !needs_root("failed_resizes_get_nothing_stacked_on_top_and_one_event") {
+#[test]
+fn failed_resizes_get_nothing_stacked_on_top_and_one_event() {
+    if !available(
+        "failed_resizes_get_nothing_stacked_on_top_and_one_event",
+        &[],
+    ) {
         return;
     }
-    let mut c = Cluster::new().await;
+    let mut c = Cluster::new();
     // A resize the quota refused: request 96Mi, capacity still 64Mi.
     let infeasible =
         json!({ "allocatedResourceStatuses": { "storage": "ControllerResizeInfeasible" } });

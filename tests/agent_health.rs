@@ -1,19 +1,19 @@
 //! The running agent's health endpoints tell the truth: through an API outage (watches failing)
-//! and a kubelet root that hangs (every scan fails to measure), then recovery.
+//! and a kubelet root that hangs (every scan fails to measure), then recovery. The real API
+//! server; its outages and hangs are the fault proxy's.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod http;
     pub mod hung;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
 
 use std::time::Duration;
 
-use support::fake_cluster::{Cluster, ENABLED, NODE};
+use support::cluster::{Cluster, ENABLED, available};
 use support::http::{free_port, get, metric};
 use support::hung::HungMount;
 use support::node::{Agent, MI, fill, wait_for};
@@ -27,27 +27,28 @@ fn start(c: &Cluster, extra: &[&str]) -> (Agent, u16) {
     let listen = format!("127.0.0.1:{port}");
     let mut args = vec!["--listen", listen.as_str()];
     args.extend_from_slice(extra);
-    let agent = c.agent_on(NODE, c.root.path(), "1s", &args);
+    let agent = c.agent_on(&c.node, c.root.path(), "1s", &args);
     wait_for(Duration::from_secs(20), "/ready", || {
         status(port, "/ready").filter(|(code, _)| *code == 200)
     });
     (agent, port)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_api_outage_makes_the_agent_unready_and_recovery_ready_while_it_stays_live() {
-    if !support::root::needs_root(
+#[test]
+fn an_api_outage_makes_the_agent_unready_and_recovery_ready_while_it_stays_live() {
+    if !available(
         "an_api_outage_makes_the_agent_unready_and_recovery_ready_while_it_stays_live",
+        &[],
     ) {
         return;
     }
-    let mut c = Cluster::new().await;
-    c.claim("data", "fast", 64, ENABLED);
+    let mut c = Cluster::new();
+    c.claim("data", &c.fast.clone(), 64, ENABLED);
     let (mut agent, port) = start(&c, &["--api-timeout", "1s"]);
 
     // Stopped: every request fails and the open watches end; they fail on every retry.
-    c.fake.set_failing(true);
-    c.fake.drop_watches();
+    c.proxy.set_failing(true);
+    c.proxy.drop_watches();
     let (_, body) = wait_for(Duration::from_secs(30), "/ready 503", || {
         status(port, "/ready").filter(|(code, _)| *code == 503)
     });
@@ -58,23 +59,23 @@ async fn an_api_outage_makes_the_agent_unready_and_recovery_ready_while_it_stays
     assert!(restarts >= 1.0, "watch restarts: {restarts}");
 
     // Back: each watch relists (after its backoff) and the agent is ready again.
-    c.fake.set_failing(false);
+    c.proxy.set_failing(false);
     wait_for(Duration::from_secs(90), "/ready 200 after recovery", || {
         status(port, "/ready").filter(|(code, _)| *code == 200)
     });
     assert_eq!(status(port, "/live").map(|r| r.0), Some(200));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_hung_kubelet_root_fails_scans_keeps_the_last_values_and_recovers() {
-    if !support::root::require_root(
+#[test]
+fn a_hung_kubelet_root_fails_scans_keeps_the_last_values_and_recovers() {
+    if !available(
         "a_hung_kubelet_root_fails_scans_keeps_the_last_values_and_recovers",
         &[("bindfs", "bindfs")],
     ) {
         return;
     }
-    let mut c = Cluster::new().await;
-    let mount = c.claim("data", "fast", 64, ENABLED);
+    let mut c = Cluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, ENABLED);
     fill(&mount, 8 * MI);
     let (_agent, port) = start(&c, &["--probe-timeout", "1s"]);
     let pvc = ["persistentvolumeclaim=\"data\""];
@@ -136,21 +137,22 @@ async fn a_hung_kubelet_root_fails_scans_keeps_the_last_values_and_recovers() {
     assert_eq!(metric(port, "headroom_probe_stuck_calls", &[]), Some(0.0));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_api_server_that_stops_answering_makes_the_agent_unready_until_it_answers() {
-    if !support::root::needs_root(
+#[test]
+fn an_api_server_that_stops_answering_makes_the_agent_unready_until_it_answers() {
+    if !available(
         "an_api_server_that_stops_answering_makes_the_agent_unready_until_it_answers",
+        &[],
     ) {
         return;
     }
-    let mut c = Cluster::new().await;
-    c.claim("data", "fast", 64, ENABLED);
+    let mut c = Cluster::new();
+    c.claim("data", &c.fast.clone(), 64, ENABLED);
     let (mut agent, port) = start(&c, &["--api-timeout", "1s"]);
 
     // Hung: connections are accepted but answers take 8 s; the watches reconnect into that.
     // No watch fails, none yields: only the unanswered request shows it.
-    c.fake.set_delay(Duration::from_secs(8));
-    c.fake.drop_watches();
+    c.proxy.set_delay(Duration::from_secs(8));
+    c.proxy.drop_watches();
     let (_, body) = wait_for(Duration::from_secs(20), "/ready 503", || {
         status(port, "/ready").filter(|(code, _)| *code == 503)
     });
@@ -168,7 +170,7 @@ async fn an_api_server_that_stops_answering_makes_the_agent_unready_until_it_ans
     assert!(agent.child.try_wait().expect("try_wait").is_none());
 
     // Answering again: the waiting requests get their answers and the agent is ready.
-    c.fake.set_delay(Duration::ZERO);
+    c.proxy.set_delay(Duration::ZERO);
     wait_for(Duration::from_secs(60), "/ready 200 after recovery", || {
         status(port, "/ready").filter(|(code, _)| *code == 200)
     });

@@ -1,28 +1,26 @@
 //! Hung storage, end to end: a real FUSE mount (bindfs, stopped with SIGSTOP) among healthy
 //! tmpfs volumes under the agent's kubelet root. The agent must keep scanning on schedule, grow
 //! the healthy claims, report the hung one as not measured (probe_timeout), stay live and
-//! ready, and exit on SIGTERM within its grace period although a thread is stuck in statfs.
+//! ready, and exit on SIGTERM within its grace period although a thread is stuck in statfs. The
+//! real API server (through the fault proxy, which counts the agent's PATCHes).
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod http;
     pub mod hung;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use support::fake_cluster::{Cluster, ENABLED, NODE, NS};
+use support::cluster::{Cluster, ENABLED, available};
 use support::http::{claim_metric, free_port, get, metric};
 use support::hung::HungMount;
-use support::node::{CsiDriver, MI, capacity_of, fill, wait_for};
+use support::node::{MI, capacity_of, fill, wait_for};
 
 fn volume_json(port: u16, pvc: &str) -> Option<serde_json::Value> {
     let (_, body) = get(port, "/volumes").filter(|(c, _)| *c == 200)?;
@@ -34,32 +32,33 @@ fn volume_json(port: u16, pvc: &str) -> Option<serde_json::Value> {
         .cloned()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
-    if !support::root::require_root(
+#[test]
+fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
+    if !available(
         "a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown",
         &[("bindfs", "bindfs")],
     ) {
         return;
     }
-    let mut c = Cluster::new().await;
-    let a = c.claim("a", "fast", 64, ENABLED);
-    let b = c.claim("b", "fast", 64, ENABLED);
-    c.pvc("hung", "fast", 64, ENABLED, |_| {});
-    let uid = c.pod("pod-hung", NODE, "hung");
+    let mut c = Cluster::new();
+    let fast = c.fast.clone();
+    let a = c.claim("a", &fast, 64, ENABLED);
+    let b = c.claim("b", &fast, 64, ENABLED);
+    c.pvc("hung", &fast, 64, ENABLED, |_| {});
+    let uid = c.pod("pod-hung", &c.node, "hung");
     let source = tempfile::tempdir().expect("bindfs source");
     // Declared after the cluster: dropped (continued and unmounted) before the kubelet root is
     // removed, so nothing walks into a stopped filesystem.
-    let hung = HungMount::start(source.path(), &c.root.csi_mount_point(&uid, "pv-hung"));
-    let mut volumes: BTreeMap<(String, String), Vec<PathBuf>> = BTreeMap::new();
-    volumes.insert((NS.into(), "a".into()), vec![a.clone()]);
-    volumes.insert((NS.into(), "b".into()), vec![b.clone()]);
-    let _csi = CsiDriver::start(c.fake.clone(), volumes, Duration::from_millis(200));
+    let hung = HungMount::start(
+        source.path(),
+        &c.root.csi_mount_point(&uid, &c.pv_name("hung")),
+    );
+    let _csi = c.csi(&[("a", a.clone()), ("b", b.clone())], 200);
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let mut agent = c.agent_on(
-        NODE,
+        &c.node,
         c.root.path(),
         "1s",
         &[

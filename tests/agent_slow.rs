@@ -1,24 +1,22 @@
-//! No scan waits on one slow thing (fake API server, real tmpfs volumes, `headroom agent` as a
-//! child process): a Postgres pod whose address accepts connections and never answers, and a
-//! PATCH the API server holds for seconds, each delay only their own claim. The fake is needed
-//! to hold one PATCH; the blackholed Postgres is a real TCP listener on loopback.
+//! No scan waits on one slow thing (the real API server behind the fault proxy, real tmpfs
+//! volumes, `headroom agent` as a child process): a Postgres pod whose address accepts
+//! connections and never answers, and a PATCH the API server holds for seconds, each delay only
+//! their own claim. The proxy holds the one PATCH; the blackholed Postgres is a real TCP
+//! listener on loopback.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod http;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use support::fake_cluster::{Cluster, ENABLED, NODE, NS, history_len};
+use support::cluster::{Cluster, ENABLED, available, history_len};
 use support::http::free_port;
 use support::node::{MI, fill, request_of, wait_for};
-use support::root::needs_root;
 
 fn scans(port: u16) -> Option<f64> {
     support::http::metric(port, "headroom_scan_duration_seconds_count", &[])
@@ -40,37 +38,32 @@ fn blackhole() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     (port, accepted)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_blackholed_postgres_pod_delays_only_its_own_volume() {
-    if !needs_root("a_blackholed_postgres_pod_delays_only_its_own_volume") {
+#[test]
+fn a_blackholed_postgres_pod_delays_only_its_own_volume() {
+    if !available("a_blackholed_postgres_pod_delays_only_its_own_volume", &[]) {
         return;
     }
     let (pg_port, accepted) = blackhole();
-    let mut c = Cluster::new().await;
+    let mut c = Cluster::new();
     let mut pg_policy = ENABLED.to_vec();
     pg_policy.extend([
         ("postgres-role", "data"),
         ("wal-safety-acknowledge-wal-risk", "true"),
     ]);
-    let _pg = c.claim("a-pgdata", "fast", 64, &pg_policy);
+    let _pg = c.claim("a-pgdata", &c.fast.clone(), 64, &pg_policy);
     c.cnpg_instance("pod-a-pgdata", "pg");
     let password = tempfile::NamedTempFile::new().expect("password file");
     std::fs::write(password.path(), "secret\n").expect("password");
     let postgres_yaml = format!(
-        "clusters:\n  - {{ namespace: {NS}, cluster: pg, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {pg_port}, sslmode: disable }}\n",
+        "clusters:\n  - {{ namespace: {}, cluster: pg, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {pg_port}, sslmode: disable }}\n",
+        c.ns,
         password.path().display(),
     );
-    c.fake.insert::<ConfigMap>(
-        serde_json::from_value(serde_json::json!({
-            "metadata": { "name": "headroom", "namespace": "headroom" },
-            "data": { "postgres.yaml": postgres_yaml },
-        }))
-        .expect("configmap"),
-    );
-    let other = c.claim("b-other", "fast", 64, ENABLED);
+    c.configmap(serde_json::json!({ "postgres.yaml": postgres_yaml }));
+    let other = c.claim("b-other", &c.fast.clone(), 64, ENABLED);
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _agent = c.agent_on(NODE, c.root.path(), "500ms", &["--listen", &listen]);
+    let _agent = c.agent_on(&c.node, c.root.path(), "500ms", &["--listen", &listen]);
     wait_for(
         Duration::from_secs(15),
         "the agent to ask the blackholed Postgres",
@@ -91,27 +84,30 @@ async fn a_blackholed_postgres_pod_delays_only_its_own_volume() {
     eprintln!("neighbour grown {:?} after its fill", filled.elapsed());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_slow_patch_delays_only_its_own_claim_and_is_sent_once() {
-    if !needs_root("a_slow_patch_delays_only_its_own_claim_and_is_sent_once") {
+#[test]
+fn a_slow_patch_delays_only_its_own_claim_and_is_sent_once() {
+    if !available(
+        "a_slow_patch_delays_only_its_own_claim_and_is_sent_once",
+        &[],
+    ) {
         return;
     }
-    let mut c = Cluster::new().await;
+    let mut c = Cluster::new();
     // Sorted first, so a scan that handled volumes one by one would reach the other after it.
-    let slow = c.claim("a-slow", "fast", 64, ENABLED);
-    let quick = c.claim("b-quick", "fast", 64, ENABLED);
-    c.fake.set_slow(
+    let slow = c.claim("a-slow", &c.fast.clone(), 64, ENABLED);
+    let quick = c.claim("b-quick", &c.fast.clone(), 64, ENABLED);
+    c.proxy.set_slow(
         "PATCH",
-        &format!("/namespaces/{NS}/persistentvolumeclaims/a-slow"),
+        &format!("/namespaces/{}/persistentvolumeclaims/a-slow", c.ns),
         Duration::from_secs(6),
     );
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _agent = c.agent_on(NODE, c.root.path(), "500ms", &["--listen", &listen]);
+    let _agent = c.agent_on(&c.node, c.root.path(), "500ms", &["--listen", &listen]);
     wait_for(
         Duration::from_secs(15),
         "the first status of the quick claim",
-        || support::fake_cluster::status_field(&c.get("b-quick"), "state"),
+        || support::cluster::status_field(&c.get("b-quick"), "state"),
     );
     fill(&slow, 56 * MI);
     fill(&quick, 56 * MI);
@@ -126,7 +122,7 @@ async fn a_slow_patch_delays_only_its_own_claim_and_is_sent_once() {
     });
     std::thread::sleep(Duration::from_secs(2));
     let slow_patches = c
-        .fake
+        .proxy
         .arrivals()
         .iter()
         .filter(|r| r.method == "PATCH" && r.path.ends_with("/persistentvolumeclaims/a-slow"))
