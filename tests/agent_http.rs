@@ -1,58 +1,47 @@
 //! The running agent's own endpoint: readiness after sync and a scan, metrics and /volumes that
-//! describe the claim it measured.
+//! describe the claim it measured. The real API server, through the fault proxy.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
+    pub mod cluster;
     pub mod http;
+    pub mod kube;
     pub mod node;
     pub mod root;
 }
 
 use std::time::Duration;
 
-use fake_api::FakeApi;
-use fake_api::fixtures::{bound_pvc, node, pod, storage_class};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde_json::json;
+use support::cluster::{Cluster, available};
 use support::http::{free_port, get};
-use support::node::{Agent, AgentOpts, KubeletRoot, MI, fill, wait_for};
+use support::node::{MI, fill, wait_for};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn endpoint_reports_the_measured_claim() {
-    if !support::root::require_root("endpoint_reports_the_measured_claim", &[]) {
+#[test]
+fn endpoint_reports_the_measured_claim() {
+    if !available("endpoint_reports_the_measured_claim", &[]) {
         return;
     }
-    let fake = FakeApi::start().await;
-    fake.insert(node("node-a"));
-    let mut class = storage_class("fast", true);
-    class.metadata.annotations =
-        Some([("headroom.dev/usage-threshold".to_string(), "90".to_string())].into());
-    fake.insert(class);
-    let mut pvc = bound_pvc("db", "data", "fast", "32Mi");
-    pvc.metadata.annotations = Some(
-        [
-            ("headroom.dev/enabled", "true"),
-            ("headroom.dev/limit", "64Mi"),
-        ]
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .into(),
+    let mut c = Cluster::new();
+    let fast = c.fast.clone();
+    c.patch_cluster::<StorageClass>(
+        &fast,
+        json!({"metadata": {"annotations": {"headroom.dev/usage-threshold": "90"}}}),
     );
-    fake.insert(pvc);
-    let p: Pod = fake.insert(pod("db", "pg-0", "node-a", Some("data")));
-    let mut root = KubeletRoot::new();
-    let mount = root.tmpfs_volume(&p.metadata.uid.expect("uid"), "pv-data", 32 * MI);
+    c.pvc(
+        "data",
+        &fast,
+        32,
+        &[("enabled", "true"), ("limit", "64Mi")],
+        |_| {},
+    );
+    let uid = c.pod("pg-0", &c.node, "data");
+    let pv = c.pv_name("data");
+    let mount = c.root.tmpfs_volume(&uid, &pv, 32 * MI);
     fill(&mount, 8 * MI);
-    let kubeconfig = tempfile::NamedTempFile::new().expect("kubeconfig");
-    fake.write_kubeconfig(kubeconfig.path());
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _agent = Agent::spawn(&AgentOpts {
-        kubeconfig: kubeconfig.path(),
-        node: "node-a",
-        root: root.path(),
-        interval: "500ms",
-        extra: &["--listen", &listen],
-    });
+    let _agent = c.agent_on(&c.node, c.root.path(), "500ms", &["--listen", &listen]);
 
     wait_for(Duration::from_secs(15), "/live", || {
         get(port, "/live").filter(|(c, _)| *c == 200)
@@ -71,7 +60,8 @@ async fn endpoint_reports_the_measured_claim() {
         })
         .unwrap_or_else(|| panic!("no used ratio for the claim in:\n{metrics}"));
     assert!(
-        line.contains("namespace=\"db\"") && line.contains("node=\"node-a\""),
+        line.contains(&format!("namespace=\"{}\"", c.ns))
+            && line.contains(&format!("node=\"{}\"", c.node)),
         "{line}"
     );
     let ratio: f64 = line

@@ -1,12 +1,12 @@
 //! The kubelet's own numbers come from this node's kubelet over TLS, with the service account's
 //! token (RBAC nodes/stats, never nodes/proxy): asked only when statfs missed a volume, at most
-//! once a minute; they stand in for the blind volume and cross-check the others.
+//! once a minute; they stand in for the blind volume and cross-check the others. The real API
+//! server, through the fault proxy.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod http;
+    pub mod kube;
     pub mod kubelet_tls;
     pub mod node;
     pub mod root;
@@ -16,51 +16,56 @@ use std::time::Duration;
 
 use headroom::agent::kubelet_https::{KubeletEndpoint, KubeletError, fetch_summary};
 use serde_json::json;
-use support::fake_cluster::{Cluster, ENABLED, NODE, NS, status_field};
+use support::cluster::{Cluster, ENABLED, available, status_field};
 use support::http::{claim_metric, free_port, get};
+use support::kube::block;
 use support::kubelet_tls::{FakeKubelet, make_certificates};
 use support::node::{MI, fill, wait_for};
 
-fn kubelet_volume(claim: &str, capacity: u64, used: u64) -> serde_json::Value {
+fn kubelet_volume(ns: &str, claim: &str, capacity: u64, used: u64) -> serde_json::Value {
     json!({
         "time": jiff::Timestamp::now().to_string(), "name": "data",
-        "pvcRef": { "name": claim, "namespace": NS },
+        "pvcRef": { "name": claim, "namespace": ns },
         "capacityBytes": capacity, "usedBytes": used, "availableBytes": capacity - used,
         "inodes": 16384, "inodesUsed": 2, "inodesFree": 16382,
     })
 }
 
-fn summary(volumes: &[(&str, u64)]) -> serde_json::Value {
+/// The kubelet's summary of the pods of `c`'s node in its namespace, one claim each.
+fn summary(c: &Cluster, volumes: &[(&str, u64)]) -> serde_json::Value {
     let pods: Vec<_> = volumes
         .iter()
         .map(|(claim, used)| {
-            json!({ "podRef": { "name": format!("pod-{claim}"), "namespace": NS },
-                    "volume": [kubelet_volume(claim, 64 * MI, *used)] })
+            json!({ "podRef": { "name": format!("pod-{claim}"), "namespace": c.ns },
+                    "volume": [kubelet_volume(&c.ns, claim, 64 * MI, *used)] })
         })
         .collect();
-    json!({ "node": { "nodeName": NODE }, "pods": pods })
+    json!({ "node": { "nodeName": c.node }, "pods": pods })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_blind_volume_gets_the_kubelets_numbers_and_the_others_a_cross_check() {
-    if !support::root::needs_root("a_blind_volume_gets_the_kubelets_numbers") {
+#[test]
+fn a_blind_volume_gets_the_kubelets_numbers_and_the_others_a_cross_check() {
+    if !available("a_blind_volume_gets_the_kubelets_numbers", &[]) {
         return;
     }
-    let kubelet = FakeKubelet::start(summary(&[
-        ("off", 16 * MI + 64 * MI / 5),
-        ("same", 16 * MI),
-        ("blind", 40 * MI),
-    ]))
-    .await;
-    let mut c = Cluster::new().await;
-    let off = c.claim("off", "fast", 64, ENABLED);
-    let same = c.claim("same", "fast", 64, ENABLED);
+    let mut c = Cluster::new();
+    let kubelet = block(FakeKubelet::start(summary(
+        &c,
+        &[
+            ("off", 16 * MI + 64 * MI / 5),
+            ("same", 16 * MI),
+            ("blind", 40 * MI),
+        ],
+    )));
+    let fast = c.fast.clone();
+    let off = c.claim("off", &fast, 64, ENABLED);
+    let same = c.claim("same", &fast, 64, ENABLED);
     fill(&off, 16 * MI);
     fill(&same, 16 * MI);
     // statfs cannot see this one: its mount directory is a symlink, which is never followed.
-    c.pvc("blind", "fast", 64, ENABLED, |_| {});
-    let uid = c.pod("pod-blind", NODE, "blind");
-    let mount = c.root.csi_mount_point(&uid, "pv-blind");
+    c.pvc("blind", &fast, 64, ENABLED, |_| {});
+    let uid = c.pod("pod-blind", &c.node, "blind");
+    let mount = c.root.csi_mount_point(&uid, &c.pv_name("blind"));
     std::fs::remove_dir(&mount).expect("rmdir");
     std::os::unix::fs::symlink("/tmp", &mount).expect("symlink");
 
@@ -69,7 +74,7 @@ async fn a_blind_volume_gets_the_kubelets_numbers_and_the_others_a_cross_check()
     let mut flags = vec!["--listen".to_string(), listen];
     flags.extend(kubelet.agent_flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let _agent = c.agent_on(&c.node, c.root.path(), "300ms", &flags);
     let name = "headroom_kubelet_statfs_disagreement_ratio";
     let (off, same) = wait_for(Duration::from_secs(15), name, || {
         Some((
@@ -98,17 +103,20 @@ async fn a_blind_volume_gets_the_kubelets_numbers_and_the_others_a_cross_check()
     assert!(seen[0].authorized, "{seen:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_kubelet_is_not_asked_when_statfs_measured_everything() {
-    if !support::root::needs_root("the_kubelet_is_not_asked_when_statfs_measured_everything") {
+#[test]
+fn the_kubelet_is_not_asked_when_statfs_measured_everything() {
+    if !available(
+        "the_kubelet_is_not_asked_when_statfs_measured_everything",
+        &[],
+    ) {
         return;
     }
-    let kubelet = FakeKubelet::start(summary(&[("seen", 16 * MI)])).await;
-    let mut c = Cluster::new().await;
-    c.claim("seen", "fast", 64, ENABLED);
+    let mut c = Cluster::new();
+    let kubelet = block(FakeKubelet::start(summary(&c, &[("seen", 16 * MI)])));
+    c.claim("seen", &c.fast.clone(), 64, ENABLED);
     let flags = kubelet.agent_flags();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let _agent = c.agent_on(&c.node, c.root.path(), "300ms", &flags);
     wait_for(Duration::from_secs(15), "a status", || {
         status_field(&c.get("seen"), "state")
     });
@@ -118,7 +126,11 @@ async fn the_kubelet_is_not_asked_when_statfs_measured_everything() {
 
 #[tokio::test]
 async fn the_kubelet_client_checks_the_ca_and_sends_the_token() {
-    let kubelet = FakeKubelet::start(summary(&[("x", 1)])).await;
+    let kubelet = FakeKubelet::start(json!({ "node": { "nodeName": "node-a" }, "pods": [{
+        "podRef": { "name": "pod-x", "namespace": "db" },
+        "volume": [kubelet_volume("db", "x", 64 * MI, 1)],
+    }] }))
+    .await;
     let ep = |ca: &std::path::Path, token: &std::path::Path| KubeletEndpoint {
         host: "127.0.0.1".into(),
         port: kubelet.port,

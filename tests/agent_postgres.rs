@@ -1,12 +1,11 @@
 //! The agent and a real PostgreSQL on a claim: broken WAL archiving blocks the growth that would
 //! hide it, seen from the volume and over SQL with the credential the ConfigMap names; once
-//! archiving works again, the volume grows.
+//! archiving works again, the volume grows. The real API server, through the fault proxy.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod http;
+    pub mod kube;
     pub mod node;
     pub mod pg;
     pub mod root;
@@ -14,24 +13,35 @@ mod support {
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use support::fake_cluster::{Cluster, NODE, NS, status_field};
+use support::cluster::{Cluster, available, status_field};
 use support::http::{free_port, get};
+use support::kube::block;
 use support::node::{MI, fill, request_of, wait_for};
 use support::pg::{Options, require_postgres};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn broken_archiving_blocks_growth_until_it_is_fixed() {
-    if !support::root::require_root("broken_archiving_blocks_growth", &[]) {
+/// `/volumes` once a scan is on it. A scan writes each claim's status, then its Events, then
+/// publishes the report: on the real server those writes take a moment, and a test that saw the
+/// status may ask before the report is there.
+fn scanned_volumes(port: u16) -> String {
+    wait_for(Duration::from_secs(10), "a scan on /volumes", || {
+        let (_, body) = get(port, "/volumes")?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (!v["scanned_at"].is_null()).then_some(body)
+    })
+}
+
+#[test]
+fn broken_archiving_blocks_growth_until_it_is_fixed() {
+    if !available("broken_archiving_blocks_growth", &[]) {
         return;
     }
     let Some(bin) = require_postgres() else {
         return;
     };
-    let mut c = Cluster::new().await;
+    let mut c = Cluster::new();
     c.pvc(
         "pgdata",
-        "fast",
+        &c.fast,
         512,
         &[
             ("enabled", "true"),
@@ -43,12 +53,13 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
         ],
         |_| {},
     );
-    let uid = c.pod("pg-0", NODE, "pgdata");
+    let uid = c.pod("pg-0", &c.node, "pgdata");
     c.cnpg_instance("pg-0", "pg");
     // The server lives on its own tmpfs (a short path keeps its Unix socket under the length
     // limit), bind-mounted as the claim's volume: WAL on the data volume, as with CloudNativePG.
     let disk = c.root.scratch_tmpfs(512 * MI);
-    let mount = c.root.bind_volume(&uid, "pv-pgdata", &disk);
+    let pv = c.pv_name("pgdata");
+    let mount = c.root.bind_volume(&uid, &pv, &disk);
     // Archives go to another disk, as in production (object storage): copying them must not eat
     // the space of the volume that is filling.
     let archive = tempfile::tempdir().expect("archive dir");
@@ -67,23 +78,18 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
         .into_boxed_str(),
     );
     let pg = support::pg::Cluster::start_in(&bin, &Options::archiving(command), &disk);
-    let password_file = pg.monitor_role().await;
-    let su = pg.superuser().await;
+    let password_file = block(pg.monitor_role());
+    let su = block(pg.superuser());
     std::fs::write(&marker, b"").expect("break archiving");
-    pg.generate_wal(&su, 5).await;
+    block(pg.generate_wal(&su, 5));
 
     let postgres_yaml = format!(
-        "clusters:\n  - {{ namespace: {NS}, cluster: pg, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {}, sslmode: disable }}\n",
+        "clusters:\n  - {{ namespace: {}, cluster: pg, operator: cloudnativepg, user: headroom, passwordFile: {}, port: {}, sslmode: disable }}\n",
+        c.ns,
         password_file.display(),
         pg.port
     );
-    c.fake.insert::<ConfigMap>(
-        serde_json::from_value(serde_json::json!({
-            "metadata": { "name": "headroom", "namespace": "headroom" },
-            "data": { "postgres.yaml": postgres_yaml },
-        }))
-        .expect("configmap"),
-    );
+    c.configmap(serde_json::json!({ "postgres.yaml": postgres_yaml }));
     // Over the 80% threshold: growth is needed.
     let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
     let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
@@ -91,7 +97,7 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _agent = c.agent_on(NODE, c.root.path(), "500ms", &["--listen", &listen]);
+    let _agent = c.agent_on(&c.node, c.root.path(), "500ms", &["--listen", &listen]);
     wait_for(Duration::from_secs(20), "wal_pending_files", || {
         (status_field(&c.get("pgdata"), "blockedReason").as_deref() == Some("wal_pending_files"))
             .then_some(())
@@ -101,7 +107,7 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
         512 * MI,
         "grew while WAL could not be archived"
     );
-    let (_, body) = get(port, "/volumes").expect("/volumes");
+    let body = scanned_volumes(port);
     let v: serde_json::Value = serde_json::from_str(&body).expect("json");
     let wal = &v["volumes"][0]["wal"];
     assert_eq!(
@@ -126,7 +132,7 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
     // Archiving works again: the archiver drains the backlog at the next segment, and growth the
     // volume needed all along happens.
     std::fs::remove_file(&marker).expect("fix archiving");
-    pg.generate_wal(&su, 1).await;
+    block(pg.generate_wal(&su, 1));
     wait_for(Duration::from_secs(60), "growth after the fix", || {
         (request_of(&c.get("pgdata")) > 512 * MI).then_some(())
     });
@@ -146,18 +152,18 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
 /// No credential in the ConfigMap at all: a replication slot nobody reads, found in the data
 /// directory's `pg_replslot`, blocks growth of the data volume holding WAL, and the status names
 /// the slot and its bytes.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
-    if !support::root::require_root("a_slot_nobody_reads_blocks_growth", &[]) {
+#[test]
+fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
+    if !available("a_slot_nobody_reads_blocks_growth", &[]) {
         return;
     }
     let Some(bin) = require_postgres() else {
         return;
     };
-    let mut c = Cluster::new().await;
+    let mut c = Cluster::new();
     c.pvc(
         "pgdata",
-        "fast",
+        &c.fast,
         512,
         &[
             ("enabled", "true"),
@@ -169,24 +175,24 @@ async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
         ],
         |_| {},
     );
-    let uid = c.pod("pg-0", NODE, "pgdata");
+    let uid = c.pod("pg-0", &c.node, "pgdata");
     c.cnpg_instance("pg-0", "pg");
     let disk = c.root.scratch_tmpfs(512 * MI);
-    let mount = c.root.bind_volume(&uid, "pv-pgdata", &disk);
+    let pv = c.pv_name("pgdata");
+    let mount = c.root.bind_volume(&uid, &pv, &disk);
     let pg = support::pg::Cluster::start_in(&bin, &Options::archiving("true"), &disk);
-    let su = pg.superuser().await;
-    su.batch_execute("SELECT pg_create_physical_replication_slot('gone_replica', true)")
-        .await
+    let su = block(pg.superuser());
+    block(su.batch_execute("SELECT pg_create_physical_replication_slot('gone_replica', true)"))
         .expect("slot");
-    pg.generate_wal(&su, 3).await;
-    su.batch_execute("CHECKPOINT").await.expect("checkpoint");
+    block(pg.generate_wal(&su, 3));
+    block(su.batch_execute("CHECKPOINT")).expect("checkpoint");
     let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
     let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
     fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _agent = c.agent_on(NODE, c.root.path(), "500ms", &["--listen", &listen]);
+    let _agent = c.agent_on(&c.node, c.root.path(), "500ms", &["--listen", &listen]);
     wait_for(Duration::from_secs(20), "wal_slot_retention", || {
         (status_field(&c.get("pgdata"), "blockedReason").as_deref() == Some("wal_slot_retention"))
             .then_some(())
@@ -196,7 +202,7 @@ async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
         512 * MI,
         "grew past a stuck slot"
     );
-    let (_, body) = get(port, "/volumes").expect("/volumes");
+    let body = scanned_volumes(port);
     let v: serde_json::Value = serde_json::from_str(&body).expect("json");
     let wal = &v["volumes"][0]["wal"];
     assert_eq!(
@@ -209,9 +215,7 @@ async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
     assert!(notes.contains("replication slot gone_replica"), "{notes}");
 
     // The slot dropped: the volume grows.
-    su.batch_execute("SELECT pg_drop_replication_slot('gone_replica')")
-        .await
-        .expect("drop");
+    block(su.batch_execute("SELECT pg_drop_replication_slot('gone_replica')")).expect("drop");
     wait_for(
         Duration::from_secs(30),
         "growth once the slot is gone",

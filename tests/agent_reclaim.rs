@@ -1,13 +1,12 @@
 //! Reclaim space end to end: a claim on ext4 over a loop device (sparse backing file) in the
 //! kubelet root, trimmed by the agent when its schedule comes due and recorded on the claim; a
 //! restarted agent does not trim again before the next due time, and trims once at once when an
-//! occurrence passed while it was down.
+//! occurrence passed while it was down. The real API server, through the fault proxy.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
 mod support {
-    pub mod fake_cluster;
+    pub mod cluster;
     pub mod http;
+    pub mod kube;
     pub mod loop_ext4;
     pub mod node;
     pub mod root;
@@ -15,8 +14,8 @@ mod support {
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use support::fake_cluster::{Cluster, NODE, NS};
+use serde_json::json;
+use support::cluster::{Cluster, available};
 use support::http::{free_port, get};
 use support::loop_ext4::{self, LoopExt4, SLACK};
 use support::node::wait_for;
@@ -48,35 +47,35 @@ fn daily_in(secs: i64) -> String {
 }
 
 fn set_reclaim_schedule(c: &Cluster, schedule: &str) {
-    c.fake
-        .update_with::<PersistentVolumeClaim>(NS, "trim", |p| {
-            support::fake_cluster::annotate(p, &[("reclaim-space-schedule", schedule)])
-        });
+    c.patch_claim(
+        "trim",
+        json!({"metadata": {"annotations": {"headroom.dev/reclaim-space-schedule": schedule}}}),
+    );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
-    if !support::root::require_root(
+#[test]
+fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
+    if !available(
         "due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once",
         loop_ext4::TOOLS,
     ) {
         return;
     }
-    let c = Cluster::new().await;
+    let c = Cluster::new();
     let annotations = [
         ("reclaim-space-enabled", "true"),
         ("reclaim-space-timezone", "UTC"),
         // Yearly, far from now: the agent first sees the volume with nothing due.
         ("reclaim-space-schedule", "0 0 1 1 *"),
     ];
-    c.pvc("trim", "fast", 256, &annotations, |_| {});
-    let uid = c.pod("pod-trim", NODE, "trim");
-    let fs = LoopExt4::new_at(&c.root.csi_mount_point(&uid, "pv-trim"));
+    c.pvc("trim", &c.fast, 256, &annotations, |_| {});
+    let uid = c.pod("pod-trim", &c.node, "trim");
+    let fs = LoopExt4::new_at(&c.root.csi_mount_point(&uid, &c.pv_name("trim")));
     let before = fs.write_and_delete();
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let flags = ["--listen", listen.as_str()];
-    let mut agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let mut agent = c.agent_on(&c.node, c.root.path(), "300ms", &flags);
     wait_for(Duration::from_secs(15), "/ready", || {
         get(port, "/ready").filter(|(code, _)| *code == 200)
     });
@@ -88,7 +87,7 @@ async fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
         reclaim_record(&c)
     });
     assert_eq!(record["result"], "Succeeded", "{record}");
-    assert_eq!(record["node"], NODE);
+    assert_eq!(record["node"], c.node.as_str());
     let bytes = record["bytes"].as_u64().expect("bytes");
     fs.assert_reclaimed(before, bytes);
     let said = wait_for(Duration::from_secs(5), "SpaceReclaimed", || {
@@ -100,7 +99,7 @@ async fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
     // Freed again and left untrimmed: a second trim would show in the backing file.
     let before = fs.write_and_delete();
     agent.kill();
-    let mut agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let mut agent = c.agent_on(&c.node, c.root.path(), "300ms", &flags);
     wait_for(Duration::from_secs(15), "/ready after the restart", || {
         get(port, "/ready").filter(|(code, _)| *code == 200)
     });
@@ -125,7 +124,7 @@ async fn due_volume_is_trimmed_once_not_again_after_a_restart_and_late_once() {
     agent.kill();
     set_reclaim_schedule(&c, &daily_in(1));
     std::thread::sleep(Duration::from_secs(2));
-    let _agent = c.agent_on(NODE, c.root.path(), "300ms", &flags);
+    let _agent = c.agent_on(&c.node, c.root.path(), "300ms", &flags);
     let late = wait_for(Duration::from_secs(15), "the overdue trim", || {
         reclaim_record(&c).filter(|r| r["at"] != record["at"])
     });

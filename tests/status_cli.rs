@@ -1,28 +1,31 @@
-//! `headroom status` as a user runs it: the built binary, a kubeconfig, and the fake API server
-//! holding claims annotated the way the agent writes them.
+//! `headroom status` as a user runs it: the built binary, a kubeconfig, and the real API server
+//! (through the fault proxy, which logs its LISTs and fails on cue) holding claims annotated the
+//! way the agent writes them.
 
-#[path = "support/fake_api/mod.rs"]
-mod fake_api;
+mod support {
+    pub mod cluster;
+    pub mod kube;
+    pub mod node;
+    pub mod root;
+}
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use fake_api::FakeApi;
 use headroom::decide::{Action, GrowKind};
 use headroom::k8s::state::{HISTORY, STATUS, StatusAnnotation, append};
 use headroom::quantity::GI;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::{Value, json};
+use support::cluster::Cluster;
+use support::kube::proxy::FaultProxy;
+use support::kube::server::{self, ADMIN_TOKEN};
 
-fn pvc(
-    ns: &str,
-    name: &str,
-    labels: Value,
-    annotations: Value,
-    size: &str,
-) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
+/// A bound claim, created and its status set as the PV controller does.
+fn pvc(c: &Cluster, ns: &str, name: &str, labels: Value, annotations: Value, size: &str) {
+    c.create(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": { "name": name, "namespace": ns, "labels": labels, "annotations": annotations },
         "spec": {
             "accessModes": ["ReadWriteOnce"],
@@ -30,9 +33,9 @@ fn pvc(
             "volumeName": format!("pv-{name}"),
             "resources": { "requests": { "storage": size } },
         },
-        "status": { "phase": "Bound", "capacity": { "storage": size } },
-    }))
-    .expect("test PVC")
+    }));
+    let status = json!({ "status": { "phase": "Bound", "capacity": { "storage": size } } });
+    c.patch_status_in::<PersistentVolumeClaim>(ns, name, status);
 }
 
 fn status(state: &str, blocked: Option<&str>, size_gi: u64, used: f64) -> StatusAnnotation {
@@ -58,8 +61,11 @@ fn annotations(status: &StatusAnnotation, history: &[Action]) -> Value {
 }
 
 /// Two CloudNativePG claims in `db`, an untouched claim and a corrupt one in `apps`, and one in
-/// `default` (the kubeconfig's namespace).
-fn seed(fake: &FakeApi) {
+/// `default` (the kubeconfig's namespace). The only claims on this test binary's server.
+fn seed(c: &Cluster) {
+    for ns in ["db", "apps"] {
+        c.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
     let now = Timestamp::now();
     let grown = append(
         &[],
@@ -75,7 +81,8 @@ fn seed(fake: &FakeApi) {
         now,
     );
     let cnpg = |role: &str| json!({ "cnpg.io/cluster": "pg-main", "cnpg.io/pvcRole": role });
-    fake.insert(pvc(
+    pvc(
+        c,
         "db",
         "pg-main-1",
         cnpg("PG_DATA"),
@@ -84,29 +91,32 @@ fn seed(fake: &FakeApi) {
             &grown,
         ),
         "20Gi",
-    ));
-    fake.insert(pvc(
+    );
+    pvc(
+        c,
         "db",
         "pg-main-1-wal",
         cnpg("PG_WAL"),
         annotations(&status("Balanced", None, 5, 12.0), &[]),
         "5Gi",
-    ));
-    fake.insert(pvc(
+    );
+    pvc(
+        c,
         "apps",
         "uploads",
         json!({ "app": "web" }),
         json!({}),
         "1Gi",
-    ));
-    fake.insert(pvc(
+    );
+    pvc(
+        c,
         "apps",
         "broken",
         json!({ "app": "web" }),
         json!({ HISTORY: "[{\"at\":\"2026-03-01T10:00:00Z\",\"kind\":\"Gr" }),
         "2Gi",
-    ));
-    fake.insert(pvc("default", "scratch", json!({}), json!({}), "3Gi"));
+    );
+    pvc(c, "default", "scratch", json!({}), json!({}), "3Gi");
 }
 
 fn run(kubeconfig: &Path, args: &[&str]) -> Output {
@@ -160,24 +170,28 @@ fn names(rows: &[(String, String, String)]) -> Vec<String> {
 }
 
 /// The LISTs of claims the binary made, as (path, labelSelector).
-fn pvc_lists(fake: &FakeApi) -> Vec<(String, Option<String>)> {
-    fake.requests()
+fn pvc_lists(proxy: &FaultProxy) -> Vec<(String, Option<String>)> {
+    proxy
+        .requests()
         .iter()
         .filter(|r| r.method == "GET" && r.path.ends_with("persistentvolumeclaims"))
         .map(|r| (r.path.clone(), r.param("labelSelector")))
         .collect()
 }
 
-#[tokio::test]
-async fn status_lists_claims_by_namespace_selector_and_format() {
-    let fake = FakeApi::start().await;
-    seed(&fake);
+#[test]
+fn status_lists_claims_by_namespace_selector_and_format() {
+    if !server::available("status_lists_claims_by_namespace_selector_and_format") {
+        return;
+    }
+    let c = Cluster::new();
+    seed(&c);
     let dir = tempfile::tempdir().expect("tempdir");
     let kc = dir.path().join("kubeconfig");
-    fake.write_kubeconfig(&kc);
+    c.proxy.kubeconfig(ADMIN_TOKEN, &kc);
 
     // -n: one namespace, one LIST.
-    fake.clear_requests();
+    c.proxy.clear_requests();
     let table = stdout(&run(&kc, &["-n", "db"]));
     let r = rows(&table);
     assert_eq!(names(&r), ["db/pg-main-1", "db/pg-main-1-wal"]);
@@ -198,7 +212,7 @@ async fn status_lists_claims_by_namespace_selector_and_format() {
         r[1].2
     );
     assert_eq!(
-        pvc_lists(&fake),
+        pvc_lists(&c.proxy),
         [(
             "/api/v1/namespaces/db/persistentvolumeclaims".to_string(),
             None
@@ -211,7 +225,7 @@ async fn status_lists_claims_by_namespace_selector_and_format() {
     assert!(r[0].2.contains("3Gi/-"), "{}", r[0].2);
 
     // -A: every namespace; untouched claims show dashes, a corrupt annotation is an error row.
-    fake.clear_requests();
+    c.proxy.clear_requests();
     let r = rows(&stdout(&run(&kc, &["-A"])));
     assert_eq!(
         names(&r),
@@ -235,16 +249,16 @@ async fn status_lists_claims_by_namespace_selector_and_format() {
         ["apps", "uploads", "-", "1Gi/-", "-", "-", "-", "-", "-"]
     );
     assert_eq!(
-        pvc_lists(&fake),
+        pvc_lists(&c.proxy),
         [("/api/v1/persistentvolumeclaims".to_string(), None)]
     );
 
     // -l goes to the server as the LIST's labelSelector.
-    fake.clear_requests();
+    c.proxy.clear_requests();
     let r = rows(&stdout(&run(&kc, &["-A", "-l", "cnpg.io/pvcRole=PG_WAL"])));
     assert_eq!(names(&r), ["db/pg-main-1-wal"]);
     assert_eq!(
-        pvc_lists(&fake),
+        pvc_lists(&c.proxy),
         [(
             "/api/v1/persistentvolumeclaims".to_string(),
             Some("cnpg.io/pvcRole=PG_WAL".to_string())
@@ -277,14 +291,17 @@ async fn status_lists_claims_by_namespace_selector_and_format() {
     assert_eq!(v[0]["lastAction"]["kind"], "Grow");
 }
 
-#[tokio::test]
-async fn status_reports_api_and_kubeconfig_errors() {
-    let fake = FakeApi::start().await;
+#[test]
+fn status_reports_api_and_kubeconfig_errors() {
+    if !server::available("status_reports_api_and_kubeconfig_errors") {
+        return;
+    }
+    let c = Cluster::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let kc = dir.path().join("kubeconfig");
-    fake.write_kubeconfig(&kc);
+    c.proxy.kubeconfig(ADMIN_TOKEN, &kc);
 
-    fake.set_failing(true);
+    c.proxy.set_failing(true);
     let out = run(&kc, &["-A"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -292,7 +309,7 @@ async fn status_reports_api_and_kubeconfig_errors() {
         err.contains("listing PersistentVolumeClaims in all namespaces"),
         "{err}"
     );
-    fake.set_failing(false);
+    c.proxy.set_failing(false);
 
     let out = run(&dir.path().join("missing"), &[]);
     assert!(!out.status.success());

@@ -240,7 +240,8 @@ impl Cluster {
         made["metadata"]["uid"].as_str().expect("uid").to_string()
     }
 
-    fn patch_status_in<K>(&self, ns: &str, name: &str, body: serde_json::Value)
+    /// A merge patch of the status subresource of `ns/name`, as its controller would write it.
+    pub fn patch_status_in<K>(&self, ns: &str, name: &str, body: serde_json::Value)
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
