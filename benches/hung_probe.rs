@@ -10,9 +10,6 @@
 //! 200 scans per run, the default 5 s deadline. Without `--bench` it runs a smoke pass. Needs
 //! root (mounts) and bindfs.
 
-#[allow(unused_imports)] // its unit tests are not compiled into a bench
-#[path = "../tests/support/fake_api/mod.rs"]
-mod fake_api;
 #[path = "../tests/support/hung.rs"]
 mod hung;
 #[path = "../tests/support/node.rs"]

@@ -3,7 +3,8 @@
 //! subresource and events.k8s.io are the real server's. The test plays the PV binder, the
 //! scheduler and the kubelet + CSI driver (tmpfs remounted bigger, `status.capacity` set).
 //! Growth, refusals, opt-in, live policy, dry run. Fleet behaviour (RWX, kills, cordon, restarts)
-//! is in `kube_fleet.rs`; faults only a fake can produce are on the fake API (tests/README.md).
+//! is in `kube_fleet.rs`; faults a server cannot be made to produce come from the fault proxy in
+//! front of it (`agent_faults.rs` and others, tests/README.md).
 
 mod support {
     pub mod http;
