@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::evaluate::{Evaluation, INVALID_HISTORY};
+use super::evaluate::Evaluation;
 use super::shutdown::Shutdown;
 use crate::decide::recover;
 use crate::decide::{Action, BlockReason, FailureCause, GrowKind, ResizeState, Verdict};
@@ -298,16 +298,17 @@ impl Actor<'_> {
 
     /// History entries the budget ignored (dated too far in the future) are worth one Warning.
     async fn history_notice(&self, key: &str, pvc: &PersistentVolumeClaim, eval: &Evaluation) {
-        let notice = eval
-            .report
-            .policy_warnings
-            .iter()
-            .find(|f| f.message.starts_with(INVALID_HISTORY))
-            .map(|f| Notice {
+        let notice = eval.report.future_history.map(|h| {
+            let f = h.finding(
+                crate::k8s::state::HISTORY,
+                crate::decide::budget::CLOCK_SKEW,
+            );
+            Notice {
                 warning: true,
                 reason: "InvalidHistory",
                 note: format!("{}: {}", f.field, f.message),
-            });
+            }
+        });
         self.events
             .update(&format!("{key}#history"), pvc, notice)
             .await;

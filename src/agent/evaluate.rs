@@ -21,6 +21,7 @@ use crate::policy::Policy;
 use crate::policy::merge::{CentralPolicy, effective_with_limits};
 use crate::policy::validate::{Context, Finding, validate};
 use crate::probe::{Volume, VolumeMode};
+use crate::report::FutureHistory;
 
 /// Everything known about one mounted claim at one scan.
 pub struct Subject<'a> {
@@ -69,24 +70,20 @@ pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>),
 }
 
 /// Splits off history entries dated beyond the clock-skew allowance: no action happened then, so
-/// they are not counted (they would block the claim until that date); one `invalid_history`
-/// finding says what was ignored.
-fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<Finding>) {
+/// they are not counted (they would block the claim until that date).
+fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<FutureHistory>) {
     let (future, valid): (Vec<Action>, Vec<Action>) =
         history.into_iter().partition(|a| budget::is_future(a, now));
-    let finding = future.iter().map(|a| a.at).max().map(|latest| Finding {
-        field: state::HISTORY.into(),
-        message: format!(
-            "{INVALID_HISTORY}: {} entr{} dated more than {:#} in the future ignored (latest: {latest})",
-            future.len(),
-            if future.len() == 1 { "y" } else { "ies" },
-            budget::CLOCK_SKEW,
-        ),
-    });
-    (valid, finding)
+    let ignored = future
+        .iter()
+        .map(|a| a.at)
+        .max()
+        .map(|latest| FutureHistory {
+            entries: future.len(),
+            latest,
+        });
+    (valid, ignored)
 }
-
-pub use crate::report::INVALID_HISTORY;
 
 pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
     let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
@@ -162,7 +159,9 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     };
     let mut validation = validate(&merged.spec, &ctx);
     errors.extend(validation.errors.iter().cloned());
-    validation.warnings.extend(ignored);
+    validation
+        .warnings
+        .extend(ignored.map(|h| h.finding(state::HISTORY, budget::CLOCK_SKEW)));
     // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are not
     // worth an Event on every claim of the cluster; a claim pvc-autoresizer would resize is in.
     let wants_enabled = merged.wants_enabled();
@@ -231,6 +230,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         provenance: merged.provenance,
         policy_errors: if wants_enabled { errors } else { Vec::new() },
         policy_warnings: validation.warnings,
+        future_history: ignored,
         claim,
         decision,
         wal,
@@ -323,6 +323,7 @@ fn internal_error(
         provenance: BTreeMap::new(),
         policy_errors: Vec::new(),
         policy_warnings: Vec::new(),
+        future_history: None,
         claim: ClaimState {
             request_bytes: 0,
             capacity_bytes: 0,

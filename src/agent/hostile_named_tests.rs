@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The first word of the finding that says history entries were ignored, as people read it.
+const INVALID_HISTORY: &str = "invalid_history";
+
 fn base_world() -> World {
     World {
         pvc_annotations: [
@@ -66,6 +69,7 @@ fn history_dated_9999_is_ignored_with_an_invalid_history_finding() {
         .find(|f| f.message.starts_with(INVALID_HISTORY))
         .expect("finding");
     assert_eq!(f.field, state::HISTORY);
+    assert_eq!(e.report.future_history.map(|h| h.entries), Some(6));
     assert!(
         f.message.contains("6 entries") && f.message.contains("9999-12-30T00:00:00Z"),
         "{}",
@@ -101,6 +105,7 @@ fn history_within_the_clock_skew_still_counts() {
             .iter()
             .all(|f| !f.message.starts_with(INVALID_HISTORY))
     );
+    assert_eq!(e.report.future_history, None);
 }
 
 #[test]

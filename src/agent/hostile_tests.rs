@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::evaluate::{Evaluation, INVALID_HISTORY, Subject, contain, evaluate};
+use super::evaluate::{Evaluation, Subject, contain, evaluate};
 use super::kubelet::KubeletVolume;
 use crate::decide::{Action, BlockReason, GrowKind, Measurement, Verdict};
 use crate::events::notice_for;

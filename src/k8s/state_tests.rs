@@ -187,6 +187,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         provenance: BTreeMap::new(),
         policy_errors: vec![],
         policy_warnings: vec![],
+        future_history: None,
         claim: ClaimState {
             request_bytes: 20 * GI,
             capacity_bytes: 20 * GI,

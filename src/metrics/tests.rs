@@ -37,6 +37,7 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
         provenance: BTreeMap::new(),
         policy_errors: vec![],
         policy_warnings: vec![],
+        future_history: None,
         claim: ClaimState {
             request_bytes: 10 * GI,
             capacity_bytes: 10 * GI,

@@ -14,7 +14,7 @@ use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 use super::{BLOCKED_STATE, Builder, MetricsError, VOLUME, bool_f};
 use crate::decide::{BlockReason, State, Verdict};
-use crate::report::{INVALID_HISTORY, VolumeReport};
+use crate::report::VolumeReport;
 
 struct Family {
     name: &'static str,
@@ -286,11 +286,7 @@ impl Samples {
                 self.put(INODES_FREE, &[], free as f64);
             }
         }
-        let invalid_history = r
-            .policy_warnings
-            .iter()
-            .any(|f| f.message.starts_with(INVALID_HISTORY));
-        self.put(HISTORY_IGNORED, &[], bool_f(invalid_history));
+        self.put(HISTORY_IGNORED, &[], bool_f(r.future_history.is_some()));
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
             self.put(LIMIT, &[], limit as f64);

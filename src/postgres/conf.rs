@@ -150,7 +150,7 @@ fn include_dir(files: &mut impl Files, from: &str, target: &str, depth: usize, s
         Err(e) => return s.lost(format!("{dir}: {e}")),
     };
     // As the server does: `.conf` files not starting with a dot, in name order.
-    names.retain(|n| n.ends_with(".conf") && !n.starts_with('.'));
+    names.retain(|file| file.ends_with(".conf") && !file.starts_with('.'));
     names.sort();
     for n in names {
         read_file(files, &format!("{dir}/{n}"), depth + 1, true, s);

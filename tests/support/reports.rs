@@ -48,6 +48,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
         ]),
         policy_errors: vec![],
         policy_warnings: vec![],
+        future_history: None,
         claim: ClaimState {
             request_bytes: 10 * GI,
             capacity_bytes: 10 * GI,
