@@ -20,14 +20,11 @@ use support::http::{free_port, get};
 use support::node::{MI, fill, request_of, wait_for};
 use support::pg::{Options, require_postgres};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn broken_archiving_blocks_growth_until_it_is_fixed() {
-    if !support::root::require_root("broken_archiving_blocks_growth", &[]) {
-        return;
-    }
-    let Some(bin) = require_postgres() else {
-        return;
-    };
+/// A 512Mi CloudNativePG data claim `pgdata` (pod `pg-0` of cluster `pg`, WAL on the data
+/// volume) with `limit` 2Gi, `step` 64Mi and `extra` annotations; returns the cluster, the
+/// server's own tmpfs (a short path keeps its Unix socket under the length limit) and that tmpfs
+/// bind-mounted as the claim's volume.
+async fn pg_claim(extra: (&str, &str)) -> (Cluster, std::path::PathBuf, std::path::PathBuf) {
     let mut c = Cluster::new().await;
     c.pvc(
         "pgdata",
@@ -39,16 +36,34 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
             ("step", "64Mi"),
             ("postgres-role", "data"),
             ("wal-safety-acknowledge-wal-risk", "true"),
-            ("wal-safety-max-pending-wal-files", "3"),
+            extra,
         ],
         |_| {},
     );
     let uid = c.pod("pg-0", NODE, "pgdata");
     c.cnpg_instance("pg-0", "pg");
-    // The server lives on its own tmpfs (a short path keeps its Unix socket under the length
-    // limit), bind-mounted as the claim's volume: WAL on the data volume, as with CloudNativePG.
     let disk = c.root.scratch_tmpfs(512 * MI);
     let mount = c.root.bind_volume(&uid, "pv-pgdata", &disk);
+    (c, disk, mount)
+}
+
+/// Fills the volume to 85 %, over the 80 % threshold: growth is needed.
+fn fill_past_threshold(mount: &std::path::Path) {
+    let used = nix::sys::statvfs::statvfs(mount).expect("statvfs");
+    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
+    fill(mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_archiving_blocks_growth_until_it_is_fixed() {
+    if !support::root::require_root("broken_archiving_blocks_growth", &[]) {
+        return;
+    }
+    let Some(bin) = require_postgres() else {
+        return;
+    };
+    // WAL on the data volume, as with CloudNativePG.
+    let (c, disk, mount) = pg_claim(("wal-safety-max-pending-wal-files", "3")).await;
     // Archives go to another disk, as in production (object storage): copying them must not eat
     // the space of the volume that is filling.
     let archive = tempfile::tempdir().expect("archive dir");
@@ -84,10 +99,7 @@ async fn broken_archiving_blocks_growth_until_it_is_fixed() {
         }))
         .expect("configmap"),
     );
-    // Over the 80% threshold: growth is needed.
-    let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
-    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
-    fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+    fill_past_threshold(&mount);
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -154,25 +166,7 @@ async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
     let Some(bin) = require_postgres() else {
         return;
     };
-    let mut c = Cluster::new().await;
-    c.pvc(
-        "pgdata",
-        "fast",
-        512,
-        &[
-            ("enabled", "true"),
-            ("limit", "2Gi"),
-            ("step", "64Mi"),
-            ("postgres-role", "data"),
-            ("wal-safety-acknowledge-wal-risk", "true"),
-            ("wal-safety-max-slot-retention-bytes", "8Mi"),
-        ],
-        |_| {},
-    );
-    let uid = c.pod("pg-0", NODE, "pgdata");
-    c.cnpg_instance("pg-0", "pg");
-    let disk = c.root.scratch_tmpfs(512 * MI);
-    let mount = c.root.bind_volume(&uid, "pv-pgdata", &disk);
+    let (c, disk, mount) = pg_claim(("wal-safety-max-slot-retention-bytes", "8Mi")).await;
     let pg = support::pg::Cluster::start_in(&bin, &Options::archiving("true"), &disk);
     let su = pg.superuser().await;
     su.batch_execute("SELECT pg_create_physical_replication_slot('gone_replica', true)")
@@ -180,9 +174,7 @@ async fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
         .expect("slot");
     pg.generate_wal(&su, 3).await;
     su.batch_execute("CHECKPOINT").await.expect("checkpoint");
-    let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
-    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
-    fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+    fill_past_threshold(&mount);
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
