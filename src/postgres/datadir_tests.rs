@@ -275,3 +275,18 @@ fn a_still_slot_turns_inactive_and_a_standby_with_archive_on_is_not_archiving() 
     assert_eq!(h.archive_configured, Some(true));
     assert_eq!(h.archive_healthy, Some(false), "{:?}", h.detail.problems);
 }
+
+#[test]
+fn a_wal_volume_alone_has_no_data_directory_and_no_error() {
+    let t = tempfile::tempdir().unwrap();
+    fs::create_dir_all(t.path().join("pg_wal/archive_status")).unwrap();
+    let now = Timestamp::from_second(1_900_000_000).unwrap();
+    let read = health::read_volumes(t.path(), Some(t.path()), now);
+    assert!(read.datadir.is_none(), "{:?}", read.datadir);
+    assert!(matches!(read.wal, Some(Ok(_))), "{:?}", read.wal);
+    // Another mount named as the data volume that holds none is an error naming it.
+    let other = tempfile::tempdir().unwrap();
+    let read = health::read_volumes(t.path(), Some(other.path()), now);
+    let e = read.datadir.unwrap().unwrap_err();
+    assert!(e.contains(&other.path().display().to_string()), "{e}");
+}

@@ -60,9 +60,15 @@ pub struct VolumeRead {
 /// directory on `data_mount` (the same volume, or the instance's data volume when WAL has one of
 /// its own). Blocking: the caller bounds it with a deadline.
 pub fn read_volumes(wal_mount: &Path, data_mount: Option<&Path>, now: Timestamp) -> VolumeRead {
+    let datadir = data_mount.and_then(|m| match datadir::read(m) {
+        // A WAL volume given as its own data mount (`wal-health --pgdata` on a WAL volume) has
+        // no data directory: nothing to say, not an error.
+        Err(volume::VolumeError::NotFound { .. }) if m == wal_mount => None,
+        r => Some(r.map_err(|e| e.to_string())),
+    });
     VolumeRead {
         wal: Some(volume::inspect(wal_mount, now).map_err(|e| e.to_string())),
-        datadir: data_mount.map(|m| datadir::read(m).map_err(|e| e.to_string())),
+        datadir,
     }
 }
 
