@@ -304,6 +304,8 @@ fn internal_error(
         next_window: None,
         seconds_to_full: None,
         predicted: false,
+        emergency: false,
+        budget: Default::default(),
         notes: vec![format!("internal error: {message}")],
     };
     let report = VolumeReport {

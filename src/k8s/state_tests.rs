@@ -200,6 +200,8 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             next_window: None,
             seconds_to_full: None,
             predicted: false,
+            emergency: false,
+            budget: Default::default(),
             notes: vec![],
         },
         wal: None,

@@ -52,6 +52,8 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
             next_window: None,
             seconds_to_full: None,
             predicted: false,
+            emergency: false,
+            budget: Default::default(),
             notes: vec![],
         },
         wal: None,

@@ -63,6 +63,8 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             next_window: None,
             seconds_to_full: Some(3_600.0),
             predicted: false,
+            emergency: false,
+            budget: Default::default(),
             notes: vec![],
         },
         wal: Some(WalHealth {
@@ -113,6 +115,8 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         next_window: None,
         seconds_to_full: None,
         predicted: false,
+        emergency: false,
+        budget: Default::default(),
         notes: vec![],
     };
     r
