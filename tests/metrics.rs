@@ -77,9 +77,9 @@ fn a_postgres_data_volume_exports_every_series_with_joinable_labels() {
         2.0
     );
 
-    // One state series per state, exactly one of them 1.
+    // One state series per state, exactly one of them 1 (issue 24 added Emergency).
     let states = find(&s, "headroom_volume_state", PG);
-    assert_eq!(states.len(), 5);
+    assert_eq!(states.len(), 6);
     let on: Vec<&str> = states
         .iter()
         .filter(|x| x.value == 1.0)

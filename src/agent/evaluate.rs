@@ -306,6 +306,7 @@ fn internal_error(
         predicted: false,
         emergency: false,
         budget: Default::default(),
+        effective_bytes: None,
         notes: vec![format!("internal error: {message}")],
     };
     let report = VolumeReport {

@@ -176,3 +176,46 @@ fn readme_states_the_anti_oscillation_constants() {
         );
     }
 }
+
+#[test]
+fn the_effective_size_is_what_a_new_claim_should_get() {
+    let p = minimal(20 * GI, 100 * GI);
+    let noon = ts("2026-03-02T12:00:00Z");
+    // A claim below its floor (outside the window): new claims start at request.
+    let d = decide_at(&p, 10 * GI, GI, &[], noon);
+    assert_eq!(d.effective_bytes, Some(20 * GI));
+    // Growing now: the size it is being grown to.
+    let d = decide_at(&p, 30 * GI, 29 * GI, &[], noon);
+    let (to, kind) = d.grow_to().expect("an emergency grow");
+    assert_eq!(
+        (kind, d.effective_bytes),
+        (GrowKind::EmergencyGrow, Some(to))
+    );
+    // A group whose largest member is 40Gi: a new replica matches it (within the limit).
+    let claim = ClaimState {
+        request_bytes: 30 * GI,
+        capacity_bytes: 30 * GI,
+        resize: ResizeState::Idle,
+    };
+    let d = decide(&Inputs {
+        policy: PolicyInput::Valid(&p),
+        measurement: Measurement {
+            capacity_bytes: 30 * GI,
+            used_bytes: 10 * GI,
+            available_bytes: 20 * GI,
+            ..Default::default()
+        },
+        claim: &claim,
+        history: &[],
+        wal: None,
+        facts: VolumeFacts {
+            expandable: true,
+            group_size: Some(400 * GI),
+            ..VolumeFacts::default()
+        },
+        now: noon,
+        fill_rate: None,
+    });
+    assert_eq!(d.effective_bytes, Some(100 * GI));
+    assert_eq!(d.blocked_reason(), Some(BlockReason::OutsideWindow));
+}

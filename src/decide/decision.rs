@@ -134,6 +134,10 @@ pub struct Decision {
     pub verdict: Verdict,
     /// Convergent mode: the size the volume converges to.
     pub target_bytes: Option<u64>,
+    /// The size a new claim of this volume should get (the RFC's `effectiveSize`): the largest
+    /// of this claim's size, a grow being made, its group's size and, in convergent mode,
+    /// `request`. `None` when the policy is off or refused.
+    pub effective_bytes: Option<u64>,
     /// Actions left in the rolling 24 h budget to any kind (emergency reserve included).
     pub budget_left: u32,
     /// The budget, planned and emergency apart.

@@ -79,10 +79,29 @@ pub fn decide(inputs: &Inputs) -> Decision {
         predicted: false,
         emergency: false,
         budget: budget.view(),
+        effective_bytes: None,
         notes: Vec::new(),
     };
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
+    decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
     decision
+}
+
+/// The size a new claim of this volume should get (the RFC's `effectiveSize`): what this claim
+/// is or is being grown to, what its group's largest member is (within the limit), and in
+/// convergent mode at least `request`. A new replica created at it does not start small and grow.
+fn effective_size(inputs: &Inputs, policy: &Policy, verdict: &Verdict) -> u64 {
+    let current = inputs.claim.current_bytes();
+    let growing = match verdict {
+        Verdict::Grow { to, .. } => *to,
+        _ => 0,
+    };
+    let group = inputs.facts.group_size.unwrap_or(0).min(policy.limit);
+    let floor = match policy.mode {
+        Mode::Convergent => policy.request.unwrap_or(0),
+        Mode::Threshold => 0,
+    };
+    current.max(growing).max(group).max(floor)
 }
 
 fn bare(verdict: Verdict) -> Decision {
@@ -96,6 +115,7 @@ fn bare(verdict: Verdict) -> Decision {
         predicted: false,
         emergency: false,
         budget: Default::default(),
+        effective_bytes: None,
         notes: Vec::new(),
     }
 }

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::decide::{
-    BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, State, VolumeRole,
+    BlockReason, BudgetView, ClaimState, Decision, GrowKind, Measurement, ResizeState, State,
+    VolumeRole,
 };
 use crate::quantity::GI;
 use crate::report::{MeasuredBy, VolumeReport};
@@ -201,7 +202,14 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             seconds_to_full: None,
             predicted: false,
             emergency: false,
-            budget: Default::default(),
+            budget: BudgetView {
+                actions_last_24h: 2,
+                reserved_for_emergency: 1,
+                available_for_planned: 1,
+                available_for_emergency: 2,
+                resets_at: Some(ts("2026-03-02T10:00:00Z")),
+            },
+            effective_bytes: None,
             notes: vec![],
         },
         wal: None,
@@ -277,10 +285,96 @@ fn status_from_reports() {
     assert_eq!(idle.state, "Balanced");
     assert_eq!(idle.used_percent, None);
     let text = serde_json::to_string(&idle).expect("encode");
+    // Issue 24 added the RFC's status model: this claim's size apart from the effective size,
+    // the budget breakdown and conditions.
     assert_eq!(
         text,
-        r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","effectiveSizeBytes":21474836480,"targetSizeBytes":26843545600,"limitBytes":107374182400,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2,"nextSlot":"2026-03-02T10:00:00Z"}"#
+        concat!(
+            r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","sizeBytes":21474836480,"effectiveSizeBytes":21474836480,"targetSizeBytes":26843545600,"limitBytes":107374182400,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2,"nextSlot":"2026-03-02T10:00:00Z","#,
+            r#""budget":{"actionsLast24h":2,"reservedForEmergency":1,"availableForPlanned":1,"availableForEmergency":2,"budgetResetsAt":"2026-03-02T10:00:00Z"},"#,
+            r#""conditions":[{"type":"Emergency","status":"False","reason":"BelowCriticalLine"},{"type":"Converged","status":"True","reason":"Balanced"},"#,
+            r#"{"type":"GrowthBlocked","status":"False","reason":"NotBlocked"},{"type":"BudgetAvailable","status":"True","reason":"ActionsLeft"}]}"#
+        )
     );
+    // An annotation written before issue 24 still reads, its effectiveSizeBytes as the size.
+    let old: StatusAnnotation = serde_json::from_str(
+        r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","effectiveSizeBytes":21474836480,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2}"#,
+    )
+    .expect("old status");
+    assert_eq!(
+        (old.size_bytes, old.budget, old.conditions.len()),
+        (None, None, 0)
+    );
+}
+
+#[test]
+fn status_carries_the_rfcs_emergency_state_budget_and_effective_size() {
+    // Convergent, past the critical line, the emergency budget spent: Emergency, not Blocked.
+    let mut r = report(
+        Verdict::Blocked {
+            reason: BlockReason::BudgetExhausted,
+        },
+        measured(19),
+    );
+    r.decision.emergency = true;
+    r.decision.budget = BudgetView {
+        actions_last_24h: 4,
+        reserved_for_emergency: 1,
+        available_for_planned: 0,
+        available_for_emergency: 0,
+        resets_at: Some(ts("2026-03-02T03:00:05Z")),
+    };
+    // A new replica of this volume should start at its group's 30Gi, not this claim's 20Gi.
+    r.decision.effective_bytes = Some(30 * GI);
+    let s = StatusAnnotation::from_report(&r, now());
+    assert_eq!(s.state, "Emergency");
+    assert_eq!(s.blocked_reason.as_deref(), Some("budget_exhausted"));
+    assert_eq!(
+        (s.size_bytes, s.effective_size_bytes, s.target_size_bytes),
+        (Some(20 * GI), 30 * GI, Some(25 * GI))
+    );
+    let b = s.budget.expect("budget");
+    assert_eq!(
+        (
+            b.actions_last_24h,
+            b.available_for_planned,
+            b.available_for_emergency
+        ),
+        (4, 0, 0)
+    );
+    assert_eq!(b.budget_resets_at, Some(ts("2026-03-02T03:00:05Z")));
+    let conds: Vec<(&str, &str, &str)> = s
+        .conditions
+        .iter()
+        .map(|c| (c.kind.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        conds,
+        [
+            ("Emergency", "True", "PastCriticalLine"),
+            ("Converged", "False", "Emergency"),
+            ("GrowthBlocked", "True", "budget_exhausted"),
+            ("BudgetAvailable", "False", "Exhausted"),
+        ]
+    );
+    // Growing out of the emergency says Growing; planned slots gone, an emergency's left.
+    r.decision.verdict = Verdict::Grow {
+        to: 22 * GI,
+        kind: GrowKind::EmergencyGrow,
+    };
+    r.decision.budget.available_for_emergency = 1;
+    let s = StatusAnnotation::from_report(&r, now());
+    assert_eq!(s.state, "Growing");
+    assert_eq!(
+        s.conditions.last().map(|c| c.reason.as_str()),
+        Some("EmergencyOnly")
+    );
+    // Threshold mode (no target): no Emergency or Converged condition.
+    r.decision.target_bytes = None;
+    r.decision.emergency = false;
+    let s = StatusAnnotation::from_report(&r, now());
+    let kinds: Vec<&str> = s.conditions.iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(kinds, ["GrowthBlocked", "BudgetAvailable"]);
 }
 
 #[test]

@@ -33,6 +33,8 @@ const VOLUME: &[&str] = &["namespace", "persistentvolumeclaim", "volume_role"];
 
 /// The pseudo-state of a volume whose growth is blocked, next to [`State::ALL`].
 pub const BLOCKED_STATE: &str = "Blocked";
+/// The convergent-storage RFC's `Emergency` state: past the critical line, not growing now.
+pub const EMERGENCY_STATE: &str = "Emergency";
 
 /// Scan durations from a few statfs calls to a slow API server or Postgres.
 const SCAN_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];

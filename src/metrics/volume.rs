@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
-use super::{BLOCKED_STATE, Builder, MetricsError, VOLUME, bool_f};
-use crate::decide::{BlockReason, State, Verdict};
+use super::{BLOCKED_STATE, Builder, EMERGENCY_STATE, MetricsError, VOLUME, bool_f};
+use crate::decide::{BlockReason, Decision, State, Verdict};
 use crate::report::{INVALID_HISTORY, VolumeReport};
 
 struct Family {
@@ -302,9 +302,9 @@ impl Samples {
         }
         self.put_opt(TARGET_SIZE, r.decision.target_bytes.map(|b| b as f64));
         self.put_opt(SECONDS_TO_FULL, r.decision.seconds_to_full);
-        let current = state_label(&r.decision.verdict);
+        let current = state_label(&r.decision);
         let states = State::ALL.iter().map(|s| s.as_str());
-        for s in states.chain([BLOCKED_STATE]) {
+        for s in states.chain([BLOCKED_STATE, EMERGENCY_STATE]) {
             self.put(STATE, &[s.into()], bool_f(s == current));
         }
         let reason = r.decision.blocked_reason();
@@ -442,11 +442,13 @@ impl Collector for VolumeGauges {
     }
 }
 
-/// The state shown for a volume: the engine's state, or [`BLOCKED_STATE`].
-pub fn state_label(verdict: &Verdict) -> &'static str {
-    match verdict {
-        Verdict::NoAction { state } => state.as_str(),
+/// The state shown for a volume: the engine's state, [`BLOCKED_STATE`], or [`EMERGENCY_STATE`]
+/// for a convergent volume past the critical line that is not growing this instant.
+pub fn state_label(decision: &Decision) -> &'static str {
+    match decision.verdict {
         Verdict::Grow { .. } => State::NeedsGrow.as_str(),
+        _ if decision.emergency => EMERGENCY_STATE,
+        Verdict::NoAction { state } => state.as_str(),
         Verdict::Blocked { .. } => BLOCKED_STATE,
     }
 }

@@ -65,6 +65,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             predicted: false,
             emergency: false,
             budget: Default::default(),
+            effective_bytes: None,
             notes: vec![],
         },
         wal: Some(WalHealth {
@@ -117,6 +118,7 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         predicted: false,
         emergency: false,
         budget: Default::default(),
+        effective_bytes: None,
         notes: vec![],
     };
     r
