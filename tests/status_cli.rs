@@ -71,6 +71,10 @@ fn seed(fake: &FakeApi) {
             node: "worker-2".into(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         },
         now,
     );

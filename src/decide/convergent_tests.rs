@@ -58,6 +58,10 @@ fn grew(at: Timestamp, kind: GrowKind) -> Action {
         node: "n1".into(),
         fs_before: None,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 

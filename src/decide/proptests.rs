@@ -318,6 +318,7 @@ proptest! {
             at: now - SignedDuration::from_secs(ago),
             kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
             from: size, to: size, node: String::new(), fs_before: None, landed: None,
+            result: None, instance: None, volume_type: None, tablespace: None,
         }).collect();
         let inputs = Inputs {
             policy: PolicyInput::Valid(&p),
@@ -375,7 +376,7 @@ proptest! {
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
             if let Verdict::Grow { to, kind } = d.verdict {
-                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None });
+                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None, result: None, instance: None, volume_type: None, tablespace: None });
                 size = to;
             }
         }

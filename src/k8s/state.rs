@@ -7,17 +7,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
-use crate::decide::budget::{self, WINDOW};
+use crate::decide::budget;
 use crate::decide::{Action, BudgetView, Decision, State, Verdict};
 use crate::report::VolumeReport;
 
 pub const HISTORY: &str = "headroom.dev/history";
 pub const STATUS: &str = "headroom.dev/status";
 
-/// Entries older than the budget window kept for operators (what happened before today).
-pub const OLDER_KEPT: usize = 5;
-/// Hard cap on history entries: annotations share a 256 KiB limit per object.
-pub const MAX_ENTRIES: usize = 32;
+/// History entries kept: the CloudNativePG auto-resize RFC's 50, an audit of what happened
+/// (the budget needs only the last 24 h, at most 10 entries). An entry with every field is
+/// under 300 bytes, so 50 stay under 15 KiB of the 256 KiB annotations share per object.
+pub const MAX_ENTRIES: usize = 50;
 
 fn annotation<'a>(pvc: &'a PersistentVolumeClaim, key: &str) -> Option<&'a str> {
     pvc.metadata
@@ -45,21 +45,17 @@ pub fn read_history(pvc: &PersistentVolumeClaim) -> Result<Vec<Action>, KubeErro
     Ok(history)
 }
 
-/// `history` plus `action`, sorted by time and bounded: every entry inside the 24 h budget window
-/// (a little future, within the clock-skew allowance, counts as inside, as in the budget) and the
-/// [`OLDER_KEPT`] most recent older ones, at most [`MAX_ENTRIES`] in all (the newest win). Entries
-/// dated further in the future are dropped: the budget ignores them, so keeping them would only
-/// keep the warning about them alive.
+/// `history` plus `action`, sorted by time, the [`MAX_ENTRIES`] newest kept: always the whole
+/// 24 h budget window (at most 10 actions a day), then older entries for operators. Entries dated
+/// beyond the clock-skew allowance are dropped: the budget ignores them, so keeping them would
+/// only keep the warning about them alive.
 pub fn append(history: &[Action], action: Action, now: Timestamp) -> Vec<Action> {
-    let since = budget::minus(now, WINDOW);
     let mut all: Vec<Action> = budget::counted(history, now)
         .cloned()
         .chain([action])
         .collect();
     all.sort_by_key(|a| a.at);
-    let first_in_window = all.partition_point(|a| a.at <= since);
-    let keep_from = first_in_window.saturating_sub(OLDER_KEPT);
-    let keep_from = keep_from.max(all.len().saturating_sub(MAX_ENTRIES));
+    let keep_from = all.len().saturating_sub(MAX_ENTRIES);
     all.split_off(keep_from)
 }
 

@@ -6,9 +6,10 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::decide::budget::WINDOW;
 use crate::decide::{
-    BlockReason, BudgetView, ClaimState, Decision, GrowKind, Measurement, ResizeState, State,
-    VolumeRole,
+    ActionResult, BlockReason, BudgetView, ClaimState, Decision, GrowKind, Measurement,
+    ResizeState, State, VolumeRole,
 };
 use crate::quantity::GI;
 use crate::report::{MeasuredBy, VolumeReport};
@@ -30,6 +31,10 @@ fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
         node: "worker-2".into(),
         fs_before: None,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 
@@ -109,9 +114,11 @@ fn history_encoding_is_compact_with_byte_numbers() {
 }
 
 #[test]
-fn append_keeps_window_and_five_older() {
-    // 8 actions a day apart (all but the newest are older than 24 h) plus 3 within the window.
-    let mut h: Vec<Action> = (1..=8)
+fn append_keeps_the_fifty_newest() {
+    // Issue 24 (the RFC's history of 50): older entries are kept up to 50 in all, where the
+    // window and the five newest older ones (at most 32) were kept before.
+    // 60 actions a day apart (all but the newest are older than 24 h) plus 3 within the window.
+    let mut h: Vec<Action> = (1..=60)
         .map(|d: u64| {
             action(
                 now() - SignedDuration::from_hours(24 * d as i64 + 1),
@@ -123,14 +130,51 @@ fn append_keeps_window_and_five_older() {
     h.push(action(now() - SignedDuration::from_hours(23), 9, 10));
     h.push(action(now() - SignedDuration::from_hours(1), 10, 11));
     let out = append(&h, action(now(), 11, 12), now());
-    assert_eq!(out.len(), 5 + 3);
+    assert_eq!(out.len(), 50);
     assert!(out.windows(2).all(|w| w[0].at <= w[1].at));
-    // The five kept older ones are the five most recent (1..=5 days old).
-    assert_eq!(out[0].at, now() - SignedDuration::from_hours(24 * 5 + 1));
-    assert_eq!(out[7], action(now(), 11, 12));
-    // Exactly 24 h old is outside the window, as in the budget.
+    // The 47 kept older ones are the most recent (1..=47 days old).
+    assert_eq!(out[0].at, now() - SignedDuration::from_hours(24 * 47 + 1));
+    assert_eq!(out[49], action(now(), 11, 12));
+    // Fewer than 50: every one stays, 24 h old or not.
     let edge = append(&[action(now() - WINDOW, 1, 2)], action(now(), 2, 3), now());
     assert_eq!(edge.len(), 2);
+}
+
+#[test]
+fn fifty_full_entries_fit_the_annotation_budget() {
+    let full = |i: i64| Action {
+        at: now() - SignedDuration::from_hours(i),
+        kind: GrowKind::EmergencyGrow,
+        from: 999 * 1024 * GI,
+        to: 1000 * 1024 * GI,
+        node: "ip-10-200-123-45.eu-central-1.compute.internal".into(),
+        fs_before: Some(999 * 1024 * GI),
+        landed: Some(now() - SignedDuration::from_hours(i) + SignedDuration::from_secs(95)),
+        result: Some(ActionResult::Succeeded),
+        instance: Some("pg-analytics-production-12".into()),
+        volume_type: Some(VolumeRole::Tablespace),
+        tablespace: Some("timeseries_archive".into()),
+    };
+    let h: Vec<Action> = (1..=60).map(full).collect();
+    let out = append(&h, full(0), now());
+    assert_eq!(out.len(), MAX_ENTRIES);
+    let text = serde_json::to_string(&out).expect("encode");
+    assert!(text.len() < 20 * 1024, "{} bytes", text.len());
+    assert_eq!(
+        read_history(&pvc(json!({ HISTORY: text }))).expect("reads back"),
+        out
+    );
+}
+
+#[test]
+fn history_entries_carry_result_instance_and_volume_type() {
+    let text = r#"[{"at":"2026-03-01T10:00:00Z","kind":"ScheduledGrow","from":10737418240,"to":12884901888,"node":"worker-2","result":"Failed","instance":"pg-main-1","volume_type":"tablespace","tablespace":"ts1"}]"#;
+    let h = read_history(&pvc(json!({ HISTORY: text }))).expect("ok");
+    assert_eq!(h[0].result, Some(ActionResult::Failed));
+    assert_eq!(h[0].instance.as_deref(), Some("pg-main-1"));
+    assert_eq!(h[0].volume_type, Some(VolumeRole::Tablespace));
+    assert_eq!(h[0].tablespace.as_deref(), Some("ts1"));
+    assert_eq!(serde_json::to_string(&h).expect("encode"), text);
 }
 
 proptest! {
@@ -157,9 +201,9 @@ proptest! {
             .chain([&new])
             .filter(|a| a.at > now() - WINDOW)
             .collect();
-        let expected = (in_window.len() + older.len().min(OLDER_KEPT)).min(MAX_ENTRIES);
+        let expected = (history.len() + 1).min(MAX_ENTRIES);
         prop_assert_eq!(out.len(), expected);
-        // maxActionsPerDay is at most 10: a window of up to 32 entries always survives whole.
+        // maxActionsPerDay is at most 10: a window of up to 50 entries always survives whole.
         if in_window.len() <= MAX_ENTRIES {
             for a in &in_window {
                 prop_assert!(out.contains(a), "lost {:?}", a);
@@ -176,6 +220,8 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         node: "worker-2".into(),
         storage_class: Some("fast-ssd".into()),
         role: VolumeRole::Data,
+        tablespace: None,
+        instance: None,
         postgres_cluster: Some("pg-main".into()),
         mount_path: "/var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/pvc-8f1c2a3b/mount".into(),
         fs_class: "owned_block".into(),

@@ -19,6 +19,8 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
         node: "n1".into(),
         storage_class: Some("fast".into()),
         role: VolumeRole::Data,
+        tablespace: None,
+        instance: None,
         postgres_cluster: None,
         mount_path: "/m".into(),
         fs_class: "owned_block".into(),

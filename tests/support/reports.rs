@@ -27,6 +27,8 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
         node: "node-a".into(),
         storage_class: Some("fast-ssd".into()),
         role: VolumeRole::Data,
+        tablespace: None,
+        instance: None,
         postgres_cluster: Some("orders".into()),
         mount_path: PathBuf::from(format!("/var/lib/kubelet/pods/x/volumes/{pvc}")),
         fs_class: "owned_block".into(),
