@@ -178,15 +178,13 @@ impl Actor<'_> {
                 return Applied::Done;
             }
         };
-        let role = report.role.as_str();
         let result = self.patch(name, &body).await;
         let label = match &result {
             Ok(_) => "success",
             Err(PatchError::Conflict) => "conflict",
             Err(PatchError::Other(_)) => "error",
         };
-        self.metrics
-            .resize(&report.namespace, name, role, kind, label);
+        self.metrics.resize_of(report, kind, label);
         match result {
             Ok(_) => {
                 let used = report
@@ -281,13 +279,7 @@ impl Actor<'_> {
         let report = &eval.report;
         match self.patch(&report.pvc, &body).await {
             Ok(_) => {
-                self.metrics.resize(
-                    &report.namespace,
-                    &report.pvc,
-                    report.role.as_str(),
-                    GrowKind::Retry,
-                    "success",
-                );
+                self.metrics.resize_of(report, GrowKind::Retry, "success");
                 let note = format!(
                     "request {from} was infeasible; lowered to {to}, the largest step known to work"
                 );
@@ -305,13 +297,7 @@ impl Actor<'_> {
             }
             Err(PatchError::Conflict) => Some(Applied::Conflict),
             Err(PatchError::Other(e)) => {
-                self.metrics.resize(
-                    &report.namespace,
-                    &report.pvc,
-                    report.role.as_str(),
-                    GrowKind::Retry,
-                    "error",
-                );
+                self.metrics.resize_of(report, GrowKind::Retry, "error");
                 tracing::warn!(pvc = %key, error = %e, "could not lower the infeasible request (needs Kubernetes 1.34 or RecoverVolumeExpansionFailure)");
                 None
             }
