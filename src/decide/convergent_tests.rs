@@ -223,3 +223,28 @@ fn the_effective_size_is_what_a_new_claim_should_get() {
     assert_eq!(d.effective_bytes, Some(100 * GI));
     assert_eq!(d.blocked_reason(), Some(BlockReason::OutsideWindow));
 }
+
+/// headroom never shrinks (NeedsShrink is a report); README says how to get space back, with the
+/// auto-resize RFC's three ways.
+#[test]
+fn readme_says_how_to_get_space_back() {
+    let readme = include_str!("../../README.md");
+    let start = readme
+        .find("## Getting space back: headroom never shrinks")
+        .expect("section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let section = section.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "cannot shrink a PersistentVolumeClaim",
+        "Restore a backup into a smaller cluster",
+        "`pg_dump` / `pg_restore`",
+        "Logical replication",
+        "`NeedsShrink`",
+    ] {
+        assert!(
+            section.contains(needle),
+            "README's section lacks {needle:?}"
+        );
+    }
+}
