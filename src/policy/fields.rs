@@ -264,6 +264,25 @@ mod tests {
     }
 
     #[test]
+    fn the_window_has_a_default_in_convergent_mode_only() {
+        use crate::policy::Mode;
+        let schedule = "maintenanceWindow.schedule";
+        assert_eq!(
+            default_text_in(schedule, Mode::Convergent).as_deref(),
+            Some("0 3 * * *")
+        );
+        assert_eq!(default_text_in(schedule, Mode::Threshold), None);
+        assert_eq!(
+            default_text_in("maintenanceWindow.duration", Mode::Convergent).as_deref(),
+            Some("2h")
+        );
+        assert_eq!(
+            default_text_in("emergencyGrow.maxActionsPerDay", Mode::Threshold).as_deref(),
+            Some("4")
+        );
+    }
+
+    #[test]
     fn suggestions() {
         let paths = FIELDS.iter().map(|f| f.path);
         assert_eq!(
