@@ -52,6 +52,13 @@ pub struct VolumeReport {
     pub node: String,
     pub storage_class: Option<String>,
     pub role: VolumeRole,
+    /// The tablespace a tablespace volume holds (CloudNativePG's `cnpg.io/tablespaceName`), when
+    /// known: the `tablespace` label of its series.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tablespace: Option<String>,
+    /// The pod (a Postgres instance) that mounts the volume on this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     /// Postgres cluster (or instance) the volume belongs to, when known.
     pub postgres_cluster: Option<String>,
     pub mount_path: PathBuf,

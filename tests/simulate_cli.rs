@@ -233,3 +233,66 @@ fn a_reader_that_leaves_early_is_not_a_failure() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panic"), "{stderr}");
 }
+
+/// Issue 24: the CloudNativePG RFC's minimal convergent policy (request + limit) over a month:
+/// planned growth only in the default 03:00-05:00 UTC window, one step per action (10 % of the
+/// size, at least 2Gi, rounded up to whole Gi), and emergencies at once on the day of the bulk
+/// load; the disk never fills.
+#[test]
+fn the_rfcs_minimal_convergent_policy_over_a_month() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &format!("{root}/examples/convergent-minimal.yaml"),
+        "--trace",
+        &format!("{root}/examples/convergent-month.csv"),
+        "--capacity",
+        "20Gi",
+        "--interval",
+        "5m",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // validate's word on the policy: the default window it grows in.
+    assert!(stderr.contains("daily at 03:00 UTC for 2h"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let actions = v["actions"].as_array().expect("actions");
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        actions.iter().filter(|a| a["kind"] == kind).collect()
+    };
+    let scheduled = of("ScheduledGrow");
+    assert!(scheduled.len() >= 10, "{actions:?}");
+    for a in &scheduled {
+        let at = a["at"].as_str().expect("at");
+        assert!(
+            matches!(&at[11..13], "03" | "04"),
+            "outside the window: {a}"
+        );
+        let (from, to) = (
+            a["from_bytes"].as_u64().expect("from"),
+            a["to_bytes"].as_u64().expect("to"),
+        );
+        let step = (from / 100 * 10).clamp(2 * GI, 500 * GI);
+        assert!(to > from && to <= (from + step).div_ceil(GI) * GI, "{a}");
+    }
+    // The bulk load (day 17, 14:00-16:00 UTC) is an emergency: grown at once, twice.
+    let emergencies = of("EmergencyGrow");
+    assert_eq!(emergencies.len(), 2, "{actions:?}");
+    for a in &emergencies {
+        let at = a["at"].as_str().expect("at");
+        assert!(at.starts_with("2026-01-21T1"), "{a}");
+        assert!(matches!(&at[11..13], "14" | "15"), "{a}");
+    }
+    assert_eq!(v["full_seconds"], 0.0);
+    assert!(v["peak_used_percent"].as_f64().expect("peak") < 96.0);
+    assert_eq!(v["final_capacity_bytes"], 72 * GI);
+    // Outside the window the need is reported, not acted on.
+    let blocked = v["blocked"].as_array().expect("blocked");
+    assert!(
+        blocked.iter().all(|b| b["reason"] == "outside_window"),
+        "{blocked:?}"
+    );
+}

@@ -71,6 +71,10 @@ fn seed(fake: &FakeApi) {
             node: "worker-2".into(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         },
         now,
     );
@@ -302,4 +306,63 @@ async fn status_reports_api_and_kubeconfig_errors() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Issue 24: a convergent claim's status as the agent now writes it (the RFC's status model)
+/// shows its own size, the Emergency state and the budget split planned/emergency.
+#[tokio::test]
+async fn status_shows_the_rfcs_emergency_state_and_budget() {
+    let fake = FakeApi::start().await;
+    let st: StatusAnnotation = serde_json::from_value(json!({
+        "node": "worker-2",
+        "updatedAt": Timestamp::now(),
+        "sizeBytes": 12 * GI,
+        "effectiveSizeBytes": 20 * GI,
+        "targetSizeBytes": 15 * GI,
+        "limitBytes": 100 * GI,
+        "state": "Emergency",
+        "blockedReason": "resize_in_progress",
+        "lastDecision": "blocked: resize_in_progress",
+        "usedPercent": 96.0,
+        "budgetLeft": 1,
+        "budget": { "actionsLast24h": 3, "reservedForEmergency": 1, "availableForPlanned": 0,
+                    "availableForEmergency": 1, "budgetResetsAt": "2026-03-03T03:00:05Z" },
+        "conditions": [{ "type": "Emergency", "status": "True", "reason": "PastCriticalLine" }],
+    }))
+    .expect("status annotation");
+    fake.insert(pvc(
+        "db",
+        "pg-conv-1",
+        json!({ "cnpg.io/cluster": "pg-conv", "cnpg.io/pvcRole": "PG_DATA" }),
+        annotations(&st, &[]),
+        "12Gi",
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("kubeconfig");
+    fake.write_kubeconfig(&kc);
+
+    let r = rows(&stdout(&run(&kc, &["-n", "db"])));
+    let cells: Vec<&str> = r[0].2.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "db",
+            "pg-conv-1",
+            "worker-2",
+            "12Gi/100Gi",
+            "96.0",
+            "Emergency",
+            "-",
+            "0/1",
+            "resize_in_progress"
+        ]
+    );
+    let out = stdout(&run(&kc, &["-n", "db", "--format", "json"]));
+    let v: Value = serde_json::from_str(&out).expect("JSON output");
+    let s = &v[0]["status"];
+    assert_eq!(s["effectiveSizeBytes"], 20 * GI);
+    assert_eq!(s["targetSizeBytes"], 15 * GI);
+    assert_eq!(s["budget"]["availableForEmergency"], 1);
+    assert_eq!(s["budget"]["budgetResetsAt"], "2026-03-03T03:00:05Z");
+    assert_eq!(s["conditions"][0]["type"], "Emergency");
 }

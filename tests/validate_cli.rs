@@ -137,6 +137,22 @@ fn shipped_examples_validate_clean() {
     );
 }
 
+/// Issue 24: the RFC's minimal convergent policy is valid, and the one thing said about it is the
+/// default window it grows in (which a policy written before, for "emergencies only", would miss).
+#[test]
+fn the_minimal_convergent_example_names_its_default_window() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/convergent-minimal.yaml");
+    let r = validate(&[&file]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.lines.len(), 1, "{:?}", r.lines);
+    assert!(
+        r.lines[0].starts_with(&format!("{}: warning: maintenanceWindow: ", file.display()))
+            && r.lines[0].contains("daily at 03:00 UTC for 2h"),
+        "{}",
+        r.lines[0]
+    );
+}
+
 #[test]
 fn trigger_keys_are_checked_like_the_others() {
     let dir = tempfile::tempdir().expect("tmp");

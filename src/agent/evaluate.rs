@@ -47,9 +47,10 @@ pub struct Evaluation {
     pub report: VolumeReport,
     pub policy: Option<Policy>,
     pub history: Vec<Action>,
-    /// `history`'s newest action was first seen landed by this evaluation: the history is
-    /// written back with the time, so the claim keeps how long its resizes take.
-    pub landed: bool,
+    /// `history`'s newest action was first seen landed (or failed) by this evaluation: the
+    /// history is written back with the time and result, so the claim keeps how long its
+    /// resizes take and what became of them.
+    pub history_changed: bool,
 }
 
 fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -117,6 +118,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         resize_lead: inflight::learned_lead(&history),
     });
     let claim = inflight::resize_state(claim, &history, seen.as_ref(), s.resize_timeout, now);
+    let failed = inflight::stamp_failure(&mut history, &claim);
     // Bound (it has a volume) yet no size reported: nothing to grow from, nothing to compare with.
     let capacity_unknown = claim::storage_capacity(s.pvc).is_ok_and(|c| c.is_none())
         && (claim::is_bound(s.pvc) || s.volume.pv.is_some());
@@ -215,6 +217,8 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         node: s.node.to_string(),
         storage_class: class_name,
         role,
+        tablespace: roles::tablespace(s.pvc).filter(|_| role == VolumeRole::Tablespace),
+        instance: s.pod.metadata.name.clone(),
         postgres_cluster: cluster,
         mount_path: s.volume.path.clone(),
         fs_class: s.volume.class.as_str().to_string(),
@@ -242,7 +246,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         report,
         policy,
         history,
-        landed,
+        history_changed: landed || failed,
     }
 }
 
@@ -298,6 +302,9 @@ fn internal_error(
         next_window: None,
         seconds_to_full: None,
         predicted: false,
+        emergency: false,
+        budget: Default::default(),
+        effective_bytes: None,
         notes: vec![Note::InternalError(message)],
     };
     let report = VolumeReport {
@@ -307,6 +314,8 @@ fn internal_error(
         node: s.node.to_string(),
         storage_class: None,
         role: VolumeRole::Other,
+        tablespace: None,
+        instance: None,
         postgres_cluster: None,
         mount_path: s.volume.path.clone(),
         fs_class: s.volume.class.as_str().to_string(),
@@ -339,6 +348,6 @@ fn internal_error(
         report,
         policy: None,
         history: Vec::new(),
-        landed: false,
+        history_changed: false,
     }
 }

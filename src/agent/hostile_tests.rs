@@ -334,6 +334,10 @@ fn downstream(e: &Evaluation, pvc: &PersistentVolumeClaim, now: Timestamp, metri
             node: "n".into(),
             fs_before: r.measurement.map(|m| m.capacity_bytes),
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         };
         let h = state::append(&e.history, action, now);
         let _ = state::grow_patch("7", to, &h, &status);

@@ -148,6 +148,10 @@ fn a_prediction_passes_every_guard() {
             node: String::new(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         })
         .collect();
     let d = run(&p, m, &claim(20 * GI), &spent, rate(50.0 * MB));

@@ -97,6 +97,10 @@ fn action(at: Timestamp, kind: GrowKind) -> Action {
         node: "n1".into(),
         fs_before: None,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 
@@ -414,8 +418,11 @@ fn convergent_respects_floor_min_change_and_reports_shrink() {
         request: Some(20 * GI),
         ..convergent(100 * GI)
     };
+    // Issue 24 (scheduled growth is capped per action): toward the 20Gi floor by one step,
+    // 10 % of 10Gi raised to the 2Gi minimum, instead of straight to 20Gi.
     let d = Case::new(&p, 10 * GI, GI).run();
-    assert_eq!(d.grow_to(), Some((20 * GI, GrowKind::ScheduledGrow)));
+    assert_eq!(d.grow_to(), Some((12 * GI, GrowKind::ScheduledGrow)));
+    assert_eq!(d.target_bytes, Some(20 * GI));
     let p = convergent(1000 * GI);
     // 8.2Gi used of 10Gi wants 10.25Gi: 2.5% more is under the 5% minimum change.
     let d = Case::new(&p, 10 * GI, 82 * GI / 10).run();
@@ -518,14 +525,46 @@ fn planned_actions_leave_the_emergency_reserve() {
             GrowKind::ScheduledGrow,
         ),
     ];
-    // 2 of 3 used, 1 reserved: planned growth is out of budget...
-    assert_eq!(c.run().blocked_reason(), Some(BlockReason::BudgetExhausted));
+    // Issue 24 (the RFC's budgets): emergencyGrow.maxActionsPerDay 4 with 1 reserved leaves
+    // planned growth 3 a day, where one budget of 3 left it 2; the third still grows.
+    assert_eq!(
+        c.run().grow_to().map(|g| g.1),
+        Some(GrowKind::ScheduledGrow)
+    );
+    c.history.push(action(
+        c.now - SignedDuration::from_hours(2),
+        GrowKind::ScheduledGrow,
+    ));
+    // 3 of 4 used, 1 reserved: planned growth is out of budget...
+    let d = c.run();
+    assert_eq!(d.blocked_reason(), Some(BlockReason::BudgetExhausted));
+    assert_eq!(
+        (
+            d.budget.actions_last_24h,
+            d.budget.available_for_planned,
+            d.budget.available_for_emergency,
+            d.budget.reserved_for_emergency
+        ),
+        (3, 0, 1, 1)
+    );
+    assert_eq!(
+        d.budget.resets_at,
+        Some(c.now + SignedDuration::from_hours(19))
+    );
     // ...an emergency may take the reserved slot.
     c.m = meas(10 * GI, 97 * GI / 10);
     assert_eq!(
         c.run().grow_to().map(|g| g.1),
         Some(GrowKind::EmergencyGrow)
     );
+    // With it spent, the emergency budget is exhausted too.
+    c.history.push(action(
+        c.now - SignedDuration::from_mins(90),
+        GrowKind::EmergencyGrow,
+    ));
+    let d = c.run();
+    assert_eq!(d.blocked_reason(), Some(BlockReason::BudgetExhausted));
+    assert!(d.emergency);
 }
 
 #[test]

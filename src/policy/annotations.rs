@@ -111,6 +111,7 @@ mod tests {
                 critical_threshold: r(),
                 critical_minimum_free: r(),
                 exceed_limit_on_emergency: r(),
+                max_actions_per_day: r(),
                 reserved_actions_for_emergency: r(),
             },
             wal_safety: WalSafetySpec {

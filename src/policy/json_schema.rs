@@ -48,7 +48,9 @@ fn kind(path: &str) -> Option<Kind> {
         | "emergencyGrow.criticalMinimumFree"
         | "walSafety.maxSlotRetentionBytes" => Size,
         "usageThreshold" | "inodeThreshold" => Integer(1, Some(99)),
-        "maxActionsPerDay" | "emergencyGrow.reservedActionsForEmergency" => Integer(0, Some(10)),
+        "maxActionsPerDay"
+        | "emergencyGrow.maxActionsPerDay"
+        | "emergencyGrow.reservedActionsForEmergency" => Integer(0, Some(10)),
         "targetBuffer" => Integer(5, Some(50)),
         "emergencyGrow.criticalThreshold" => Integer(80, Some(99)),
         "walSafety.maxPendingWALFiles" => Integer(0, None),
@@ -152,7 +154,7 @@ mod tests {
 
     /// The errors `validate` reports for `path: value`, in a policy whose other keys leave room
     /// for it: a limit (the one required key) large enough that no size is refused for exceeding
-    /// it, and the largest daily budget, which an emergency reserve may not exceed. The sizes
+    /// it, and the largest daily budgets, which an emergency reserve may not exceed. The sizes
     /// probed lie between the default minStep and maxStep, so no cross-key rule fires.
     fn errors(path: &str, value: &str) -> Vec<String> {
         let mut yaml = String::new();
@@ -161,9 +163,19 @@ mod tests {
                 yaml.push_str(&format!("{key}: {room}\n"));
             }
         }
+        // The emergency reserve must also fit the emergency budget (issue 24): the largest.
+        let mut emergency = vec![("maxActionsPerDay", "10".to_string())];
         match path.split_once('.') {
+            Some(("emergencyGrow", k)) => {
+                emergency.retain(|(key, _)| *key != k);
+                emergency.push((k, value.to_string()));
+            }
             Some((g, k)) => yaml.push_str(&format!("{g}:\n  {k}: {value}\n")),
             None => yaml.push_str(&format!("{path}: {value}\n")),
+        }
+        yaml.push_str("emergencyGrow:\n");
+        for (k, v) in emergency {
+            yaml.push_str(&format!("  {k}: {v}\n"));
         }
         parse_policy_yaml(&yaml, &Context::default())
             .errors

@@ -74,7 +74,10 @@ pub struct EmergencyGrow {
     /// Free bytes below which growth is an emergency.
     pub critical_minimum_free: u64,
     pub exceed_limit_on_emergency: bool,
-    /// Slots of the daily budget that only emergencies may use.
+    /// Convergent mode: the most actions of any kind in a rolling 24 h (the CloudNativePG RFC's
+    /// `emergencyGrow.maxActionsPerDay`); an emergency may use every one of them.
+    pub max_actions_per_day: u32,
+    /// Convergent mode: of `max_actions_per_day`, how many planned growth leaves to emergencies.
     pub reserved_actions_for_emergency: u32,
 }
 
@@ -142,12 +145,16 @@ pub mod defaults {
     pub const PREDICTIVE: bool = false;
     pub const RESIZE_LEAD_TIME: &str = "2m";
     pub const PREDICTIVE_MARGIN: &str = "30s";
-    pub const WINDOW_DURATION: &str = "4h";
+    /// Convergent mode's window when none is written: daily 03:00-05:00 UTC, as in the
+    /// CloudNativePG convergent-storage RFC.
+    pub const WINDOW_SCHEDULE: &str = "0 3 * * *";
+    pub const WINDOW_DURATION: &str = "2h";
     pub const WINDOW_TIMEZONE: &str = "UTC";
     pub const EMERGENCY_ENABLED: bool = true;
     pub const CRITICAL_THRESHOLD: u8 = 95;
     pub const CRITICAL_MINIMUM_FREE: u64 = GI;
     pub const EXCEED_LIMIT_ON_EMERGENCY: bool = false;
+    pub const EMERGENCY_MAX_ACTIONS_PER_DAY: u32 = 4;
     pub const RESERVED_ACTIONS_FOR_EMERGENCY: u32 = 1;
     pub const ACKNOWLEDGE_WAL_RISK: bool = false;
     pub const REQUIRE_ARCHIVE_HEALTHY: bool = true;
@@ -191,6 +198,7 @@ impl Policy {
                 critical_threshold: CRITICAL_THRESHOLD,
                 critical_minimum_free: CRITICAL_MINIMUM_FREE,
                 exceed_limit_on_emergency: EXCEED_LIMIT_ON_EMERGENCY,
+                max_actions_per_day: EMERGENCY_MAX_ACTIONS_PER_DAY,
                 reserved_actions_for_emergency: RESERVED_ACTIONS_FOR_EMERGENCY,
             },
             wal_safety: WalSafety {

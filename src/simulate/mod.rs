@@ -196,6 +196,10 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 node: "simulate".to_string(),
                 fs_before: None,
                 landed: None,
+                result: None,
+                instance: None,
+                volume_type: None,
+                tablespace: None,
             });
             pending = Some((t + delay, to, t));
         }
