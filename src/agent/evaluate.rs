@@ -305,6 +305,7 @@ fn internal_error(
         seconds_to_full: None,
         predicted: false,
         notes: vec![format!("internal error: {message}")],
+        fallback: None,
     };
     let report = VolumeReport {
         namespace,

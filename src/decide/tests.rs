@@ -154,7 +154,7 @@ fn threshold_percent_step_rounds_up_to_whole_gi_and_respects_max_step() {
 #[test]
 fn threshold_triggers_on_free_bytes_and_inodes() {
     let p = Policy {
-        min_available: 5 * GI,
+        min_available: crate::policy::MinAvailable::Bytes(5 * GI),
         step: Step::Bytes(10 * GI),
         ..enabled(100 * GI)
     };

@@ -201,6 +201,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             seconds_to_full: None,
             predicted: false,
             notes: vec![],
+            fallback: None,
         },
         wal: None,
         last_action: None,

@@ -53,6 +53,7 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
             seconds_to_full: None,
             predicted: false,
             notes: vec![],
+            fallback: None,
         },
         wal: None,
         last_action: None,

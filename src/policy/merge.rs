@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(p.emergency_grow.critical_minimum_free, 2 * GI);
         assert_eq!(
             (p.max_actions_per_day, p.usage_threshold, p.limit),
-            (5, 75, 100 * GI)
+            (5, Some(75), 100 * GI)
         );
         assert_eq!(p.inode_threshold, crate::policy::defaults::INODE_THRESHOLD);
         let json = serde_json::to_value(&m.provenance).expect("json");
