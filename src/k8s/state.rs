@@ -88,6 +88,26 @@ pub struct StatusAnnotation {
     pub next_slot: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_window: Option<Timestamp>,
+    /// A trigger not applied as written (an invalid or unreachable `minAvailable`) and what
+    /// stands in for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackNote>,
+}
+
+/// `{"reason":"min_available_unreachable","message":"..."}` in the status annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackNote {
+    pub reason: String,
+    pub message: String,
+}
+
+impl From<crate::policy::Fallback> for FallbackNote {
+    fn from(f: crate::policy::Fallback) -> Self {
+        FallbackNote {
+            reason: f.as_str().to_string(),
+            message: f.message(),
+        }
+    }
 }
 
 /// Moves of used percent below this do not count as a change worth an API write.
@@ -144,6 +164,7 @@ impl StatusAnnotation {
             budget_left: d.budget_left,
             next_slot: d.next_slot,
             next_window: d.next_window,
+            fallback: d.fallback.map(FallbackNote::from),
         }
     }
 

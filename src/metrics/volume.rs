@@ -50,8 +50,9 @@ const WAL_SIZE: usize = 23;
 const HISTORY_IGNORED: usize = 24;
 const MEASURED_AT: usize = 25;
 const NOT_MEASURED: usize = 26;
+const POLICY_FALLBACK: usize = 27;
 
-const FAMILIES: [Family; 27] = [
+const FAMILIES: [Family; 28] = [
     Family {
         name: "headroom_volume_info",
         help: "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
@@ -193,6 +194,11 @@ const FAMILIES: [Family; 27] = [
         help: "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
         extra: &["reason"],
     },
+    Family {
+        name: "headroom_volume_policy_fallback",
+        help: "1 for the reason a trigger is not applied as written (min_available_invalid: minAvailable could not be read; min_available_unreachable: the claim could not meet it even empty), 0 for the other reason; the percent trigger stands in.",
+        extra: &["reason"],
+    },
 ];
 
 /// One series of the last scan.
@@ -291,6 +297,14 @@ impl Samples {
             .iter()
             .any(|f| f.message.starts_with(INVALID_HISTORY));
         self.put(HISTORY_IGNORED, &[], bool_f(invalid_history));
+        let fallback = r.decision.fallback.map(|f| f.as_str());
+        for reason in crate::policy::Fallback::REASONS {
+            self.put(
+                POLICY_FALLBACK,
+                &[reason.into()],
+                bool_f(fallback == Some(reason)),
+            );
+        }
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
             self.put(LIMIT, &[], limit as f64);

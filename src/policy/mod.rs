@@ -141,14 +141,15 @@ impl Fallback {
             Fallback::MinAvailableInvalid { usage_threshold } => format!(
                 "minAvailable is not valid and is ignored: growing at usageThreshold {usage_threshold} % instead"
             ),
+            // Without the usable bytes, which move with usage: the text is the same every scan,
+            // so the status and the Event are written once.
             Fallback::MinAvailableUnreachable {
                 min_available,
-                usable,
                 usage_threshold,
+                ..
             } => format!(
-                "minAvailable {} can never be met at this size ({} usable, even empty): not applied until the claim is larger; growing at usageThreshold {usage_threshold} % meanwhile",
-                q(min_available),
-                q(usable)
+                "minAvailable {} can never be met at this size (the volume has less free even empty): not applied until the claim is larger; growing at usageThreshold {usage_threshold} % meanwhile",
+                q(min_available)
             ),
         }
     }

@@ -64,6 +64,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             seconds_to_full: Some(3_600.0),
             predicted: false,
             notes: vec![],
+            fallback: None,
         },
         wal: Some(WalHealth {
             archive_configured: Some(true),
@@ -114,6 +115,7 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         seconds_to_full: None,
         predicted: false,
         notes: vec![],
+        fallback: None,
     };
     r
 }
