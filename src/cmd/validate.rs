@@ -13,9 +13,21 @@ use crate::policy::yaml::one_line;
 pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let size = match &args.size {
+        Some(text) => match crate::quantity::parse(text) {
+            Ok(0) => return Err(PolicyError::Size("must be more than zero".into())),
+            Ok(b) => Some(b),
+            Err(e) => return Err(PolicyError::Size(format!("'{text}': {e}"))),
+        },
+        None => None,
+    };
+    let ctx = Context {
+        current_size: size,
+        ..Context::default()
+    };
     let mut failed = false;
     for path in &args.files {
-        failed |= report(&mut out, path)?;
+        failed |= report(&mut out, path, &ctx)?;
     }
     out.flush().map_err(PolicyError::Output)?;
     Ok(if failed {
@@ -25,11 +37,12 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, PolicyError> {
     })
 }
 
-/// Writes the findings for one file; returns whether it had an error.
-pub fn report(out: &mut impl Write, path: &Path) -> Result<bool, PolicyError> {
+/// Writes the findings for one file, with what is known about the claim it is for; returns
+/// whether it had an error.
+pub fn report(out: &mut impl Write, path: &Path, ctx: &Context) -> Result<bool, PolicyError> {
     let name = path.display();
     let v = match std::fs::read_to_string(path) {
-        Ok(text) => parse_policy_yaml(&text, &Context::default()),
+        Ok(text) => parse_policy_yaml(&text, ctx),
         Err(e) => {
             let e = PolicyError::Read {
                 path: path.to_path_buf(),

@@ -44,6 +44,8 @@ pub enum PolicyError {
     Yaml(String),
     #[error("cannot write output: {0}")]
     Output(#[source] std::io::Error),
+    #[error("--size: {0}")]
+    Size(String),
 }
 
 use crate::quantity::GI;
