@@ -25,9 +25,14 @@ pub enum Source {
     PvcAnnotation,
     /// csi-addons' `reclaimspace.csiaddons.openshift.io/schedule` on the PVC (reclaimSpace only).
     CsiAddonsPvcAnnotation,
+    /// The same csi-addons annotation on the claim's Namespace (reclaimSpace only).
+    CsiAddonsNamespaceAnnotation,
     StorageClassAnnotation,
     /// The same csi-addons annotation on the StorageClass (reclaimSpace only).
     CsiAddonsStorageClassAnnotation,
+    /// The same csi-addons annotation on the CSIDriver object of the class's provisioner
+    /// (reclaimSpace only).
+    CsiAddonsCsiDriverAnnotation,
     ConfigMapStorageClass,
     ConfigMapDefault,
     /// Translated from the PVC's `resize.topolvm.io/*` annotations (or its
