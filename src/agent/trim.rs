@@ -274,7 +274,7 @@ mod tests {
         namespace(&mut ns);
         assert_eq!(
             serde_json::to_value(&ns).expect("json"),
-            json!({"metadata": {"name": "db", "annotations": {
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "db", "annotations": {
                 "reclaimspace.csiaddons.openshift.io/schedule": "@daily",
                 "reclaimspace.csiaddons.openshift.io/drivers": "rbd"}}})
         );
