@@ -135,12 +135,19 @@ impl Actor<'_> {
         if !opted_in {
             self.events.update(&key, pvc, None).await;
             self.events.update(&format!("{key}#wal"), pvc, None).await;
+            self.events
+                .update(&format!("{key}#fallback"), pvc, None)
+                .await;
             return Applied::Done;
         }
         let status = StatusAnnotation::from_report(report, now);
 
         self.wal_notice(&key, pvc, eval).await;
         self.history_notice(&key, pvc, eval).await;
+        let fallback = crate::events::fallback_notice(report);
+        self.events
+            .update(&format!("{key}#fallback"), pvc, fallback)
+            .await;
         if let Some(applied) = self.retry_infeasible(&key, pvc, eval, &status, now).await {
             return applied;
         }

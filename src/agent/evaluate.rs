@@ -306,6 +306,7 @@ fn internal_error(
         budget: Default::default(),
         effective_bytes: None,
         notes: vec![Note::InternalError(message)],
+        fallback: None,
     };
     let report = VolumeReport {
         namespace,

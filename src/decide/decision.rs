@@ -157,6 +157,10 @@ pub struct Decision {
     pub emergency: bool,
     /// Things an operator should know that do not change the verdict (e.g. WAL health unknown).
     pub notes: Vec<Note>,
+    /// A trigger not applied as written (an invalid or unreachable `minAvailable`), and what
+    /// stands in for it: the claim's status, an Event and a metric say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<crate::policy::Fallback>,
 }
 
 impl Decision {

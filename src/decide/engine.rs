@@ -11,6 +11,7 @@ use jiff::SignedDuration;
 use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
+use super::lines::Lines;
 use super::{predictive, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, MI, round_up};
@@ -81,6 +82,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
         budget: budget.view(),
         effective_bytes: None,
         notes: Vec::new(),
+        fallback: None,
     };
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
     decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
@@ -117,6 +119,7 @@ fn bare(verdict: Verdict) -> Decision {
         budget: Default::default(),
         effective_bytes: None,
         notes: Vec::new(),
+        fallback: None,
     }
 }
 
@@ -146,7 +149,7 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     }
 
     let need = match policy.mode {
-        Mode::Threshold => threshold_need(inputs, policy, &mut decision.predicted),
+        Mode::Threshold => threshold_need(inputs, policy, decision),
         Mode::Convergent => convergent_need(inputs, policy, decision),
     };
     let need = group_need(inputs, policy, need);
@@ -246,13 +249,11 @@ fn is_critical(inputs: &Inputs, policy: &Policy) -> bool {
     )
 }
 
-fn threshold_need(inputs: &Inputs, policy: &Policy, predicted: &mut bool) -> Need {
+fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> Need {
     let m = &inputs.measurement;
-    let triggered = m.crosses(
-        f64::from(policy.usage_threshold),
-        policy.min_available,
-        f64::from(policy.inode_threshold),
-    );
+    let lines = Lines::of(policy, m);
+    decision.fallback = lines.fallback;
+    let triggered = lines.crossed(m, f64::from(policy.inode_threshold));
     let rate = if policy.predictive.enabled {
         inputs.fill_rate
     } else {
@@ -262,7 +263,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, predicted: &mut bool) -> Nee
         if !rate.is_some_and(|r| predictive::crosses_soon(inputs, policy, &r)) {
             return Need::Nothing(State::Balanced);
         }
-        *predicted = true;
+        decision.predicted = true;
     }
     // In threshold mode the emergency line only decides what may proceed during a node drain.
     let emergency = is_critical(inputs, policy);

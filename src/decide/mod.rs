@@ -4,6 +4,7 @@ pub mod budget;
 pub mod decision;
 mod engine;
 pub mod inputs;
+pub mod lines;
 pub mod predictive;
 pub mod rate;
 pub mod recover;

@@ -27,7 +27,7 @@ prop_compose! {
     pub(super) fn policy()(
         convergent in any::<bool>(),
         limit_gi in 1u64..2048,
-        usage_threshold in 1u8..=99,
+        usage_threshold in proptest::option::of(1u8..=99),
         min_available in prop_oneof![Just(0u64), 0u64..50 * GI],
         inode_threshold in 1u8..=99,
         step in prop_oneof![(1u32..=200).prop_map(Step::Percent), (1u64..100 * GI).prop_map(Step::Bytes)],
@@ -57,7 +57,7 @@ prop_compose! {
             mode: if convergent { Mode::Convergent } else { Mode::Threshold },
             limit,
             usage_threshold,
-            min_available,
+            min_available: crate::policy::MinAvailable::Bytes(min_available),
             inode_threshold,
             step,
             min_step,
@@ -87,6 +87,7 @@ prop_compose! {
                 max_pending_wal_age_seconds: max_age.unwrap_or(900),
                 alert_on_resize: true,
             },
+            fallback: None,
         }
     }
 }

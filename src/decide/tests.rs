@@ -158,7 +158,7 @@ fn threshold_percent_step_rounds_up_to_whole_gi_and_respects_max_step() {
 #[test]
 fn threshold_triggers_on_free_bytes_and_inodes() {
     let p = Policy {
-        min_available: 5 * GI,
+        min_available: crate::policy::MinAvailable::Bytes(5 * GI),
         step: Step::Bytes(10 * GI),
         ..enabled(100 * GI)
     };
@@ -659,4 +659,36 @@ fn new_group_member_joins_its_peers_at_once() {
         c3.run().blocked_reason(),
         Some(BlockReason::BudgetExhausted)
     );
+}
+
+/// Issue 24: a floor larger than the whole claim would grow it empty, action after action (the
+/// shipped ConfigMap's old `minAvailable: 5Gi` on a 1Gi claim went 1 -> 2 -> 3 -> 4Gi at 0 %
+/// used). It is not applied at that size, and the decision says so.
+#[test]
+fn a_floor_the_claim_cannot_meet_does_not_grow_it_empty_and_is_said() {
+    let p = Policy {
+        min_available: crate::policy::MinAvailable::Bytes(5 * GI),
+        ..enabled(100 * GI)
+    };
+    let d = Case::new(&p, GI, 0).run();
+    assert_eq!(
+        d.verdict,
+        Verdict::NoAction {
+            state: State::Balanced
+        }
+    );
+    assert_eq!(
+        d.fallback,
+        Some(crate::policy::Fallback::MinAvailableUnreachable {
+            min_available: 5 * GI,
+            usable: GI,
+            usage_threshold: 80
+        })
+    );
+    // The percent line still grows it when it fills.
+    let d = Case::new(&p, GI, GI * 81 / 100).run();
+    assert_eq!(d.grow_to(), Some((2 * GI, GrowKind::Grow)));
+    // A claim larger than the floor: the floor applies again, nothing to say.
+    let d = Case::new(&p, 6 * GI, 2 * GI).run();
+    assert_eq!((d.grow_to().is_some(), d.fallback), (true, None));
 }

@@ -94,6 +94,10 @@ pub struct StatusAnnotation {
     pub budget: Option<BudgetStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// A trigger not applied as written (an invalid or unreachable `minAvailable`) and what
+    /// stands in for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackNote>,
 }
 
 /// The RFC's `BudgetStatus`: the rolling 24 h budget, planned and emergency apart.
@@ -181,6 +185,22 @@ fn conditions(d: &Decision, state: &str) -> Vec<Condition> {
     out
 }
 
+/// `{"reason":"min_available_unreachable","message":"..."}` in the status annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackNote {
+    pub reason: String,
+    pub message: String,
+}
+
+impl From<crate::policy::Fallback> for FallbackNote {
+    fn from(f: crate::policy::Fallback) -> Self {
+        FallbackNote {
+            reason: f.as_str().to_string(),
+            message: f.message(),
+        }
+    }
+}
+
 /// Moves of used percent below this do not count as a change worth an API write.
 const USED_PERCENT_EPSILON: f64 = 1.0;
 
@@ -234,6 +254,7 @@ impl StatusAnnotation {
             next_window: d.next_window,
             budget: Some(d.budget.into()),
             conditions: conditions(d, state),
+            fallback: d.fallback.map(FallbackNote::from),
         }
     }
 

@@ -258,6 +258,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             },
             effective_bytes: None,
             notes: vec![],
+            fallback: None,
         },
         wal: None,
         last_action: None,

@@ -59,6 +59,7 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
             budget: Default::default(),
             effective_bytes: None,
             notes: vec![],
+            fallback: None,
         },
         wal: None,
         last_action: None,

@@ -51,8 +51,9 @@ const HISTORY_IGNORED: usize = 24;
 const MEASURED_AT: usize = 25;
 const NOT_MEASURED: usize = 26;
 const LAST_RESIZE: usize = 27;
+const POLICY_FALLBACK: usize = 28;
 
-const FAMILIES: [Family; 28] = [
+const FAMILIES: [Family; 29] = [
     Family {
         name: "headroom_volume_info",
         help: "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
@@ -199,6 +200,11 @@ const FAMILIES: [Family; 28] = [
         help: "Unix time the claim's newest resize reached the filesystem (its history's landed time), by kind; absent until it has.",
         extra: &["kind"],
     },
+    Family {
+        name: "headroom_volume_policy_fallback",
+        help: "1 for the reason a trigger is not applied as written (min_available_invalid: minAvailable could not be read; min_available_unreachable: the claim could not meet it even empty), 0 for the other reason; the percent trigger stands in.",
+        extra: &["reason"],
+    },
 ];
 
 /// One series of the last scan.
@@ -297,6 +303,14 @@ impl Samples {
             }
         }
         self.put(HISTORY_IGNORED, &[], bool_f(r.future_history.is_some()));
+        let fallback = r.decision.fallback.map(|f| f.as_str());
+        for reason in crate::policy::Fallback::REASONS {
+            self.put(
+                POLICY_FALLBACK,
+                &[reason.into()],
+                bool_f(fallback == Some(reason)),
+            );
+        }
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
             self.put(LIMIT, &[], limit as f64);

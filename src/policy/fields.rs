@@ -154,7 +154,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "enabled" => ENABLED.to_string(),
         "mode" => "threshold".to_string(),
         "usageThreshold" => USAGE_THRESHOLD.to_string(),
-        "minAvailable" => q(MIN_AVAILABLE),
+        "minAvailable" => q(MIN_AVAILABLE.bytes(0)),
         "inodeThreshold" => INODE_THRESHOLD.to_string(),
         "step" => match STEP {
             Step::Percent(p) => format!("{p}%"),

@@ -8,7 +8,7 @@ use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, integer, size};
 use super::window::{MaintenanceWindow, WindowError};
-use super::{Mode, Policy, Step};
+use super::{Fallback, MinAvailable, Mode, Policy, Step};
 use crate::quantity::format as q;
 
 /// Facts about the volume a policy is for, when known; they enable the warnings that need them.
@@ -106,19 +106,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         );
     }
 
-    let usage_threshold = if spec
-        .get("usageThreshold")
-        .is_some_and(|r| r.text.trim() == "0")
-    {
-        c.error(
-            "usageThreshold",
-            "0 would grow on every check; write a percent from 1 to 99 (to turn headroom off, write enabled: false)".into(),
-        );
-        USAGE_THRESHOLD
-    } else {
-        c.percent("usageThreshold", 1, 99, USAGE_THRESHOLD)
-    };
-    let min_available = c.value("minAvailable", size).unwrap_or(MIN_AVAILABLE);
+    let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
     let inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
     let step = c.value("step", value::step).unwrap_or(STEP);
     let min_step = c.value("minStep", size).unwrap_or(MIN_STEP);
@@ -197,9 +185,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         if let Some(l) = limit.filter(|&l| l > 0 && l <= current) {
             c.warn("limit", format!("{} is at or below the current size ({}), so headroom can never grow this volume; write a limit above {}", q(l), q(current), q(current)));
         }
-        if spec.get("minAvailable").is_some() && min_available > current {
-            c.warn("minAvailable", format!("{} is more than the whole volume ({}), so it triggers on every check; write a value well below {}", q(min_available), q(current), q(current)));
-        }
+        floor_warning(&mut c, min_available, usage_threshold, current);
         // The emergency line also decides what proceeds during a node drain: on a volume not much
         // larger than criticalMinimumFree, nearly every growth counts as an emergency.
         let critical_minimum_free = emergency_grow.critical_minimum_free;
@@ -226,6 +212,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.maintenance_window = window;
             p.emergency_grow = emergency_grow;
             p.wal_safety = wal_safety;
+            p.fallback = fallback;
             Some(p)
         }
         _ => None,
@@ -251,6 +238,66 @@ fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
             );
         }
     }
+}
+
+/// `usageThreshold` and `minAvailable`, threshold mode's two space triggers. `minAvailable`
+/// alone (no `usageThreshold` in any layer, or `usageThreshold: 0`) is a purely absolute trigger,
+/// as in the CloudNativePG auto-resize RFC. An invalid `minAvailable` is a warning, not an error:
+/// it is ignored and the percent trigger decides (the RFC's fallback), reported on the claim as
+/// a [`Fallback`]. Every other invalid key refuses the policy.
+fn triggers(c: &mut Checker<'_>, mode: Mode) -> (Option<u8>, MinAvailable, Option<Fallback>) {
+    let usage_text = c
+        .spec
+        .get("usageThreshold")
+        .map(|r| r.text.trim().to_string());
+    let off = usage_text.as_deref() == Some("0");
+    let usage = match usage_text {
+        Some(_) if !off => Some(c.percent("usageThreshold", 1, 99, USAGE_THRESHOLD)),
+        _ => None,
+    };
+    let floor = c
+        .spec
+        .get("minAvailable")
+        .map(|r| value::min_available(&r.text));
+    match floor {
+        Some(Err(m)) => {
+            let pct = usage.unwrap_or(USAGE_THRESHOLD);
+            c.warn(
+                "minAvailable",
+                format!("{m}; until then it is ignored and the volume grows at usageThreshold {pct} (the auto-resize RFC's fallback; the claim's status, an Event and headroom_volume_policy_fallback say so)"),
+            );
+            let fallback = (mode == Mode::Threshold).then_some(Fallback::MinAvailableInvalid {
+                usage_threshold: pct,
+            });
+            (Some(pct), MinAvailable::OFF, fallback)
+        }
+        Some(Ok(f)) if !f.is_off() => (usage, f, None),
+        floor => {
+            if off {
+                c.error(
+                    "usageThreshold",
+                    "0 turns the percent trigger off, and no minAvailable is set, so nothing would grow this volume on space; write a percent from 1 to 99, or a minAvailable such as 5Gi (to turn headroom off, write enabled: false)".into(),
+                );
+            }
+            let f = floor.and_then(Result::ok).unwrap_or(MinAvailable::OFF);
+            (Some(usage.unwrap_or(USAGE_THRESHOLD)), f, None)
+        }
+    }
+}
+
+/// A floor the claim cannot meet at its size, even empty: the engine does not apply it until the
+/// claim is larger (it would grow an empty claim action after action) and says so on the claim;
+/// `validate` says it first.
+fn floor_warning(c: &mut Checker<'_>, floor: MinAvailable, usage: Option<u8>, current: u64) {
+    let bytes = floor.bytes(current);
+    if bytes == 0 || bytes < current {
+        return;
+    }
+    let pct = usage.unwrap_or(USAGE_THRESHOLD);
+    c.warn(
+        "minAvailable",
+        format!("{} can never be met at the claim's size ({}): it would grow the claim empty, so headroom does not apply it until the claim is larger and grows at usageThreshold {pct} meanwhile (the claim's status and an Event say so); write a value well below {}", q(bytes), q(current), q(current)),
+    );
 }
 
 /// A duration key in `min..=max`, written like `2m` or `90s`.

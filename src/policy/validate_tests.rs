@@ -1,7 +1,7 @@
 //! One test per validation error and warning: each asserts the field it names.
 
 use super::validate::{Context, Validation, parse_policy_yaml};
-use super::{Mode, Policy, Step};
+use super::{Fallback, MinAvailable, Mode, Policy, Step};
 use crate::quantity::GI;
 
 fn check_with(yaml: &str, ctx: Context) -> Validation {
@@ -165,7 +165,16 @@ fn steps() {
 
 #[test]
 fn quantities() {
-    assert!(only_error("limit: 100Gi\nminAvailable: -1Gi\n", "minAvailable").contains("negative"));
+    // Issue 24 (threshold mode): an invalid minAvailable warns and falls back to the percent
+    // trigger instead of refusing the policy (was an error).
+    assert!(
+        only_warning(
+            "limit: 100Gi\nminAvailable: -1Gi\n",
+            Context::default(),
+            "minAvailable"
+        )
+        .contains("negative")
+    );
     let msg = only_error("limit: 10GB\n", "limit");
     assert!(msg.contains("'10GB'") && msg.contains("10Gi"), "{msg}");
     assert!(only_error("limit: lots\n", "limit").contains("'lots'"));
@@ -549,4 +558,111 @@ fn wal_limits_mean_what_the_rfc_says() {
         "walSafety.alertOnResize",
     );
     assert!(!m.is_empty());
+}
+
+#[test]
+fn min_available_alone_is_a_purely_absolute_trigger() {
+    // No usageThreshold anywhere: only the floor grows the volume (the auto-resize RFC).
+    let p = check("limit: 100Gi\nminAvailable: 5Gi\n")
+        .policy
+        .expect("valid");
+    assert_eq!(
+        (p.usage_threshold, p.min_available),
+        (None, MinAvailable::Bytes(5 * GI))
+    );
+    // Beside a usageThreshold, both apply.
+    let p = check("limit: 100Gi\nminAvailable: 5Gi\nusageThreshold: 85\n")
+        .policy
+        .expect("valid");
+    assert_eq!(p.usage_threshold, Some(85));
+    // usageThreshold: 0 says "no percent trigger" in a layer that must beat a ConfigMap's 80.
+    let p = check("limit: 100Gi\nminAvailable: 10%\nusageThreshold: 0\n")
+        .policy
+        .expect("valid");
+    assert_eq!(
+        (p.usage_threshold, p.min_available),
+        (None, MinAvailable::Percent(10.0))
+    );
+    // Without a floor, 0 would leave nothing to grow on: refused.
+    assert!(
+        only_error(
+            "limit: 100Gi\nusageThreshold: 0\nminAvailable: 0\n",
+            "usageThreshold"
+        )
+        .contains("no minAvailable")
+    );
+    // No floor at all: the default percent trigger.
+    let p = check("limit: 100Gi\n").policy.expect("valid");
+    assert_eq!(p.usage_threshold, Some(80));
+}
+
+#[test]
+fn an_invalid_min_available_warns_and_falls_back_to_the_percent_trigger() {
+    for bad in ["10GB", "150%", "0%", "lots"] {
+        let yaml = format!("limit: 100Gi\nminAvailable: {bad}\n");
+        let m = only_warning(&yaml, Context::default(), "minAvailable");
+        assert!(m.contains("usageThreshold 80"), "{bad}: {m}");
+        let p = check(&yaml).policy.expect("accepted");
+        assert_eq!(
+            (p.usage_threshold, p.min_available, p.fallback),
+            (
+                Some(80),
+                MinAvailable::OFF,
+                Some(Fallback::MinAvailableInvalid {
+                    usage_threshold: 80
+                })
+            ),
+            "{bad}"
+        );
+    }
+    // The written usageThreshold is the fallback's line, even a 0 ("none"): never no trigger.
+    let p = check("limit: 100Gi\nminAvailable: 5GB\nusageThreshold: 70\n")
+        .policy
+        .expect("accepted");
+    assert_eq!(p.usage_threshold, Some(70));
+    let p = check("limit: 100Gi\nminAvailable: 5GB\nusageThreshold: 0\n")
+        .policy
+        .expect("accepted");
+    assert_eq!(p.usage_threshold, Some(80));
+    // Every other invalid key still refuses the whole policy.
+    assert!(
+        check("limit: 100Gi\nminAvailable: 5GB\ninodeThreshold: 0\n")
+            .policy
+            .is_none()
+    );
+    // In convergent mode the key is unused: a warning, and no fallback to report.
+    let v = check(
+        "limit: 100Gi\nmode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nminAvailable: 5GB\n",
+    );
+    assert_eq!(v.policy.expect("accepted").fallback, None);
+}
+
+#[test]
+fn a_floor_the_claim_cannot_meet_at_its_size_is_said() {
+    let one_gi = Context {
+        current_size: Some(GI),
+        ..Context::default()
+    };
+    // The shipped ConfigMap's old floor on a 1Gi claim: said, with what happens instead.
+    let v = check_with(
+        "limit: 100Gi\nminAvailable: 5Gi\nusageThreshold: 80\n",
+        one_gi,
+    );
+    let m = &v
+        .warnings
+        .iter()
+        .find(|w| w.field == "minAvailable")
+        .expect("a minAvailable warning")
+        .message;
+    assert!(
+        m.contains("can never be met") && m.contains("usageThreshold 80") && m.contains("1Gi"),
+        "{m}"
+    );
+    // The RFC's small-cluster example (500Mi on a 1Gi volume) can be met: no warning.
+    let v = check_with("limit: 10Gi\nminAvailable: 500Mi\n", one_gi);
+    assert!(
+        !warning_fields(&v).contains(&"minAvailable"),
+        "{:?}",
+        v.warnings
+    );
 }

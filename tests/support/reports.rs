@@ -70,6 +70,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             budget: Default::default(),
             effective_bytes: None,
             notes: vec![],
+            fallback: None,
         },
         wal: Some(WalHealth {
             archive_configured: Some(true),
@@ -123,6 +124,7 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         budget: Default::default(),
         effective_bytes: None,
         notes: vec![],
+        fallback: None,
     };
     r
 }

@@ -164,6 +164,26 @@ pub static RESOURCES: &[ResourceType] = &[
         status_subresource: false,
         fields: &[],
     },
+    // `/api/v1/namespaces` and `/api/v1/namespaces/{name}`: the route's `namespaces/{ns}/...`
+    // prefix needs a third segment, so these reach the resource itself.
+    ResourceType {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        kind: "Namespace",
+        namespaced: false,
+        status_subresource: true,
+        fields: &["status.phase"],
+    },
+    ResourceType {
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "csidrivers",
+        kind: "CSIDriver",
+        namespaced: false,
+        status_subresource: false,
+        fields: &[],
+    },
 ];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<Res> {
