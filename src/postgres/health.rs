@@ -282,6 +282,16 @@ fn from_disk(h: &mut WalHealth, d: &DiskView, problems: &mut Vec<String>) {
     if let Some(mode) = &a.mode {
         h.archive_configured = Some(configured(mode, d.dir.role.in_recovery()));
     }
+    // A primary with archiving off never marks a segment `.ready` (and drops leftovers at its
+    // next checkpoint): segments waiting say archiving is on by a setting the volume does not
+    // show. Not "off", then: the markers decide.
+    let waiting = h.pending_files.unwrap_or(0);
+    if h.archive_configured == Some(false) && d.dir.role == DiskRole::Primary && waiting > 0 {
+        h.archive_configured = None;
+        h.detail.errors.push(format!(
+            "archive_mode reads off, yet {waiting} segments wait to be archived: a setting the volume does not show turns archiving on"
+        ));
+    }
     if h.archive_configured == Some(true)
         && let (Some(c), Some(l)) = (&a.command, &a.library)
         && let Some(p) = empty_command(a.mode.as_deref().unwrap_or(""), c, l)
