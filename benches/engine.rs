@@ -36,6 +36,10 @@ fn main() {
             node: "n".into(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         })
         .collect();
     let wal = WalHealth {

@@ -66,6 +66,10 @@ pub struct ValidateArgs {
     /// Policy files (YAML).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// The claim's size (a quantity), for the checks that need it: a limit at or below it, a
+    /// minAvailable it could not meet even empty, an emergency line near it.
+    #[arg(long)]
+    pub size: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

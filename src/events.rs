@@ -45,6 +45,16 @@ pub fn wal_resized(report: &VolumeReport, note: &str) -> Notice {
     )
 }
 
+/// A trigger the decision did not apply as written (an invalid `minAvailable`, or one the claim
+/// cannot meet at its size): one Warning when it appears or changes, so a claim is never grown
+/// (or left alone) on a line other than the one written without anyone being told.
+pub fn fallback_notice(report: &VolumeReport) -> Option<Notice> {
+    report
+        .decision
+        .fallback
+        .map(|f| Notice::warning("PolicyFallback", f.message()))
+}
+
 /// What a decision has to say, if anything. Notes are stable across scans (no live usage
 /// numbers), so the same situation is announced once.
 pub fn notice_for(report: &VolumeReport) -> Option<Notice> {

@@ -11,9 +11,27 @@ use crate::decide::{Action, ClaimState, Decision, Measurement, VolumeRole, WalHe
 use crate::policy::merge::Source;
 use crate::policy::validate::Finding;
 
-/// The stable name of the finding for history entries dated in the future, first word of its
-/// message (Events and metrics key on it).
-pub const INVALID_HISTORY: &str = "invalid_history";
+/// History entries dated beyond the clock-skew allowance, which the budget ignored: no action
+/// happened then. Events and metrics act on this; [`FutureHistory::finding`] says it to people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FutureHistory {
+    pub entries: usize,
+    pub latest: Timestamp,
+}
+
+impl FutureHistory {
+    pub fn finding(&self, field: &str, skew: jiff::SignedDuration) -> Finding {
+        Finding {
+            field: field.into(),
+            message: format!(
+                "invalid_history: {} entr{} dated more than {skew:#} in the future ignored (latest: {})",
+                self.entries,
+                if self.entries == 1 { "y" } else { "ies" },
+                self.latest,
+            ),
+        }
+    }
+}
 
 /// Where the measurement came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -34,6 +52,13 @@ pub struct VolumeReport {
     pub node: String,
     pub storage_class: Option<String>,
     pub role: VolumeRole,
+    /// The tablespace a tablespace volume holds (CloudNativePG's `cnpg.io/tablespaceName`), when
+    /// known: the `tablespace` label of its series.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tablespace: Option<String>,
+    /// The pod (a Postgres instance) that mounts the volume on this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     /// Postgres cluster (or instance) the volume belongs to, when known.
     pub postgres_cluster: Option<String>,
     pub mount_path: PathBuf,
@@ -53,6 +78,9 @@ pub struct VolumeReport {
     pub provenance: BTreeMap<String, Source>,
     pub policy_errors: Vec<Finding>,
     pub policy_warnings: Vec<Finding>,
+    /// History entries the budget ignored (also one of `policy_warnings`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub future_history: Option<FutureHistory>,
     pub claim: ClaimState,
     pub decision: Decision,
     pub wal: Option<WalHealth>,

@@ -95,4 +95,10 @@ fn endpoint_reports_the_measured_claim() {
     assert_eq!(vol["provenance"]["limit"], "pvc_annotation");
     assert_eq!(vol["decision"]["verdict"], "NoAction");
     assert_eq!(vol["decision"]["state"], "Balanced");
+    // Issue 24: the RFC's status model in /volumes too.
+    assert_eq!(vol["instance"], "pg-0");
+    assert_eq!(vol["decision"]["emergency"], false);
+    assert_eq!(vol["decision"]["effective_bytes"], 32 * MI);
+    assert_eq!(vol["decision"]["budget"]["available_for_planned"], 3);
+    assert_eq!(vol["decision"]["budget"]["actions_last_24h"], 0);
 }

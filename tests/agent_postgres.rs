@@ -19,6 +19,41 @@ use support::kube::block;
 use support::node::{MI, fill, request_of, wait_for};
 use support::pg::{Options, require_postgres};
 
+/// A 512Mi CloudNativePG data claim `pgdata` (pod `pg-0` of cluster `pg`, WAL on the data
+/// volume) with `limit` 2Gi, `step` 64Mi and `extra` annotations; returns the cluster, the
+/// server's own tmpfs (a short path keeps its Unix socket under the length limit) and that tmpfs
+/// bind-mounted as the claim's volume.
+fn pg_claim(extra: (&str, &str)) -> (Cluster, std::path::PathBuf, std::path::PathBuf) {
+    let mut c = Cluster::new();
+    c.pvc(
+        "pgdata",
+        &c.fast,
+        512,
+        &[
+            ("enabled", "true"),
+            ("limit", "2Gi"),
+            ("step", "64Mi"),
+            ("postgres-role", "data"),
+            ("wal-safety-acknowledge-wal-risk", "true"),
+            extra,
+        ],
+        |_| {},
+    );
+    let uid = c.pod("pg-0", &c.node, "pgdata");
+    c.cnpg_instance("pg-0", "pg");
+    let disk = c.root.scratch_tmpfs(512 * MI);
+    let pv = c.pv_name("pgdata");
+    let mount = c.root.bind_volume(&uid, &pv, &disk);
+    (c, disk, mount)
+}
+
+/// Fills the volume to 85 %, over the 80 % threshold: growth is needed.
+fn fill_past_threshold(mount: &std::path::Path) {
+    let used = nix::sys::statvfs::statvfs(mount).expect("statvfs");
+    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
+    fill(mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+}
+
 /// `/volumes` once a scan is on it. A scan writes each claim's status, then its Events, then
 /// publishes the report: on the real server those writes take a moment, and a test that saw the
 /// status may ask before the report is there.
@@ -38,28 +73,8 @@ fn broken_archiving_blocks_growth_until_it_is_fixed() {
     let Some(bin) = require_postgres() else {
         return;
     };
-    let mut c = Cluster::new();
-    c.pvc(
-        "pgdata",
-        &c.fast,
-        512,
-        &[
-            ("enabled", "true"),
-            ("limit", "2Gi"),
-            ("step", "64Mi"),
-            ("postgres-role", "data"),
-            ("wal-safety-acknowledge-wal-risk", "true"),
-            ("wal-safety-max-pending-wal-files", "3"),
-        ],
-        |_| {},
-    );
-    let uid = c.pod("pg-0", &c.node, "pgdata");
-    c.cnpg_instance("pg-0", "pg");
-    // The server lives on its own tmpfs (a short path keeps its Unix socket under the length
-    // limit), bind-mounted as the claim's volume: WAL on the data volume, as with CloudNativePG.
-    let disk = c.root.scratch_tmpfs(512 * MI);
-    let pv = c.pv_name("pgdata");
-    let mount = c.root.bind_volume(&uid, &pv, &disk);
+    // WAL on the data volume, as with CloudNativePG.
+    let (c, disk, mount) = pg_claim(("wal-safety-max-pending-wal-files", "3"));
     // Archives go to another disk, as in production (object storage): copying them must not eat
     // the space of the volume that is filling.
     let archive = tempfile::tempdir().expect("archive dir");
@@ -90,10 +105,7 @@ fn broken_archiving_blocks_growth_until_it_is_fixed() {
         pg.port
     );
     c.configmap(serde_json::json!({ "postgres.yaml": postgres_yaml }));
-    // Over the 80% threshold: growth is needed.
-    let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
-    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
-    fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+    fill_past_threshold(&mount);
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -160,35 +172,14 @@ fn a_slot_nobody_reads_blocks_growth_with_no_credentials() {
     let Some(bin) = require_postgres() else {
         return;
     };
-    let mut c = Cluster::new();
-    c.pvc(
-        "pgdata",
-        &c.fast,
-        512,
-        &[
-            ("enabled", "true"),
-            ("limit", "2Gi"),
-            ("step", "64Mi"),
-            ("postgres-role", "data"),
-            ("wal-safety-acknowledge-wal-risk", "true"),
-            ("wal-safety-max-slot-retention-bytes", "8Mi"),
-        ],
-        |_| {},
-    );
-    let uid = c.pod("pg-0", &c.node, "pgdata");
-    c.cnpg_instance("pg-0", "pg");
-    let disk = c.root.scratch_tmpfs(512 * MI);
-    let pv = c.pv_name("pgdata");
-    let mount = c.root.bind_volume(&uid, &pv, &disk);
+    let (c, disk, mount) = pg_claim(("wal-safety-max-slot-retention-bytes", "8Mi"));
     let pg = support::pg::Cluster::start_in(&bin, &Options::archiving("true"), &disk);
     let su = block(pg.superuser());
     block(su.batch_execute("SELECT pg_create_physical_replication_slot('gone_replica', true)"))
         .expect("slot");
     block(pg.generate_wal(&su, 3));
     block(su.batch_execute("CHECKPOINT")).expect("checkpoint");
-    let used = nix::sys::statvfs::statvfs(&mount).expect("statvfs");
-    let used_bytes = (used.blocks() - used.blocks_free()) * used.fragment_size();
-    fill(&mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
+    fill_past_threshold(&mount);
 
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");

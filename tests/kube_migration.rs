@@ -398,7 +398,11 @@ fn pvc_autoresizer_claims_end_where_pvc_autoresizer_would_put_them() {
     assert_eq!(key("enabled")["source"], "topolvm_storage_class_annotation");
     assert_eq!(key("limit")["value"], "5Gi");
     assert_eq!(key("limit")["source"], "topolvm_pvc_annotation");
-    assert_eq!(key("usageThreshold")["value"], "90");
+    // Issue 24: pvc-autoresizer's default threshold is a 10 % free-space floor, crossed strictly
+    // below, with no percent-used trigger beside it (was usageThreshold 90).
+    assert_eq!(key("minAvailable")["value"], "10%");
+    assert_eq!(key("minAvailable")["source"], "topolvm_default");
+    assert_eq!(key("usageThreshold")["value"], "0");
     assert_eq!(key("usageThreshold")["source"], "topolvm_default");
     assert_eq!(key("maxActionsPerDay")["source"], "config_map_default");
     assert_eq!(

@@ -317,3 +317,106 @@ fn the_checker_sees_upward_imports_and_circles() {
     ]);
     assert_eq!(circle, ["mid/: files import each other: a -> b -> c -> a"]);
 }
+
+/// The pure core: modules that must do no I/O and read no clock (time is an argument).
+const CORE: &[&str] = &["policy", "decide", "resolve", "quantity"];
+
+/// What a core module may not name: the API client, the runtime, the filesystem, the network,
+/// a clock.
+const IMPURE: &[&str] = &[
+    "kube::",
+    "tokio::",
+    "std::fs",
+    "std::net",
+    "Timestamp::now",
+    "SystemTime::now",
+    "Instant::now",
+];
+
+/// Lines of the non-test code of `files` under `CORE` that name something impure.
+fn impurities(files: &BTreeMap<String, String>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (rel, text) in files {
+        let top = module_of(rel)[0].clone();
+        if !CORE.contains(&top.as_str()) || is_test_file(rel) {
+            continue;
+        }
+        for line in code(text).lines() {
+            if let Some(word) = IMPURE.iter().find(|w| line.contains(*w)) {
+                bad.push(format!("{rel}: names {word}: {}", line.trim()));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_core_does_no_io_and_reads_no_clock() {
+    let mut files = BTreeMap::new();
+    sources(&Path::new(ROOT).join("src"), "", &mut files);
+    let bad = impurities(&files);
+    assert!(bad.is_empty(), "the core is not pure:\n{}", bad.join("\n"));
+    // The check itself sees what it is for.
+    let probe: BTreeMap<String, String> = [
+        (
+            "decide/x.rs",
+            "fn f() { let t = jiff::Timestamp::now(); }\n",
+        ),
+        (
+            "policy/y.rs",
+            "use std::fs::read;\n#[cfg(test)]\nmod tests {\n    use tokio::x;\n}\n",
+        ),
+        ("agent/z.rs", "use tokio::net;\n"),
+    ]
+    .iter()
+    .map(|(p, t)| (p.to_string(), t.to_string()))
+    .collect();
+    assert_eq!(impurities(&probe).len(), 2, "{:?}", impurities(&probe));
+}
+
+/// Words a layer must not look for in another layer's text: a decision's notes, a failure's
+/// detail, a finding's message are for people; what code acts on is a type.
+const READ_AS_TEXT: &[&str] = &["n", "note", "notes", "detail", "message", "reason", "msg"];
+
+fn text_matching(files: &BTreeMap<String, String>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (rel, text) in files {
+        if is_test_file(rel) {
+            continue;
+        }
+        let code = code(text);
+        for call in [".contains(\"", ".starts_with(\"", ".ends_with(\""] {
+            for (i, _) in code.match_indices(call) {
+                let before = &code[..i];
+                let start = before
+                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .map_or(0, |s| s + 1);
+                let receiver = &before[start..];
+                if READ_AS_TEXT.contains(&receiver) {
+                    let line = code[..i].lines().count();
+                    bad.push(format!("{rel}:{line}: {receiver}{call}…"));
+                }
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn no_layer_matches_another_layers_text() {
+    let mut files = BTreeMap::new();
+    sources(&Path::new(ROOT).join("src"), "", &mut files);
+    let bad = text_matching(&files);
+    assert!(
+        bad.is_empty(),
+        "match a type, not text:\n{}",
+        bad.join("\n")
+    );
+    let probe: BTreeMap<String, String> = [(
+        "agent/act.rs".to_string(),
+        "fn f(d: &str) -> bool { detail.contains(\"Infeasible\") || n.contains(\"x\") }\n"
+            .to_string(),
+    )]
+    .into();
+    assert_eq!(text_matching(&probe).len(), 2);
+}

@@ -79,6 +79,23 @@ const NEEDS: &[Need] = &[
         file: "src/agent/world.rs",
         evidence: &["Api::<StorageClass>::all", REFLECTOR],
     },
+    // csi-addons' trim schedule on the claim's Namespace and its driver's CSIDriver.
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "namespaces",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<Namespace>::all", REFLECTOR],
+    },
+    Need {
+        scope: "cluster",
+        group: "storage.k8s.io",
+        resource: "csidrivers",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<CSIDriver>::all", REFLECTOR],
+    },
     // The kubelet's /stats/summary from this node's kubelet, with the service account's token:
     // the kubelet authorizes it as nodes/stats get.
     Need {
@@ -119,6 +136,8 @@ const TYPES: &[(&str, &str)] = &[
     ("PersistentVolume", "persistentvolumes"),
     ("Node", "nodes"),
     ("StorageClass", "storageclasses"),
+    ("Namespace", "namespaces"),
+    ("CSIDriver", "csidrivers"),
     ("ConfigMap", "configmaps"),
 ];
 

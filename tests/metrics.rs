@@ -77,9 +77,9 @@ fn a_postgres_data_volume_exports_every_series_with_joinable_labels() {
         2.0
     );
 
-    // One state series per state, exactly one of them 1.
+    // One state series per state, exactly one of them 1 (issue 24 added Emergency).
     let states = find(&s, "headroom_volume_state", PG);
-    assert_eq!(states.len(), 5);
+    assert_eq!(states.len(), 6);
     let on: Vec<&str> = states
         .iter()
         .filter(|x| x.value == 1.0)
@@ -234,6 +234,15 @@ fn wal_volume_at_limit_and_growing() {
     assert!(find(&s, "headroom_wal_oldest_pending_seconds", vol).is_empty());
     assert!(find(&s, "headroom_wal_slot_retention_bytes", vol).is_empty());
     assert!(find(&s, "headroom_volume_inodes", vol).is_empty());
+    // Its previous grow landed at 09:00 (the history's landed time): HeadroomResizeOccurred's.
+    assert_eq!(
+        value(
+            &s,
+            "headroom_volume_last_resize_timestamp_seconds",
+            &[vol[0], ("kind", "EmergencyGrow")]
+        ),
+        at("2025-03-01T09:00:00Z").as_second() as f64
+    );
 }
 
 #[test]
@@ -384,4 +393,64 @@ fn each_metrics_has_its_own_registry() {
         prometheus::gather().is_empty(),
         "the global default registry stays empty"
     );
+}
+
+/// Issue 24: a tablespace volume's series carry the `tablespace` label (the RFC's), its resize
+/// counter too; other volumes' series have no such label.
+#[test]
+fn tablespace_volumes_carry_their_tablespace_label() {
+    let m = Metrics::new("node-a").unwrap();
+    let mut tbs = pg_data("shop", "pgtbs-orders-1");
+    tbs.role = headroom::decide::VolumeRole::Tablespace;
+    tbs.tablespace = Some("archive".into());
+    let data = pg_data("shop", "pgdata-orders-1");
+    m.observe_scan(
+        &[tbs.clone(), data.clone()],
+        Duration::ZERO,
+        at("2025-03-01T10:00:00Z"),
+    );
+    m.resize_of(&tbs, GrowKind::Grow, "success");
+    m.resize_of(&data, GrowKind::Grow, "success");
+    let s = scrape(&m);
+    let per_volume = |pvc: &str| -> Vec<Sample> {
+        s.iter()
+            .filter(|x| {
+                x.labels.get("persistentvolumeclaim").map(String::as_str) == Some(pvc)
+                    && x.name.starts_with("headroom_")
+            })
+            .cloned()
+            .collect()
+    };
+    let tbs_series = per_volume("pgtbs-orders-1");
+    assert!(tbs_series.len() > 30, "{}", tbs_series.len());
+    for x in &tbs_series {
+        assert_eq!(
+            x.labels.get("tablespace").map(String::as_str),
+            Some("archive"),
+            "{x:?}"
+        );
+    }
+    assert!(
+        tbs_series
+            .iter()
+            .any(|x| x.name == "headroom_resizes_total" && x.value == 1.0)
+    );
+    let data_series = per_volume("pgdata-orders-1");
+    assert!(
+        data_series
+            .iter()
+            .any(|x| x.name == "headroom_resizes_total")
+    );
+    assert!(
+        data_series
+            .iter()
+            .all(|x| !x.labels.contains_key("tablespace")),
+        "{data_series:?}"
+    );
+    let used = [
+        ("persistentvolumeclaim", "pgtbs-orders-1"),
+        ("volume_role", "tablespace"),
+        ("tablespace", "archive"),
+    ];
+    assert!((value(&s, "headroom_volume_used_ratio", &used) - 0.85).abs() < 1e-9);
 }

@@ -40,12 +40,7 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 }
 
 async fn in_recovery(c: &Cluster) -> bool {
-    c.superuser()
-        .await
-        .query_one("SELECT pg_is_in_recovery()", &[])
-        .await
-        .unwrap()
-        .get(0)
+    c.in_recovery().await
 }
 
 async fn check_major(major: u32) {

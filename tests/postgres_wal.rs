@@ -4,19 +4,17 @@
 
 mod support {
     pub mod pg;
+    pub mod wal_engine;
 }
 
 use std::path::Path;
 use std::time::Duration;
 
-use headroom::decide::{
-    BlockReason, ClaimState, Decision, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts,
-    VolumeRole, WalHealth, decide,
-};
-use headroom::policy::Policy;
+use headroom::decide::{BlockReason, Decision, VolumeRole, WalHealth};
 use headroom::postgres::{SqlTarget, gather};
 use jiff::Timestamp;
 use support::pg::{Cluster, Options, poll, require_postgres};
+use support::wal_engine::{GI, decide_with};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -30,54 +28,8 @@ async fn both(c: &Cluster, t: &SqlTarget, max_pending: u64) -> WalHealth {
     gather(Some(&c.data), Some(t), max_pending, Timestamp::now()).await
 }
 
-const GI: u64 = 1 << 30;
 /// A small `maxSlotRetentionBytes`: the stuck slot of scenario 3 holds more.
 const SMALL_SLOT_LIMIT: u64 = 32 << 20;
-
-/// One decision for a 10 GiB volume at 90 % (growth needed, not an emergency) holding WAL.
-fn decide_with(
-    wal: &WalHealth,
-    role: VolumeRole,
-    acknowledge: bool,
-    max_pending: u64,
-    max_slot: u64,
-) -> Decision {
-    let mut policy = Policy {
-        enabled: true,
-        ..Policy::with_limit(100 * GI)
-    };
-    policy.wal_safety.acknowledge_wal_risk = acknowledge;
-    policy.wal_safety.max_pending_wal_files = max_pending;
-    policy.wal_safety.max_slot_retention_bytes = Some(max_slot);
-    let claim = ClaimState {
-        request_bytes: 10 * GI,
-        capacity_bytes: 10 * GI,
-        resize: ResizeState::Idle,
-    };
-    let measurement = Measurement {
-        capacity_bytes: 10 * GI,
-        used_bytes: 9 * GI,
-        available_bytes: GI,
-        inodes_total: 1_000_000,
-        inodes_used: 1_000,
-    };
-    let facts = VolumeFacts {
-        role,
-        wal_on_data: role == VolumeRole::Data,
-        expandable: true,
-        ..Default::default()
-    };
-    decide(&Inputs {
-        policy: PolicyInput::Valid(&policy),
-        measurement,
-        claim: &claim,
-        history: &[],
-        wal: Some(wal),
-        facts,
-        now: Timestamp::now(),
-        fill_rate: None,
-    })
-}
 
 /// The same health through the engine for a WAL volume, and for a single data volume holding
 /// WAL with and without `acknowledgeWALRisk`: `expected` blocks, or `None` grows.

@@ -233,3 +233,230 @@ fn a_reader_that_leaves_early_is_not_a_failure() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panic"), "{stderr}");
 }
+
+/// Issue 24: the CloudNativePG RFC's minimal convergent policy (request + limit) over a month:
+/// planned growth only in the default 03:00-05:00 UTC window, one step per action (10 % of the
+/// size, at least 2Gi, rounded up to whole Gi), and emergencies at once on the day of the bulk
+/// load; the disk never fills.
+#[test]
+fn the_rfcs_minimal_convergent_policy_over_a_month() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &format!("{root}/examples/convergent-minimal.yaml"),
+        "--trace",
+        &format!("{root}/examples/convergent-month.csv"),
+        "--capacity",
+        "20Gi",
+        "--interval",
+        "5m",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // validate's word on the policy: the default window it grows in.
+    assert!(stderr.contains("daily at 03:00 UTC for 2h"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let actions = v["actions"].as_array().expect("actions");
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        actions.iter().filter(|a| a["kind"] == kind).collect()
+    };
+    let scheduled = of("ScheduledGrow");
+    assert!(scheduled.len() >= 10, "{actions:?}");
+    for a in &scheduled {
+        let at = a["at"].as_str().expect("at");
+        assert!(
+            matches!(&at[11..13], "03" | "04"),
+            "outside the window: {a}"
+        );
+        let (from, to) = (
+            a["from_bytes"].as_u64().expect("from"),
+            a["to_bytes"].as_u64().expect("to"),
+        );
+        let step = (from / 100 * 10).clamp(2 * GI, 500 * GI);
+        assert!(to > from && to <= (from + step).div_ceil(GI) * GI, "{a}");
+    }
+    // The bulk load (day 17, 14:00-16:00 UTC) is an emergency: grown at once, twice.
+    let emergencies = of("EmergencyGrow");
+    assert_eq!(emergencies.len(), 2, "{actions:?}");
+    for a in &emergencies {
+        let at = a["at"].as_str().expect("at");
+        assert!(at.starts_with("2026-01-21T1"), "{a}");
+        assert!(matches!(&at[11..13], "14" | "15"), "{a}");
+    }
+    assert_eq!(v["full_seconds"], 0.0);
+    assert!(v["peak_used_percent"].as_f64().expect("peak") < 96.0);
+    assert_eq!(v["final_capacity_bytes"], 72 * GI);
+    // Outside the window the need is reported, not acted on.
+    let blocked = v["blocked"].as_array().expect("blocked");
+    assert!(
+        blocked.iter().all(|b| b["reason"] == "outside_window"),
+        "{blocked:?}"
+    );
+}
+
+/// The `policy.yaml` of the shipped ConfigMap, enabled, as a policy file.
+fn shipped_policy(dir: &tempfile::TempDir) -> String {
+    let cm: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/daemonset/configmap.yaml"
+        ))
+        .expect("read the shipped ConfigMap"),
+    )
+    .expect("yaml");
+    let text = cm["data"]["policy.yaml"].as_str().expect("policy.yaml");
+    write(
+        dir,
+        "shipped.yaml",
+        &text.replace("enabled: false", "enabled: true"),
+    )
+}
+
+fn simulate_json(policy: &str, trace: &str, capacity: &str) -> (serde_json::Value, String) {
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        policy,
+        "--trace",
+        trace,
+        "--capacity",
+        capacity,
+        "--interval",
+        "60s",
+        "--resize-delay",
+        "30s",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).expect("json"), stderr)
+}
+
+fn grows(v: &serde_json::Value) -> Vec<u64> {
+    v["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .map(|a| a["to_bytes"].as_u64().expect("to_bytes"))
+        .collect()
+}
+
+/// Issue 24: the shipped policy, enabled, on an empty 1Gi claim: no growth (it went 1 -> 2 ->
+/// 3 -> 4Gi in the first three minutes with `minAvailable: 5Gi`). That old floor is not applied
+/// to a claim that could not meet it even empty, and the report says so.
+#[test]
+fn the_shipped_policy_leaves_an_empty_small_claim_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = write(&dir, "empty.csv", "seconds,used_bytes\n0,0\n86400,0\n");
+    let (v, _) = simulate_json(&shipped_policy(&dir), &empty, "1Gi");
+    assert_eq!(grows(&v), Vec::<u64>::new(), "{v}");
+    assert_eq!(v["final_capacity_bytes"], GI);
+
+    let old = write(
+        &dir,
+        "old.yaml",
+        "enabled: true\nlimit: 500Gi\nusageThreshold: 80\nminAvailable: 5Gi\nminStep: 1Gi\n",
+    );
+    let (v, stderr) = simulate_json(&old, &empty, "1Gi");
+    assert_eq!(grows(&v), Vec::<u64>::new(), "{v}");
+    let f = &v["fallbacks"][0];
+    assert_eq!(f["fallback"]["reason"], "minAvailableUnreachable", "{v}");
+    assert_eq!(f["seconds"], 0.0);
+    assert!(
+        stderr.contains("minAvailable") && stderr.contains("can never be met"),
+        "{stderr}"
+    );
+    let out = headroom(&[
+        "simulate",
+        "--policy",
+        &old,
+        "--trace",
+        &empty,
+        "--capacity",
+        "1Gi",
+    ]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("fallback: minAvailable 5Gi can never be met"),
+        "{table}"
+    );
+}
+
+/// Issue 24: `minAvailable` alone is purely absolute (no 80 % trigger beside it), and a percent
+/// floor is strict, as pvc-autoresizer's `threshold: 50%`: exactly half free does not grow.
+#[test]
+fn a_floor_alone_grows_only_below_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 100Gi at 95 % used, 5Gi free: a 2Gi floor is met.
+    let full = write(
+        &dir,
+        "full.csv",
+        &format!("seconds,used_bytes\n0,{}\n600,{}\n", 95 * GI, 95 * GI),
+    );
+    let alone = write(
+        &dir,
+        "alone.yaml",
+        "enabled: true\nlimit: 500Gi\nminAvailable: 2Gi\n",
+    );
+    let (v, _) = simulate_json(&alone, &full, "100Gi");
+    assert_eq!(grows(&v), Vec::<u64>::new(), "{v}");
+    let both = write(
+        &dir,
+        "both.yaml",
+        "enabled: true\nlimit: 500Gi\nminAvailable: 2Gi\nusageThreshold: 80\n",
+    );
+    let (v, _) = simulate_json(&both, &full, "100Gi");
+    assert_eq!(grows(&v).len(), 1, "{v}");
+
+    let peer = write(
+        &dir,
+        "peer.yaml",
+        "enabled: true\nlimit: 100Gi\nminAvailable: 50%\nusageThreshold: 0\nstep: 1Gi\n",
+    );
+    let at = write(
+        &dir,
+        "at.csv",
+        &format!("seconds,used_bytes\n0,{}\n600,{}\n", 5 * GI, 5 * GI),
+    );
+    let (v, _) = simulate_json(&peer, &at, "10Gi");
+    assert_eq!(grows(&v), Vec::<u64>::new(), "{v}");
+    let past = write(
+        &dir,
+        "past.csv",
+        &format!("seconds,used_bytes\n0,{}\n600,{}\n", 5 * GI + 1, 5 * GI + 1),
+    );
+    let (v, _) = simulate_json(&peer, &past, "10Gi");
+    assert_eq!(grows(&v), [11 * GI], "{v}");
+}
+
+/// Issue 24: an invalid `minAvailable` warns and falls back to the percent trigger; the run
+/// goes on and says when the fallback applies.
+#[test]
+fn an_invalid_floor_falls_back_to_the_percent_trigger() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write(
+        &dir,
+        "p.yaml",
+        "enabled: true\nlimit: 50Gi\nminAvailable: 5GB\nstep: 2Gi\n",
+    );
+    let trace = write(
+        &dir,
+        "t.csv",
+        &format!("seconds,used_bytes\n0,0\n1000,{}\n", 10 * GI),
+    );
+    let (v, stderr) = simulate_json(&policy, &trace, "10Gi");
+    assert!(
+        stderr.contains("warning: minAvailable") && stderr.contains("usageThreshold 80"),
+        "{stderr}"
+    );
+    assert_eq!(
+        v["fallbacks"][0]["fallback"]["reason"], "minAvailableInvalid",
+        "{v}"
+    );
+    // 8Gi (80 %) at 800 s, seen at the next 60 s evaluation.
+    assert_eq!(v["actions"][0]["seconds"], 840.0, "{v}");
+}

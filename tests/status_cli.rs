@@ -77,6 +77,10 @@ fn seed(c: &Cluster) {
             node: "worker-2".into(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         },
         now,
     );
@@ -319,4 +323,69 @@ fn status_reports_api_and_kubeconfig_errors() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Issue 24: a convergent claim's status as the agent now writes it (the RFC's status model)
+/// shows its own size, the Emergency state and the budget split planned/emergency.
+#[test]
+fn status_shows_the_rfcs_emergency_state_and_budget() {
+    if !server::available("status_shows_the_rfcs_emergency_state_and_budget") {
+        return;
+    }
+    // A server of its own: the first test lists every claim of the shared one.
+    let c = Cluster::on(std::sync::Arc::new(server::Server::start()));
+    c.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "db"}}));
+    let st: StatusAnnotation = serde_json::from_value(json!({
+        "node": "worker-2",
+        "updatedAt": Timestamp::now(),
+        "sizeBytes": 12 * GI,
+        "effectiveSizeBytes": 20 * GI,
+        "targetSizeBytes": 15 * GI,
+        "limitBytes": 100 * GI,
+        "state": "Emergency",
+        "blockedReason": "resize_in_progress",
+        "lastDecision": "blocked: resize_in_progress",
+        "usedPercent": 96.0,
+        "budgetLeft": 1,
+        "budget": { "actionsLast24h": 3, "reservedForEmergency": 1, "availableForPlanned": 0,
+                    "availableForEmergency": 1, "budgetResetsAt": "2026-03-03T03:00:05Z" },
+        "conditions": [{ "type": "Emergency", "status": "True", "reason": "PastCriticalLine" }],
+    }))
+    .expect("status annotation");
+    pvc(
+        &c,
+        "db",
+        "pg-conv-1",
+        json!({ "cnpg.io/cluster": "pg-conv", "cnpg.io/pvcRole": "PG_DATA" }),
+        annotations(&st, &[]),
+        "12Gi",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("kubeconfig");
+    c.proxy.kubeconfig(ADMIN_TOKEN, &kc);
+
+    let r = rows(&stdout(&run(&kc, &["-n", "db"])));
+    let cells: Vec<&str> = r[0].2.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "db",
+            "pg-conv-1",
+            "worker-2",
+            "12Gi/100Gi",
+            "96.0",
+            "Emergency",
+            "-",
+            "0/1",
+            "resize_in_progress"
+        ]
+    );
+    let out = stdout(&run(&kc, &["-n", "db", "--format", "json"]));
+    let v: Value = serde_json::from_str(&out).expect("JSON output");
+    let s = &v[0]["status"];
+    assert_eq!(s["effectiveSizeBytes"], 20 * GI);
+    assert_eq!(s["targetSizeBytes"], 15 * GI);
+    assert_eq!(s["budget"]["availableForEmergency"], 1);
+    assert_eq!(s["budget"]["budgetResetsAt"], "2026-03-03T03:00:05Z");
+    assert_eq!(s["conditions"][0]["type"], "Emergency");
 }

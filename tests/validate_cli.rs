@@ -137,6 +137,22 @@ fn shipped_examples_validate_clean() {
     );
 }
 
+/// Issue 24: the RFC's minimal convergent policy is valid, and the one thing said about it is the
+/// default window it grows in (which a policy written before, for "emergencies only", would miss).
+#[test]
+fn the_minimal_convergent_example_names_its_default_window() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/convergent-minimal.yaml");
+    let r = validate(&[&file]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.lines.len(), 1, "{:?}", r.lines);
+    assert!(
+        r.lines[0].starts_with(&format!("{}: warning: maintenanceWindow: ", file.display()))
+            && r.lines[0].contains("daily at 03:00 UTC for 2h"),
+        "{}",
+        r.lines[0]
+    );
+}
+
 #[test]
 fn trigger_keys_are_checked_like_the_others() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -185,5 +201,58 @@ fn trigger_keys_are_checked_like_the_others() {
     assert!(
         text.contains("warning: trigger.resizeLeadTime: is used only in threshold mode"),
         "{text}"
+    );
+}
+
+/// Issue 24: with the claim's size, validate says when a floor can never be met at it (and what
+/// headroom does instead); an invalid minAvailable is a warning with the fallback, exit 0.
+#[test]
+fn a_floor_the_claim_cannot_meet_and_an_invalid_floor_are_warnings() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = write(
+        &dir,
+        "p.yaml",
+        b"enabled: true\nlimit: 100Gi\nusageThreshold: 80\nminAvailable: 5Gi\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["validate", "--size", "1Gi"])
+        .arg(&f)
+        .output()
+        .expect("run headroom");
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("warning: minAvailable:"))
+        .unwrap_or_else(|| panic!("no minAvailable warning: {text}"));
+    assert!(
+        line.contains("can never be met") && line.contains("usageThreshold 80"),
+        "{line}"
+    );
+    // Without a size nothing is known about the claim: ok.
+    let r = validate(&[&f]);
+    assert_eq!(r.lines, [format!("{}: ok", f.display())]);
+    // A bad --size is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["validate", "--size", "lots"])
+        .arg(&f)
+        .output()
+        .expect("run headroom");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--size"));
+
+    let f = write(
+        &dir,
+        "q.yaml",
+        b"enabled: true\nlimit: 100Gi\nminAvailable: 5GB\n",
+    );
+    let r = validate(&[&f]);
+    assert_eq!(r.code, Some(0), "{:?}", r.lines);
+    assert_eq!(r.lines.len(), 1, "{:?}", r.lines);
+    assert!(
+        r.lines[0].contains("warning: minAvailable: '5GB'")
+            && r.lines[0].contains("usageThreshold 80"),
+        "{:?}",
+        r.lines
     );
 }

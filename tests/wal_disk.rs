@@ -8,25 +8,24 @@
 
 mod support {
     pub mod pg;
+    pub mod wal_engine;
 }
 
 use std::path::Path;
 use std::time::Duration;
 
 use headroom::decide::{
-    BlockReason, ClaimState, Decision, Inputs, Measurement, Note, PolicyInput, ResizeState,
-    ServerRole, SlotActivity, VolumeFacts, VolumeRole, WalHealth, decide,
+    BlockReason, Decision, Note, ServerRole, SlotActivity, VolumeRole, WalHealth,
 };
-use headroom::policy::Policy;
 use headroom::postgres::datadir::{self, DiskRole};
 use headroom::postgres::lsn::Lsn;
 use headroom::postgres::slots::Tracker;
 use headroom::postgres::{Limits, SqlTarget, combine, health, read_volumes};
 use jiff::{SignedDuration, Timestamp};
 use support::pg::{Cluster, Options, poll, require_major};
+use support::wal_engine::decide_with;
 use tokio_postgres::types::PgLsn;
 
-const GI: u64 = 1 << 30;
 const SEG: u64 = 16 << 20;
 /// Short enough for a test to see a slot stand still; the agent uses 15 minutes.
 const WINDOW: SignedDuration = SignedDuration::from_millis(1500);
@@ -43,42 +42,10 @@ fn volume_only(data: &Path, tracker: &mut Tracker, max_pending: u64) -> WalHealt
     combine(read, None, tracker, Limits::from(max_pending), now)
 }
 
-/// The engine on a 10 GiB volume at 90 % holding WAL (`role`), with a slot limit.
+/// The engine on a 10 GiB volume at 90 % holding WAL (`role`; a data volume acknowledges the
+/// risk), with a slot limit.
 fn decide_for(wal: &WalHealth, role: VolumeRole, max_pending: u64, max_slot: u64) -> Decision {
-    let mut policy = Policy {
-        enabled: true,
-        ..Policy::with_limit(100 * GI)
-    };
-    policy.wal_safety.acknowledge_wal_risk = true;
-    policy.wal_safety.max_pending_wal_files = max_pending;
-    policy.wal_safety.max_slot_retention_bytes = Some(max_slot);
-    let claim = ClaimState {
-        request_bytes: 10 * GI,
-        capacity_bytes: 10 * GI,
-        resize: ResizeState::Idle,
-    };
-    let measurement = Measurement {
-        capacity_bytes: 10 * GI,
-        used_bytes: 9 * GI,
-        available_bytes: GI,
-        inodes_total: 1_000_000,
-        inodes_used: 1_000,
-    };
-    decide(&Inputs {
-        policy: PolicyInput::Valid(&policy),
-        measurement,
-        claim: &claim,
-        history: &[],
-        wal: Some(wal),
-        facts: VolumeFacts {
-            role,
-            wal_on_data: role == VolumeRole::Data,
-            expandable: true,
-            ..VolumeFacts::default()
-        },
-        now: Timestamp::now(),
-        fill_rate: None,
-    })
+    decide_with(wal, role, true, max_pending, max_slot)
 }
 
 async fn sql_slots(c: &Cluster) -> Vec<(String, Option<u64>, bool, Option<u64>)> {
@@ -114,12 +81,7 @@ async fn sql_slots(c: &Cluster) -> Vec<(String, Option<u64>, bool, Option<u64>)>
 }
 
 async fn in_recovery(c: &Cluster) -> bool {
-    c.superuser()
-        .await
-        .query_one("SELECT pg_is_in_recovery()", &[])
-        .await
-        .unwrap()
-        .get(0)
+    c.in_recovery().await
 }
 
 /// Runs each `;`-separated statement on its own (ALTER SYSTEM refuses a transaction block).

@@ -10,14 +10,17 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::evaluate::{Evaluation, INVALID_HISTORY};
+use super::evaluate::Evaluation;
 use super::shutdown::Shutdown;
 use crate::decide::recover;
-use crate::decide::{Action, BlockReason, FailureCause, GrowKind, ResizeState, Verdict};
+use crate::decide::{
+    Action, ActionResult, BlockReason, FailureCause, GrowKind, ResizeState, Verdict,
+};
 use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::quantity;
+use crate::report::VolumeReport;
 
 /// The merge patch of a grow decided by `eval`: the new request, the history with this action
 /// (and the filesystem's size when it was decided, which ends the resize once a later
@@ -39,9 +42,29 @@ pub fn grow_body(
         node: node.to_string(),
         fs_before: report.measurement.map(|m| m.capacity_bytes),
         landed: None,
+        ..recorded(report)
     };
     let history = state::append(&eval.history, action, now);
     state::grow_patch(resource_version, to, &history, status)
+}
+
+/// An entry for `report`'s volume with what the RFC's resize history keeps beside the sizes: the
+/// result (requested until a measurement shows it), the instance and the volume type. Its
+/// time, kind and sizes are the caller's to set.
+fn recorded(report: &VolumeReport) -> Action {
+    Action {
+        at: report.evaluated_at,
+        kind: GrowKind::Grow,
+        from: 0,
+        to: 0,
+        node: report.node.clone(),
+        fs_before: None,
+        landed: None,
+        result: Some(ActionResult::Requested),
+        instance: report.instance.clone(),
+        volume_type: Some(report.role),
+        tablespace: report.tablespace.clone(),
+    }
 }
 
 pub enum Applied {
@@ -112,12 +135,19 @@ impl Actor<'_> {
         if !opted_in {
             self.events.update(&key, pvc, None).await;
             self.events.update(&format!("{key}#wal"), pvc, None).await;
+            self.events
+                .update(&format!("{key}#fallback"), pvc, None)
+                .await;
             return Applied::Done;
         }
         let status = StatusAnnotation::from_report(report, now);
 
         self.wal_notice(&key, pvc, eval).await;
         self.history_notice(&key, pvc, eval).await;
+        let fallback = crate::events::fallback_notice(report);
+        self.events
+            .update(&format!("{key}#fallback"), pvc, fallback)
+            .await;
         if let Some(applied) = self.retry_infeasible(&key, pvc, eval, &status, now).await {
             return applied;
         }
@@ -128,8 +158,9 @@ impl Actor<'_> {
                 .flatten()
                 .is_some_and(|old| !status.differs(&old));
             // A resize seen landed: its time goes into the history (once per resize), which is
-            // what the predictive trigger learns this claim's lead time from.
-            let history = eval.landed.then_some(eval.history.as_slice());
+            // what the predictive trigger learns this claim's lead time from; a failed one is
+            // marked so.
+            let history = eval.history_changed.then_some(eval.history.as_slice());
             if !self.dry_run && (!unchanged || history.is_some()) {
                 match state::status_patch(Some(&rv), &status, history) {
                     // A 409 here only means the next scan writes the status.
@@ -156,15 +187,13 @@ impl Actor<'_> {
                 return Applied::Done;
             }
         };
-        let role = report.role.as_str();
         let result = self.patch(name, &body).await;
         let label = match &result {
             Ok(_) => "success",
             Err(PatchError::Conflict) => "conflict",
             Err(PatchError::Other(_)) => "error",
         };
-        self.metrics
-            .resize(&report.namespace, name, role, kind, label);
+        self.metrics.resize_of(report, kind, label);
         match result {
             Ok(_) => {
                 let used = report
@@ -248,7 +277,7 @@ impl Actor<'_> {
             to: size,
             node: self.node.to_string(),
             fs_before: eval.report.measurement.map(|m| m.capacity_bytes),
-            landed: None,
+            ..recorded(&eval.report)
         };
         let history = state::append(&eval.history, action, now);
         let body = state::grow_patch(&rv, size, &history, status).ok()?;
@@ -259,13 +288,7 @@ impl Actor<'_> {
         let report = &eval.report;
         match self.patch(&report.pvc, &body).await {
             Ok(_) => {
-                self.metrics.resize(
-                    &report.namespace,
-                    &report.pvc,
-                    report.role.as_str(),
-                    GrowKind::Retry,
-                    "success",
-                );
+                self.metrics.resize_of(report, GrowKind::Retry, "success");
                 let note = format!(
                     "request {from} was infeasible; lowered to {to}, the largest step known to work"
                 );
@@ -283,13 +306,7 @@ impl Actor<'_> {
             }
             Err(PatchError::Conflict) => Some(Applied::Conflict),
             Err(PatchError::Other(e)) => {
-                self.metrics.resize(
-                    &report.namespace,
-                    &report.pvc,
-                    report.role.as_str(),
-                    GrowKind::Retry,
-                    "error",
-                );
+                self.metrics.resize_of(report, GrowKind::Retry, "error");
                 tracing::warn!(pvc = %key, error = %e, "could not lower the infeasible request (needs Kubernetes 1.34 or RecoverVolumeExpansionFailure)");
                 None
             }
@@ -298,16 +315,17 @@ impl Actor<'_> {
 
     /// History entries the budget ignored (dated too far in the future) are worth one Warning.
     async fn history_notice(&self, key: &str, pvc: &PersistentVolumeClaim, eval: &Evaluation) {
-        let notice = eval
-            .report
-            .policy_warnings
-            .iter()
-            .find(|f| f.message.starts_with(INVALID_HISTORY))
-            .map(|f| Notice {
+        let notice = eval.report.future_history.map(|h| {
+            let f = h.finding(
+                crate::k8s::state::HISTORY,
+                crate::decide::budget::CLOCK_SKEW,
+            );
+            Notice {
                 warning: true,
                 reason: "InvalidHistory",
                 note: format!("{}: {}", f.field, f.message),
-            });
+            }
+        });
         self.events
             .update(&format!("{key}#history"), pvc, notice)
             .await;

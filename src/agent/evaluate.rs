@@ -21,6 +21,7 @@ use crate::policy::Policy;
 use crate::policy::merge::{CentralPolicy, effective_with_limits};
 use crate::policy::validate::{Context, Finding, validate};
 use crate::probe::{Volume, VolumeMode};
+use crate::report::FutureHistory;
 
 /// Everything known about one mounted claim at one scan.
 pub struct Subject<'a> {
@@ -46,9 +47,10 @@ pub struct Evaluation {
     pub report: VolumeReport,
     pub policy: Option<Policy>,
     pub history: Vec<Action>,
-    /// `history`'s newest action was first seen landed by this evaluation: the history is
-    /// written back with the time, so the claim keeps how long its resizes take.
-    pub landed: bool,
+    /// `history`'s newest action was first seen landed (or failed) by this evaluation: the
+    /// history is written back with the time and result, so the claim keeps how long its
+    /// resizes take and what became of them.
+    pub history_changed: bool,
 }
 
 fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -69,24 +71,20 @@ pub fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>),
 }
 
 /// Splits off history entries dated beyond the clock-skew allowance: no action happened then, so
-/// they are not counted (they would block the claim until that date); one `invalid_history`
-/// finding says what was ignored.
-fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<Finding>) {
+/// they are not counted (they would block the claim until that date).
+fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<FutureHistory>) {
     let (future, valid): (Vec<Action>, Vec<Action>) =
         history.into_iter().partition(|a| budget::is_future(a, now));
-    let finding = future.iter().map(|a| a.at).max().map(|latest| Finding {
-        field: state::HISTORY.into(),
-        message: format!(
-            "{INVALID_HISTORY}: {} entr{} dated more than {:#} in the future ignored (latest: {latest})",
-            future.len(),
-            if future.len() == 1 { "y" } else { "ies" },
-            budget::CLOCK_SKEW,
-        ),
-    });
-    (valid, finding)
+    let ignored = future
+        .iter()
+        .map(|a| a.at)
+        .max()
+        .map(|latest| FutureHistory {
+            entries: future.len(),
+            latest,
+        });
+    (valid, ignored)
 }
-
-pub use crate::report::INVALID_HISTORY;
 
 pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
     let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
@@ -120,6 +118,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         resize_lead: inflight::learned_lead(&history),
     });
     let claim = inflight::resize_state(claim, &history, seen.as_ref(), s.resize_timeout, now);
+    let failed = inflight::stamp_failure(&mut history, &claim);
     // Bound (it has a volume) yet no size reported: nothing to grow from, nothing to compare with.
     let capacity_unknown = claim::storage_capacity(s.pvc).is_ok_and(|c| c.is_none())
         && (claim::is_bound(s.pvc) || s.volume.pv.is_some());
@@ -162,7 +161,9 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
     };
     let mut validation = validate(&merged.spec, &ctx);
     errors.extend(validation.errors.iter().cloned());
-    validation.warnings.extend(ignored);
+    validation
+        .warnings
+        .extend(ignored.map(|h| h.finding(state::HISTORY, budget::CLOCK_SKEW)));
     // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are not
     // worth an Event on every claim of the cluster; a claim pvc-autoresizer would resize is in.
     let wants_enabled = merged.wants_enabled();
@@ -216,6 +217,8 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         node: s.node.to_string(),
         storage_class: class_name,
         role,
+        tablespace: roles::tablespace(s.pvc).filter(|_| role == VolumeRole::Tablespace),
+        instance: s.pod.metadata.name.clone(),
         postgres_cluster: cluster,
         mount_path: s.volume.path.clone(),
         fs_class: s.volume.class.as_str().to_string(),
@@ -231,6 +234,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         provenance: merged.provenance,
         policy_errors: if wants_enabled { errors } else { Vec::new() },
         policy_warnings: validation.warnings,
+        future_history: ignored,
         claim,
         decision,
         wal,
@@ -242,7 +246,7 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
         report,
         policy,
         history,
-        landed,
+        history_changed: landed || failed,
     }
 }
 
@@ -298,7 +302,11 @@ fn internal_error(
         next_window: None,
         seconds_to_full: None,
         predicted: false,
+        emergency: false,
+        budget: Default::default(),
+        effective_bytes: None,
         notes: vec![Note::InternalError(message)],
+        fallback: None,
     };
     let report = VolumeReport {
         namespace,
@@ -307,6 +315,8 @@ fn internal_error(
         node: s.node.to_string(),
         storage_class: None,
         role: VolumeRole::Other,
+        tablespace: None,
+        instance: None,
         postgres_cluster: None,
         mount_path: s.volume.path.clone(),
         fs_class: s.volume.class.as_str().to_string(),
@@ -323,6 +333,7 @@ fn internal_error(
         provenance: BTreeMap::new(),
         policy_errors: Vec::new(),
         policy_warnings: Vec::new(),
+        future_history: None,
         claim: ClaimState {
             request_bytes: 0,
             capacity_bytes: 0,
@@ -338,6 +349,6 @@ fn internal_error(
         report,
         policy: None,
         history: Vec::new(),
-        landed: false,
+        history_changed: false,
     }
 }

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The first word of the finding that says history entries were ignored, as people read it.
+const INVALID_HISTORY: &str = "invalid_history";
+
 fn base_world() -> World {
     World {
         pvc_annotations: [
@@ -66,6 +69,7 @@ fn history_dated_9999_is_ignored_with_an_invalid_history_finding() {
         .find(|f| f.message.starts_with(INVALID_HISTORY))
         .expect("finding");
     assert_eq!(f.field, state::HISTORY);
+    assert_eq!(e.report.future_history.map(|h| h.entries), Some(6));
     assert!(
         f.message.contains("6 entries") && f.message.contains("9999-12-30T00:00:00Z"),
         "{}",
@@ -101,6 +105,7 @@ fn history_within_the_clock_skew_still_counts() {
             .iter()
             .all(|f| !f.message.starts_with(INVALID_HISTORY))
     );
+    assert_eq!(e.report.future_history, None);
 }
 
 #[test]
@@ -297,4 +302,86 @@ fn a_panic_is_contained_to_its_claim() {
     // And without a panic the claim's own evaluation comes through.
     let e = contain(&s, w.now, &metrics, || evaluate(&s, None, w.now));
     assert!(e.report.decision.grow_to().is_some());
+}
+
+/// Issue 24: a trigger not applied as written is said on the claim: its status, a Warning
+/// Event and `headroom_volume_policy_fallback`, from one evaluation.
+#[test]
+fn a_fallback_reaches_the_status_the_event_and_the_metric() {
+    // The shipped ConfigMap's old floor on an empty 1Gi claim: not grown, and said.
+    let mut w = base_world();
+    w.configmap = "usageThreshold: 80\nminAvailable: 5Gi\n".into();
+    (w.request, w.capacity) = (Some("1Gi".into()), Some("1Gi".into()));
+    w.measurement = Some(Measurement {
+        capacity_bytes: 1 << 30,
+        used_bytes: 0,
+        available_bytes: 1 << 30,
+        inodes_total: 1000,
+        inodes_used: 10,
+    });
+    let metrics = Metrics::new("n").expect("metrics");
+    let e = run(&w, &metrics);
+    assert_eq!(e.report.decision.grow_to(), None, "{:?}", e.report.decision);
+    let status = state::StatusAnnotation::from_report(&e.report, w.now);
+    let note = status.fallback.expect("status says it");
+    assert_eq!(note.reason, "min_available_unreachable");
+    assert!(
+        note.message.contains("minAvailable 5Gi can never be met"),
+        "{}",
+        note.message
+    );
+    let n = crate::events::fallback_notice(&e.report).expect("an Event");
+    assert!(n.warning && n.reason == "PolicyFallback", "{n:?}");
+    let text = metrics.encode().expect("encode");
+    let series = |reason: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("headroom_volume_policy_fallback{")
+                    && l.contains(&format!("reason=\"{reason}\""))
+            })
+            .map(|l| l.ends_with(" 1"))
+    };
+    assert_eq!(series("min_available_unreachable"), Some(true), "{text}");
+    assert_eq!(series("min_available_invalid"), Some(false), "{text}");
+    // The validate warning travels with the report too.
+    assert!(
+        e.report
+            .policy_warnings
+            .iter()
+            .any(|f| f.field == "minAvailable"),
+        "{:?}",
+        e.report.policy_warnings
+    );
+
+    // An invalid minAvailable on the claim: the policy still applies (90 % used grows at 80),
+    // and the fallback is said the same three ways.
+    let mut w = base_world();
+    w.pvc_annotations
+        .insert("headroom.dev/min-available".into(), "5GB".into());
+    let metrics = Metrics::new("n").expect("metrics");
+    let e = run(&w, &metrics);
+    assert!(
+        e.report.decision.grow_to().is_some(),
+        "{:?}",
+        e.report.decision
+    );
+    assert!(
+        e.report.policy_errors.is_empty(),
+        "{:?}",
+        e.report.policy_errors
+    );
+    let status = state::StatusAnnotation::from_report(&e.report, w.now);
+    assert_eq!(
+        status.fallback.map(|n| n.reason).as_deref(),
+        Some("min_available_invalid")
+    );
+    assert!(crate::events::fallback_notice(&e.report).is_some());
+    let text = metrics.encode().expect("encode");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("headroom_volume_policy_fallback{")
+                && l.contains("reason=\"min_available_invalid\"")
+                && l.ends_with(" 1")),
+        "{text}"
+    );
 }

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::evaluate::{Evaluation, INVALID_HISTORY, Subject, contain, evaluate};
+use super::evaluate::{Evaluation, Subject, contain, evaluate};
 use super::kubelet::KubeletVolume;
 use crate::decide::{Action, BlockReason, GrowKind, Measurement, Verdict};
 use crate::events::notice_for;
@@ -334,6 +334,10 @@ fn downstream(e: &Evaluation, pvc: &PersistentVolumeClaim, now: Timestamp, metri
             node: "n".into(),
             fs_before: r.measurement.map(|m| m.capacity_bytes),
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         };
         let h = state::append(&e.history, action, now);
         let _ = state::grow_patch("7", to, &h, &status);

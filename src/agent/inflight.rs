@@ -8,7 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::MeasuredBy;
 use super::kubelet::KubeletVolume;
 use crate::decide::budget;
-use crate::decide::{Action, ClaimState, FailureCause, Measurement, ResizeState};
+use crate::decide::{Action, ActionResult, ClaimState, FailureCause, Measurement, ResizeState};
 use crate::quantity;
 
 /// Filesystems keep a few percent for metadata; under this share of the claim, it did not grow.
@@ -75,10 +75,30 @@ pub fn stamp_landing(history: &mut [Action], seen: Option<&Seen>) -> bool {
     match seen {
         Some(s) if a.landed.is_none() && shows_growth(a, s) == Some(true) => {
             a.landed = Some(s.at);
+            // Entries written before results were kept stay without one.
+            if a.result.is_some() {
+                a.result = Some(ActionResult::Succeeded);
+            }
             true
         }
         _ => false,
     }
+}
+
+/// Marks the newest action `Failed` when the claim's resize failed (the storage refused it, or
+/// the filesystem did not grow in time) and it is still only `Requested`; `true` when it did
+/// (the history then needs writing, once per failure).
+pub fn stamp_failure(history: &mut [Action], claim: &ClaimState) -> bool {
+    let Some(a) = history.iter_mut().max_by_key(|a| a.at) else {
+        return false;
+    };
+    if matches!(claim.resize, ResizeState::Failed { .. })
+        && a.result == Some(ActionResult::Requested)
+    {
+        a.result = Some(ActionResult::Failed);
+        return true;
+    }
+    false
 }
 
 /// The lead time this claim's own resizes have shown (`rate::learned_lead_time` of how long each

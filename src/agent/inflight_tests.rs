@@ -20,6 +20,10 @@ fn grow(at: Timestamp, from: u64, to: u64, fs_before: Option<u64>) -> Action {
         node: String::new(),
         fs_before,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 
@@ -297,7 +301,7 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None });
+                history.push(Action { at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, result: None, instance: None, volume_type: None, tablespace: None });
                 request = to;
                 asked = Some(i);
             }

@@ -23,8 +23,9 @@ use tokio::time::Instant;
 
 use super::samples::Samples;
 use crate::decide::Measurement;
+use crate::decide::lines::Lines;
 use crate::decide::predictive::bytes_to_line;
-use crate::policy::{Mode, Policy};
+use crate::policy::{Fallback, MinAvailable, Mode, Policy};
 use crate::probe::{Prober, Volume};
 
 /// Percentage points under a trigger at which a volume counts as near it.
@@ -44,12 +45,28 @@ pub const FAST_MOVE: f64 = 0.01;
 /// cannot wait for the next scan.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Trigger {
-    used_percent: f64,
-    min_available: u64,
+    lines: Source,
     inode_percent: f64,
     /// With `trigger.predictive`: seconds a resize takes to land (learned, else the policy's)
     /// plus the margin. The engine's `predictive::crosses_soon` with the same numbers.
     lead_seconds: Option<f64>,
+}
+
+/// Where a trigger's space lines come from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Source {
+    /// Threshold mode: the engine's own lines, resolved per measurement ([`Lines`]), since a
+    /// percent floor and one the volume cannot meet depend on its numbers.
+    Threshold {
+        used_percent: Option<u8>,
+        floor: MinAvailable,
+        fallback: Option<Fallback>,
+    },
+    /// Convergent mode: the emergency line, or none.
+    Fixed {
+        used_percent: f64,
+        min_available: u64,
+    },
 }
 
 impl Trigger {
@@ -60,8 +77,11 @@ impl Trigger {
         }
         match p.mode {
             Mode::Threshold => Some(Trigger {
-                used_percent: f64::from(p.usage_threshold),
-                min_available: p.min_available,
+                lines: Source::Threshold {
+                    used_percent: p.usage_threshold,
+                    floor: p.min_available,
+                    fallback: p.fallback,
+                },
                 inode_percent: f64::from(p.inode_threshold),
                 lead_seconds: p.predictive.enabled.then(|| {
                     learned_lead
@@ -71,31 +91,57 @@ impl Trigger {
                 }),
             }),
             Mode::Convergent if p.emergency_grow.enabled => Some(Trigger {
-                used_percent: f64::from(p.emergency_grow.critical_threshold),
-                min_available: p.emergency_grow.critical_minimum_free,
+                lines: Source::Fixed {
+                    used_percent: f64::from(p.emergency_grow.critical_threshold),
+                    min_available: p.emergency_grow.critical_minimum_free,
+                },
                 inode_percent: 100.0,
                 lead_seconds: None,
             }),
             // Nothing to wake for, but still sampled: its fill rate and time to full are shown.
             Mode::Convergent => Some(Trigger {
-                used_percent: f64::INFINITY,
-                min_available: 0,
+                lines: Source::Fixed {
+                    used_percent: f64::INFINITY,
+                    min_available: 0,
+                },
                 inode_percent: f64::INFINITY,
                 lead_seconds: None,
             }),
         }
     }
 
+    /// The percent line (infinite: none) and the free-space floor (0: none) over `m`.
+    fn lines(&self, m: &Measurement) -> (f64, u64) {
+        match self.lines {
+            Source::Threshold {
+                used_percent,
+                floor,
+                fallback,
+            } => {
+                let l = Lines::new(used_percent, floor, fallback, m);
+                (l.percent(), l.min_available)
+            }
+            Source::Fixed {
+                used_percent,
+                min_available,
+            } => (used_percent, min_available),
+        }
+    }
+
     pub fn crossed(&self, m: &Measurement) -> bool {
-        m.crosses(self.used_percent, self.min_available, self.inode_percent)
+        let (pct, floor) = self.lines(m);
+        m.crosses(pct, floor, self.inode_percent)
     }
 
     /// Seconds to the usage or minAvailable line at `rate` bytes per second; `None` when not
     /// filling.
     fn seconds_to_line(&self, m: &Measurement, rate: Option<f64>) -> Option<f64> {
         let r = rate.filter(|r| r.is_finite() && *r > 0.0)?;
-        let pct = Some(self.used_percent).filter(|p| p.is_finite())?;
-        Some(bytes_to_line(m, pct, self.min_available) as f64 / r)
+        let (pct, floor) = self.lines(m);
+        if !pct.is_finite() && floor == 0 {
+            return None;
+        }
+        Some(bytes_to_line(m, pct, floor) as f64 / r)
     }
 
     /// The predictive trigger fires: the line is nearer in time than a resize takes to land.
@@ -107,8 +153,9 @@ impl Trigger {
     }
 
     fn near(&self, m: &Measurement, rate: Option<f64>) -> bool {
-        m.used_percent() >= self.used_percent - NEAR_POINTS
-            || m.available_bytes < self.min_available.saturating_mul(2)
+        let (pct, floor) = self.lines(m);
+        m.used_percent() >= pct - NEAR_POINTS
+            || m.available_bytes < floor.saturating_mul(2)
             || (m.inodes_total > 0 && m.inode_percent() >= self.inode_percent - NEAR_POINTS)
             || self
                 .seconds_to_line(m, rate)
@@ -117,8 +164,9 @@ impl Trigger {
 
     /// Far below every line: a whole quiet period of growth could not reach it.
     fn far(&self, m: &Measurement) -> bool {
-        m.used_percent() < self.used_percent - FAR_POINTS
-            && (self.min_available == 0 || m.available_bytes > self.min_available.saturating_mul(4))
+        let (pct, floor) = self.lines(m);
+        m.used_percent() < pct - FAR_POINTS
+            && (floor == 0 || m.available_bytes > floor.saturating_mul(4))
             && (m.inodes_total == 0 || m.inode_percent() < self.inode_percent - FAR_POINTS)
     }
 
@@ -287,8 +335,8 @@ mod tests {
     fn threshold_trigger_is_the_engines_lines() {
         let mut p = Policy::with_limit(1 << 30);
         p.enabled = true;
-        p.usage_threshold = 80;
-        p.min_available = 10;
+        p.usage_threshold = Some(80);
+        p.min_available = MinAvailable::Bytes(10);
         let t = Trigger::for_policy(&p, None).expect("trigger");
         assert!(!t.crossed(&m(70, 30)));
         assert!(t.crossed(&m(80, 20)));
@@ -317,7 +365,7 @@ mod tests {
     fn predictive_trigger_fires_when_the_line_is_nearer_than_the_lead() {
         let mut p = Policy::with_limit(1 << 30);
         p.enabled = true;
-        p.usage_threshold = 80;
+        p.usage_threshold = Some(80);
         p.predictive.enabled = true;
         p.predictive.resize_lead_time = SignedDuration::from_secs(20);
         p.predictive.margin = SignedDuration::from_secs(10);
@@ -342,8 +390,8 @@ mod tests {
     fn quiet_volumes_slow_down_and_busy_ones_speed_up() {
         let mut p = Policy::with_limit(1 << 30);
         p.enabled = true;
-        p.usage_threshold = 80;
-        p.min_available = 0;
+        p.usage_threshold = Some(80);
+        p.min_available = MinAvailable::OFF;
         let t = Trigger::for_policy(&p, None).expect("trigger");
         let every = Duration::from_secs(1);
         // Idle and 61 points below: every 2 s. One byte moved: every second again.
@@ -372,8 +420,8 @@ mod tests {
                 available_bytes: cap - used, inodes_total: 0, inodes_used: 0 };
             let mut p = Policy::with_limit(1 << 50);
             p.enabled = true;
-            p.usage_threshold = threshold;
-            p.min_available = min_free.unwrap_or(0);
+            p.usage_threshold = (threshold < 100).then_some(threshold);
+            p.min_available = MinAvailable::Bytes(min_free.unwrap_or(0));
             p.predictive.enabled = true;
             p.predictive.resize_lead_time = SignedDuration::from_secs(lead);
             p.predictive.margin = SignedDuration::from_secs(margin);

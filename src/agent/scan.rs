@@ -209,7 +209,17 @@ impl Scanner {
                 .as_ref()
                 .and_then(|s| s.storage_class_name.as_deref())
                 .and_then(|n| world.storage_class(n));
-            reclaims.push((vol, pvc.clone(), class.clone()));
+            let driver = class
+                .as_ref()
+                .map(|c| c.provisioner.clone())
+                .map(|d| (world.csi_driver(&d), d));
+            reclaims.push((
+                vol,
+                pvc.clone(),
+                class.clone(),
+                world.namespace(&ns),
+                driver,
+            ));
             let key = format!("{ns}/{}", pvc.metadata.name.as_deref().unwrap_or_default());
             if let Some(report) = self.collect_running(&key).await {
                 // Still busy from an earlier scan: its last word stands, nothing new starts.
@@ -277,11 +287,15 @@ impl Scanner {
             }
         }
         // A due trim runs in the background, one per node at a time.
-        for (vol, pvc, class) in reclaims {
+        for (vol, pvc, class, namespace, driver) in reclaims {
             let target = crate::reclaim::Target {
                 volume: vol,
                 pvc: &pvc,
                 storage_class: class.as_deref(),
+                namespace: namespace.as_deref(),
+                driver: driver
+                    .as_ref()
+                    .map(|(d, name)| (name.as_str(), d.as_deref())),
                 central: &central,
                 node_draining: draining,
             };

@@ -256,3 +256,80 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
     }
     assert_eq!(grows, 1);
 }
+
+/// One scan of `pvc` whose filesystem measures `capacity` (9Gi used).
+fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> super::evaluate::Evaluation {
+    let (pod, class, central) = (pod(), class(), CentralPolicy::default());
+    let claim: PersistentVolumeClaim = serde_json::from_value(pvc.clone()).expect("pvc");
+    let mut vol = Volume::new(PathBuf::from("/v"), VolumeMode::Filesystem);
+    vol.pv = Some("pv-1".into());
+    vol.class = VolumeClass::OwnedBlock;
+    vol.measurement = Some(Measurement {
+        capacity_bytes: capacity,
+        used_bytes: 9 * GI,
+        available_bytes: capacity - 9 * GI,
+        ..Default::default()
+    });
+    let claims = [&claim];
+    let s = Subject {
+        volume: &vol,
+        pod: &pod,
+        pvc: &claim,
+        pod_claims: &claims,
+        storage_class: Some(&class),
+        central: &central,
+        node: "n",
+        node_draining: false,
+        resize_timeout: SignedDuration::from_mins(10),
+        group_size: None,
+        kubelet: None,
+        fill_rate: None,
+    };
+    evaluate(&s, None, now)
+}
+
+#[test]
+fn history_entries_record_result_instance_and_volume_type() {
+    use crate::decide::{ActionResult, VolumeRole};
+    // Issue 24: each entry says what became of it, which instance and which volume type.
+    let mut pvc = json!({
+        "metadata": { "name": "data-app-0", "namespace": "db", "resourceVersion": "1",
+            "annotations": { "headroom.dev/enabled": "true", "headroom.dev/limit": "1000Gi" } },
+        "spec": { "storageClassName": "fast", "volumeName": "pv-1",
+                  "resources": { "requests": { "storage": "10Gi" } } },
+        "status": { "phase": "Bound", "capacity": { "storage": "10Gi" } },
+    });
+    let start: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+    let eval = scan_once(&pvc, 10 * GI, start);
+    let grow = eval
+        .report
+        .decision
+        .grow_to()
+        .expect("9Gi of 10Gi is grown");
+    let status = StatusAnnotation::from_report(&eval.report, start);
+    merge(
+        &mut pvc,
+        &grow_body(&eval, "1", grow, "n", &status, start).expect("patch"),
+    );
+    pvc["status"]["capacity"] = pvc["spec"]["resources"]["requests"].clone();
+    let before = pvc.clone();
+    let h = &scan_once(&pvc, 10 * GI, start + SignedDuration::from_secs(5)).history;
+    assert_eq!(h[0].result, Some(ActionResult::Requested));
+    assert_eq!(h[0].instance.as_deref(), Some("app-0"));
+    assert_eq!(h[0].volume_type, Some(VolumeRole::Other));
+
+    // The filesystem shows the new size: Succeeded, and the history is written back.
+    let landed = scan_once(&pvc, grow.0, start + SignedDuration::from_secs(30));
+    assert!(landed.history_changed);
+    assert_eq!(landed.history[0].result, Some(ActionResult::Succeeded));
+
+    // It never does, past the resize timeout: Failed, written back once.
+    let late = start + SignedDuration::from_mins(11);
+    let failed = scan_once(&before, 10 * GI, late);
+    assert_eq!(
+        failed.report.decision.blocked_reason(),
+        Some(BlockReason::ResizeFailed)
+    );
+    assert!(failed.history_changed);
+    assert_eq!(failed.history[0].result, Some(ActionResult::Failed));
+}

@@ -12,9 +12,13 @@
 //!   (annotations, labels, owners, spec and status are all read by the policy and the actor).
 //! - Node: metadata and spec (`unschedulable`, taints); its status (images, conditions) is not.
 //! - StorageClass, ConfigMap: everything but `managedFields`.
+//! - Namespace, CSIDriver: the name and csi-addons' `reclaimspace.csiaddons.openshift.io/*`
+//!   annotations (a trim schedule); nothing else, so the cluster's every Namespace costs a name.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// `kubectl apply`'s record of the last manifest it applied: the whole object again.
@@ -61,6 +65,35 @@ pub fn storage_class(s: &mut StorageClass) {
 
 pub fn configmap(c: &mut ConfigMap) {
     meta(&mut c.metadata);
+}
+
+/// The prefix of the csi-addons annotations read from Namespaces and CSIDrivers.
+const CSI_ADDONS_RECLAIM: &str = "reclaimspace.csiaddons.openshift.io/";
+
+/// Only the name and the csi-addons reclaim annotations.
+fn name_and_schedule(m: &mut ObjectMeta) {
+    let annotations = m.annotations.take().map(|a| {
+        a.into_iter()
+            .filter(|(k, _)| k.starts_with(CSI_ADDONS_RECLAIM))
+            .collect()
+    });
+    *m = ObjectMeta {
+        name: m.name.take(),
+        resource_version: m.resource_version.take(),
+        annotations,
+        ..ObjectMeta::default()
+    };
+}
+
+pub fn namespace(n: &mut Namespace) {
+    name_and_schedule(&mut n.metadata);
+    n.spec = None;
+    n.status = None;
+}
+
+pub fn csi_driver(d: &mut CSIDriver) {
+    name_and_schedule(&mut d.metadata);
+    d.spec = CSIDriverSpec::default();
 }
 
 #[cfg(test)]
@@ -225,5 +258,35 @@ mod tests {
         node(&mut n);
         assert_eq!(n.spec, before);
         assert!(n.status.is_none() && n.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_trimmed_namespace_or_csidriver_keeps_its_name_and_trim_schedule_only() {
+        let mut ns: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "db", "managedFields": managed(), "labels": {"team": "a"},
+                         "annotations": {"reclaimspace.csiaddons.openshift.io/schedule": "@daily",
+                                         "reclaimspace.csiaddons.openshift.io/drivers": "rbd",
+                                         "openshift.io/sa.scc.mcs": "s0:c29,c14", LAST_APPLIED: "{}"}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }))
+        .expect("namespace");
+        namespace(&mut ns);
+        assert_eq!(
+            serde_json::to_value(&ns).expect("json"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "db", "annotations": {
+                "reclaimspace.csiaddons.openshift.io/schedule": "@daily",
+                "reclaimspace.csiaddons.openshift.io/drivers": "rbd"}}})
+        );
+        let mut d: CSIDriver = serde_json::from_value(json!({
+            "metadata": {"name": "rbd.csi.ceph.com", "managedFields": managed(),
+                         "annotations": {"reclaimspace.csiaddons.openshift.io/schedule": "@weekly"}},
+            "spec": {"attachRequired": true, "podInfoOnMount": false},
+        }))
+        .expect("csidriver");
+        csi_driver(&mut d);
+        assert_eq!(d.metadata.name.as_deref(), Some("rbd.csi.ceph.com"));
+        assert_eq!(d.metadata.annotations.as_ref().map(|a| a.len()), Some(1));
+        assert_eq!(d.spec, CSIDriverSpec::default());
     }
 }

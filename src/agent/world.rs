@@ -1,7 +1,9 @@
 //! What the agent knows about the cluster: reflector stores fed by watches, never polling.
 //!
 //! Pods are watched with a `spec.nodeName` field selector, this Node and the ConfigMap by name,
-//! StorageClasses whole (few and small). Claims are watched per namespace, for exactly the
+//! StorageClasses whole (few and small), Namespaces and CSIDrivers whole but trimmed to their
+//! name and csi-addons trim schedule (one watch each per node, whatever the claims: the trim
+//! schedule's design reads it from both). Claims are watched per namespace, for exactly the
 //! namespaces whose pods on this node mount a claim: the number of watches follows the namespaces
 //! here, not the claims (a node with 500 claims of one tenant holds one claim watch), and the same
 //! store gives a group's peers on other nodes their size. Every watch shares one HTTP/2 connection
@@ -20,8 +22,8 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -160,6 +162,9 @@ pub struct World {
     pub nodes: Store<Node>,
     pub classes: Store<StorageClass>,
     pub configmaps: Store<ConfigMap>,
+    /// Every Namespace and CSIDriver, trimmed to name and trim schedule.
+    pub namespace_objects: Store<Namespace>,
+    pub csi_drivers: Store<CSIDriver>,
     client: Client,
     /// Claims by namespace, for the namespaces with a claim mounted here.
     namespaces: Watches<String>,
@@ -205,14 +210,30 @@ impl World {
             observer.clone(),
             super::trim::configmap,
         );
+        let (namespace_objects, t5) = spawn_reflector(
+            Api::<Namespace>::all(client.clone()),
+            watcher::Config::default(),
+            "namespaces".into(),
+            observer.clone(),
+            super::trim::namespace,
+        );
+        let (csi_drivers, t6) = spawn_reflector(
+            Api::<CSIDriver>::all(client.clone()),
+            watcher::Config::default(),
+            "csidrivers".into(),
+            observer.clone(),
+            super::trim::csi_driver,
+        );
         World {
             pods,
             nodes,
             classes,
             configmaps,
+            namespace_objects,
+            csi_drivers,
             client,
             namespaces: HashMap::new(),
-            tasks: vec![t1, t2, t3, t4],
+            tasks: vec![t1, t2, t3, t4, t5, t6],
             observer,
         }
     }
@@ -222,6 +243,8 @@ impl World {
         self.pods.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.classes.wait_until_ready().await?;
+        self.namespace_objects.wait_until_ready().await?;
+        self.csi_drivers.wait_until_ready().await?;
         self.configmaps.wait_until_ready().await
     }
 
@@ -271,6 +294,14 @@ impl World {
 
     pub fn storage_class(&self, name: &str) -> Option<Arc<StorageClass>> {
         self.classes.get(&reflector::ObjectRef::new(name))
+    }
+
+    pub fn namespace(&self, name: &str) -> Option<Arc<Namespace>> {
+        self.namespace_objects.get(&reflector::ObjectRef::new(name))
+    }
+
+    pub fn csi_driver(&self, name: &str) -> Option<Arc<CSIDriver>> {
+        self.csi_drivers.get(&reflector::ObjectRef::new(name))
     }
 }
 

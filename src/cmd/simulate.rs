@@ -183,6 +183,16 @@ fn table(r: &Report) -> String {
             ),
         ));
     }
+    for f in &r.fallbacks {
+        let what = match f.fallback {
+            Some(f) => format!("fallback: {}", f.message()),
+            None => "fallback ended: the policy applies as written".to_string(),
+        };
+        rows.push((
+            f.seconds,
+            format!("{:<22} {:>8} {what}\n", f.at.to_string(), f.seconds),
+        ));
+    }
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut out = format!("{:<22} {:>8} {}\n", "AT", "SECONDS", "EVENT");
     out.extend(rows.into_iter().map(|(_, line)| line));

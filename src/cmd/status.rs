@@ -184,7 +184,10 @@ pub fn age(from: Timestamp, now: Timestamp) -> String {
 fn cells(row: &Row, now: Timestamp) -> [String; 9] {
     let dash = || "-".to_string();
     let st = row.status.as_ref();
-    let size = st.map(|s| s.effective_size_bytes).or(row.size_bytes);
+    // This claim's size; annotations written before `sizeBytes` had it as `effectiveSizeBytes`.
+    let size = st
+        .map(|s| s.size_bytes.unwrap_or(s.effective_size_bytes))
+        .or(row.size_bytes);
     let limit = st.and_then(|s| s.limit_bytes);
     let size_limit = format!(
         "{}/{}",
@@ -220,9 +223,20 @@ fn cells(row: &Row, now: Timestamp) -> [String; 9] {
             .map_or_else(dash, |p| format!("{p:.1}")),
         state,
         last,
-        st.map_or_else(dash, |s| s.budget_left.to_string()),
+        st.map_or_else(dash, budget),
         blocked,
     ]
+}
+
+/// Actions left today; `planned/emergency` where an emergency may take more than planned growth
+/// (convergent mode's reserve).
+fn budget(s: &StatusAnnotation) -> String {
+    match s.budget {
+        Some(b) if b.available_for_emergency != b.available_for_planned => {
+            format!("{}/{}", b.available_for_planned, b.available_for_emergency)
+        }
+        _ => s.budget_left.to_string(),
+    }
 }
 
 /// The table, columns padded to their widest cell (the last one is not padded).

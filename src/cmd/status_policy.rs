@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use super::StatusError;
 use crate::k8s::claim;
-use crate::policy::fields::{FIELDS, default_text};
+use crate::policy::Mode;
+use crate::policy::fields::{FIELDS, default_text_in};
 use crate::policy::merge::{CentralPolicy, Source, effective_with_limits, parse_configmap};
 use crate::policy::validate::{Context, validate};
 
@@ -94,13 +95,20 @@ pub fn rows(
             } else {
                 Vec::new()
             };
+            // The window has a default only in convergent mode.
+            let mode = match merged.spec.get("mode").map(|r| r.text.trim()) {
+                Some("convergent") => Mode::Convergent,
+                _ => Mode::Threshold,
+            };
             let keys = FIELDS
                 .iter()
                 .map(|f| {
                     let raw = merged.spec.get(f.path);
                     KeyRow {
                         key: f.path.to_string(),
-                        value: raw.map(|r| r.text.clone()).or_else(|| default_text(f.path)),
+                        value: raw
+                            .map(|r| r.text.clone())
+                            .or_else(|| default_text_in(f.path, mode)),
                         source: merged
                             .provenance
                             .get(f.path)

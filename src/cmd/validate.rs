@@ -20,14 +20,28 @@ pub enum ValidateError {
     },
     #[error("cannot write output: {0}")]
     Output(#[source] std::io::Error),
+    #[error("--size: {0}")]
+    Size(String),
 }
 
 pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let size = match &args.size {
+        Some(text) => match crate::quantity::parse(text) {
+            Ok(0) => return Err(ValidateError::Size("must be more than zero".into())),
+            Ok(b) => Some(b),
+            Err(e) => return Err(ValidateError::Size(format!("'{text}': {e}"))),
+        },
+        None => None,
+    };
+    let ctx = Context {
+        current_size: size,
+        ..Context::default()
+    };
     let mut failed = false;
     for path in &args.files {
-        failed |= report(&mut out, path)?;
+        failed |= report(&mut out, path, &ctx)?;
     }
     out.flush().map_err(ValidateError::Output)?;
     Ok(if failed {
@@ -37,11 +51,12 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
     })
 }
 
-/// Writes the findings for one file; returns whether it had an error.
-pub fn report(out: &mut impl Write, path: &Path) -> Result<bool, ValidateError> {
+/// Writes the findings for one file, with what is known about the claim it is for; returns
+/// whether it had an error.
+pub fn report(out: &mut impl Write, path: &Path, ctx: &Context) -> Result<bool, ValidateError> {
     let name = path.display();
     let v = match std::fs::read_to_string(path) {
-        Ok(text) => parse_policy_yaml(&text, &Context::default()),
+        Ok(text) => parse_policy_yaml(&text, ctx),
         Err(e) => {
             let e = ValidateError::Read {
                 path: path.to_path_buf(),

@@ -3,6 +3,7 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
+use super::budget::BudgetView;
 use super::inputs::GrowKind;
 
 /// Why growth that is needed (or that the engine was asked about) does not happen. The names are
@@ -133,8 +134,14 @@ pub struct Decision {
     pub verdict: Verdict,
     /// Convergent mode: the size the volume converges to.
     pub target_bytes: Option<u64>,
-    /// Actions left in the rolling 24 h budget (emergency reserve included).
+    /// The size a new claim of this volume should get (the RFC's `effectiveSize`): the largest
+    /// of this claim's size, a grow being made, its group's size and, in convergent mode,
+    /// `request`. `None` when the policy is off or refused.
+    pub effective_bytes: Option<u64>,
+    /// Actions left in the rolling 24 h budget to any kind (emergency reserve included).
     pub budget_left: u32,
+    /// The budget, planned and emergency apart.
+    pub budget: BudgetView,
     /// When the oldest action in the window leaves it (the next budget slot), if any is used.
     pub next_slot: Option<Timestamp>,
     /// Convergent mode: when the maintenance window next opens (now, if open).
@@ -145,8 +152,15 @@ pub struct Decision {
     /// The grow (or the need to grow) comes from the predictive trigger: the threshold is not
     /// crossed yet, but will be before a resize could land.
     pub predicted: bool,
+    /// Convergent mode: the volume is past the emergency line (the RFC's `Emergency` state),
+    /// whatever the verdict.
+    pub emergency: bool,
     /// Things an operator should know that do not change the verdict (e.g. WAL health unknown).
     pub notes: Vec<Note>,
+    /// A trigger not applied as written (an invalid or unreachable `minAvailable`), and what
+    /// stands in for it: the claim's status, an Event and a metric say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<crate::policy::Fallback>,
 }
 
 impl Decision {

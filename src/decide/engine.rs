@@ -11,6 +11,7 @@ use jiff::SignedDuration;
 use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
+use super::lines::Lines;
 use super::{predictive, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, MI, round_up};
@@ -21,11 +22,13 @@ pub const COOLDOWN: SignedDuration = SignedDuration::from_hours(1);
 pub const MIN_CHANGE_PERCENT: u64 = 5;
 /// Convergent mode reports NeedsShrink only when free space exceeds targetBuffer by this much.
 pub const SHRINK_MARGIN_POINTS: f64 = 20.0;
-/// Emergency growth adds at least this percent of the current size...
+/// Convergent mode's step: emergency growth adds at least this percent of the current size and a
+/// scheduled grow at most that much...
 pub const EMERGENCY_MIN_PERCENT: u64 = 10;
-/// ...and at least this many bytes...
+/// ...the step being at least this many bytes...
 pub const EMERGENCY_MIN_BYTES: u64 = 2 * GI;
-/// ...and at most this many bytes per action.
+/// ...and at most this many bytes per action, whatever the kind (the RFC's "petabyte problem":
+/// one huge resize can keep a cloud volume "optimizing" for hours).
 pub const EMERGENCY_MAX_BYTES: u64 = 500 * GI;
 
 /// What the measurement asks for, before the gates.
@@ -75,10 +78,32 @@ pub fn decide(inputs: &Inputs) -> Decision {
             .fill_rate
             .and_then(|r| r.seconds_for(inputs.measurement.available_bytes)),
         predicted: false,
+        emergency: false,
+        budget: budget.view(),
+        effective_bytes: None,
         notes: Vec::new(),
+        fallback: None,
     };
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
+    decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
     decision
+}
+
+/// The size a new claim of this volume should get (the RFC's `effectiveSize`): what this claim
+/// is or is being grown to, what its group's largest member is (within the limit), and in
+/// convergent mode at least `request`. A new replica created at it does not start small and grow.
+fn effective_size(inputs: &Inputs, policy: &Policy, verdict: &Verdict) -> u64 {
+    let current = inputs.claim.current_bytes();
+    let growing = match verdict {
+        Verdict::Grow { to, .. } => *to,
+        _ => 0,
+    };
+    let group = inputs.facts.group_size.unwrap_or(0).min(policy.limit);
+    let floor = match policy.mode {
+        Mode::Convergent => policy.request.unwrap_or(0),
+        Mode::Threshold => 0,
+    };
+    current.max(growing).max(group).max(floor)
 }
 
 fn bare(verdict: Verdict) -> Decision {
@@ -90,7 +115,11 @@ fn bare(verdict: Verdict) -> Decision {
         next_window: None,
         seconds_to_full: None,
         predicted: false,
+        emergency: false,
+        budget: Default::default(),
+        effective_bytes: None,
         notes: Vec::new(),
+        fallback: None,
     }
 }
 
@@ -120,7 +149,7 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     }
 
     let need = match policy.mode {
-        Mode::Threshold => threshold_need(inputs, policy, &mut decision.predicted),
+        Mode::Threshold => threshold_need(inputs, policy, decision),
         Mode::Convergent => convergent_need(inputs, policy, decision),
     };
     let need = group_need(inputs, policy, need);
@@ -174,7 +203,7 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
             return blocked(BlockReason::Cooldown);
         }
     }
-    if !budget.allows(kind, policy) {
+    if !budget.allows(kind) {
         return blocked(BlockReason::BudgetExhausted);
     }
     Verdict::Grow { to, kind }
@@ -220,13 +249,11 @@ fn is_critical(inputs: &Inputs, policy: &Policy) -> bool {
     )
 }
 
-fn threshold_need(inputs: &Inputs, policy: &Policy, predicted: &mut bool) -> Need {
+fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> Need {
     let m = &inputs.measurement;
-    let triggered = m.crosses(
-        f64::from(policy.usage_threshold),
-        policy.min_available,
-        f64::from(policy.inode_threshold),
-    );
+    let lines = Lines::of(policy, m);
+    decision.fallback = lines.fallback;
+    let triggered = lines.crossed(m, f64::from(policy.inode_threshold));
     let rate = if policy.predictive.enabled {
         inputs.fill_rate
     } else {
@@ -236,7 +263,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, predicted: &mut bool) -> Nee
         if !rate.is_some_and(|r| predictive::crosses_soon(inputs, policy, &r)) {
             return Need::Nothing(State::Balanced);
         }
-        *predicted = true;
+        decision.predicted = true;
     }
     // In threshold mode the emergency line only decides what may proceed during a node drain.
     let emergency = is_critical(inputs, policy);
@@ -289,7 +316,9 @@ fn convergent_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) ->
     let target = round_size(wanted, current).min(policy.limit);
     decision.target_bytes = Some(target);
 
-    if policy.emergency_grow.enabled && is_critical(inputs, policy) {
+    // Past the critical line is the RFC's Emergency state, whether or not emergencyGrow may act.
+    decision.emergency = is_critical(inputs, policy);
+    if policy.emergency_grow.enabled && decision.emergency {
         return emergency_need(inputs, policy, current, ratio);
     }
     let min_change = (current / 100 * MIN_CHANGE_PERCENT).max(1);
@@ -301,8 +330,11 @@ fn convergent_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) ->
             // No window configured: only emergencies grow; say what the volume wants.
             return Need::Nothing(State::NeedsGrow);
         }
+        // One step per action, as an emergency takes: a target far above the size is reached
+        // over several windows, never in one resize the storage may take hours over.
+        let step = round_size(current.saturating_add(step_bytes(current)), current);
         return Need::Grow {
-            to: target,
+            to: target.min(step),
             kind: GrowKind::ScheduledGrow,
             emergency: false,
         };
@@ -316,6 +348,12 @@ fn convergent_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) ->
     Need::Nothing(State::Balanced)
 }
 
+/// Convergent mode's step: 10 % of the size, at least 2Gi, at most 500Gi.
+fn step_bytes(current: u64) -> u64 {
+    // MIN_BYTES < MAX_BYTES, so this clamp cannot panic.
+    (current / 100 * EMERGENCY_MIN_PERCENT).clamp(EMERGENCY_MIN_BYTES, EMERGENCY_MAX_BYTES)
+}
+
 /// Enough to get back under the critical line (and above the critical free bytes), at least
 /// 10% / 2Gi, at most 500Gi; beyond the limit only when the policy allows it.
 fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) -> Need {
@@ -324,9 +362,7 @@ fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) ->
     let under_line = (used * 100.0 / (ratio * f64::from(e.critical_threshold))).floor() + 1.0;
     let with_free = ((used + e.critical_minimum_free as f64) / ratio).ceil();
     let needed = under_line.max(with_free).min(u64::MAX as f64) as u64;
-    // MIN_BYTES < MAX_BYTES, so this clamp cannot panic.
-    let least =
-        (current / 100 * EMERGENCY_MIN_PERCENT).clamp(EMERGENCY_MIN_BYTES, EMERGENCY_MAX_BYTES);
+    let least = step_bytes(current);
     let increment = needed
         .saturating_sub(current)
         .clamp(least, EMERGENCY_MAX_BYTES);

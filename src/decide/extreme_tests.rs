@@ -30,6 +30,10 @@ fn action(at: Timestamp, from: u64, to: u64) -> Action {
         node: String::new(),
         fs_before: None,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 

@@ -133,6 +133,29 @@ pub struct Action {
     /// long this claim's resizes take, which the predictive trigger learns its lead time from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landed: Option<Timestamp>,
+    /// What became of it (the RFC's `result`). Absent in older entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ActionResult>,
+    /// The instance (pod) the volume served when the action was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// The volume's type (`data`, `wal`, `tablespace`, `other`), the RFC's `volumeType`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<VolumeRole>,
+    /// The tablespace the volume holds, for a tablespace volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tablespace: Option<String>,
+}
+
+/// What became of a resize request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ActionResult {
+    /// Sent and accepted; the filesystem does not show it yet.
+    Requested,
+    /// A measurement showed the filesystem grown (`landed`).
+    Succeeded,
+    /// The storage refused it, or the filesystem did not grow within the resize timeout.
+    Failed,
 }
 
 impl Action {

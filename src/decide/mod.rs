@@ -4,11 +4,13 @@ pub mod budget;
 pub mod decision;
 mod engine;
 pub mod inputs;
+pub mod lines;
 pub mod predictive;
 pub mod rate;
 pub mod recover;
 mod wal;
 
+pub use budget::BudgetView;
 pub use decision::{BlockReason, Decision, Note, State, Verdict};
 pub use engine::{
     COOLDOWN, EMERGENCY_MAX_BYTES, EMERGENCY_MIN_BYTES, EMERGENCY_MIN_PERCENT, MIN_CHANGE_PERCENT,
@@ -17,6 +19,8 @@ pub use engine::{
 pub use inputs::*;
 pub use rate::{FillRate, Sample};
 
+#[cfg(test)]
+mod convergent_tests;
 #[cfg(test)]
 mod extreme_tests;
 #[cfg(test)]

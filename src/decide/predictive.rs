@@ -4,6 +4,7 @@
 use jiff::SignedDuration;
 
 use super::inputs::{Inputs, Measurement};
+use super::lines::Lines;
 use super::rate::FillRate;
 use crate::policy::Policy;
 
@@ -16,11 +17,15 @@ pub fn lead(policy: &Policy, rate: &FillRate) -> SignedDuration {
 }
 
 /// Bytes still to be written before a threshold-mode line (usage or minAvailable) is reached;
-/// 0 once it is.
+/// 0 once it is. A percent line that is not finite (none) is never reached.
 pub fn bytes_to_line(m: &Measurement, usage_threshold: f64, min_available: u64) -> u64 {
     let usable = m.used_bytes as f64 + m.available_bytes as f64;
-    let line = (usable * usage_threshold / 100.0).ceil();
-    let to_threshold = (line - m.used_bytes as f64).max(0.0) as u64;
+    let to_threshold = if usage_threshold.is_finite() {
+        let line = (usable * usage_threshold / 100.0).ceil();
+        (line - m.used_bytes as f64).max(0.0) as u64
+    } else {
+        u64::MAX
+    };
     let to_min_available = if min_available > 0 {
         m.available_bytes.saturating_sub(min_available)
     } else {
@@ -31,11 +36,8 @@ pub fn bytes_to_line(m: &Measurement, usage_threshold: f64, min_available: u64) 
 
 /// Will a threshold-mode trigger (usage or minAvailable) fire within the lead time?
 pub fn crosses_soon(inputs: &Inputs, policy: &Policy, rate: &FillRate) -> bool {
-    let to_line = bytes_to_line(
-        &inputs.measurement,
-        f64::from(policy.usage_threshold),
-        policy.min_available,
-    );
+    let lines = Lines::of(policy, &inputs.measurement);
+    let to_line = bytes_to_line(&inputs.measurement, lines.percent(), lines.min_available);
     let Some(seconds) = rate.seconds_for(to_line) else {
         return false;
     };

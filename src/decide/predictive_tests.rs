@@ -117,8 +117,8 @@ fn a_learned_lead_time_replaces_the_default() {
 #[test]
 fn min_available_is_predicted_too() {
     let mut p = predictive(100 * GI);
-    p.usage_threshold = 99;
-    p.min_available = 5 * GI;
+    p.usage_threshold = Some(99);
+    p.min_available = crate::policy::MinAvailable::Bytes(5 * GI);
     // 6Gi free, 1Gi above minAvailable: 21 s at 50 MB/s.
     let d = run(
         &p,
@@ -148,6 +148,10 @@ fn a_prediction_passes_every_guard() {
             node: String::new(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         })
         .collect();
     let d = run(&p, m, &claim(20 * GI), &spent, rate(50.0 * MB));
@@ -193,7 +197,7 @@ fn samples(start: u64, dt: f64, deltas: &[i64]) -> Vec<Sample> {
 }
 
 fn below_threshold(p: &Policy, size: u64, used: u64) -> bool {
-    (used as f64) * 100.0 < f64::from(p.usage_threshold) * size as f64
+    (used as f64) * 100.0 < f64::from(p.usage_threshold.unwrap_or(100)) * size as f64
 }
 
 proptest! {
@@ -210,7 +214,7 @@ proptest! {
         drops in proptest::collection::vec(prop_oneof![Just(0i64), -(GI as i64)..0], 0..100),
     ) {
         let mut p = predictive(10_000 * GI);
-        p.usage_threshold = threshold;
+        p.usage_threshold = Some(threshold);
         let size = size_gi * GI;
         let s = samples(size / 1000 * start_pm, dt, &drops);
         let r = rate::estimate(&s);

@@ -27,13 +27,14 @@ prop_compose! {
     pub(super) fn policy()(
         convergent in any::<bool>(),
         limit_gi in 1u64..2048,
-        usage_threshold in 1u8..=99,
+        usage_threshold in proptest::option::of(1u8..=99),
         min_available in prop_oneof![Just(0u64), 0u64..50 * GI],
         inode_threshold in 1u8..=99,
         step in prop_oneof![(1u32..=200).prop_map(Step::Percent), (1u64..100 * GI).prop_map(Step::Bytes)],
         min_step in 0u64..10 * GI,
         extra_max in 0u64..600 * GI,
         max_actions in 0u32..=10,
+        emergency_max in 0u32..=10,
         reserved_frac in 0u32..=10,
         request in proptest::option::of(0u64..2048 * GI),
         target_buffer in 5u8..=50,
@@ -56,7 +57,7 @@ prop_compose! {
             mode: if convergent { Mode::Convergent } else { Mode::Threshold },
             limit,
             usage_threshold,
-            min_available,
+            min_available: crate::policy::MinAvailable::Bytes(min_available),
             inode_threshold,
             step,
             min_step,
@@ -75,7 +76,8 @@ prop_compose! {
                 critical_threshold: critical,
                 critical_minimum_free: critical_free,
                 exceed_limit_on_emergency: exceed,
-                reserved_actions_for_emergency: reserved_frac.min(max_actions),
+                max_actions_per_day: emergency_max,
+                reserved_actions_for_emergency: reserved_frac.min(emergency_max),
             },
             wal_safety: WalSafety {
                 acknowledge_wal_risk: ack,
@@ -85,6 +87,7 @@ prop_compose! {
                 max_pending_wal_age_seconds: max_age.unwrap_or(900),
                 alert_on_resize: true,
             },
+            fallback: None,
         }
     }
 }
@@ -214,11 +217,27 @@ fn count_since(history: &[Action], now: Timestamp) -> u32 {
         .count() as u32
 }
 
-fn reserve(p: &Policy, kind: GrowKind) -> u32 {
-    if p.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow && p.emergency_grow.enabled {
-        p.emergency_grow.reserved_actions_for_emergency
+/// The daily limit an action of `kind` may still be taken under, written out apart from the
+/// engine: threshold mode's one budget; in convergent mode the emergency budget for an
+/// emergency, and for planned growth the lesser of maxActionsPerDay and what the emergency
+/// budget leaves after its reserve.
+fn daily_limit(p: &Policy, kind: GrowKind) -> u32 {
+    let e = &p.emergency_grow;
+    if p.mode == Mode::Threshold {
+        return p.max_actions_per_day;
+    }
+    let planned = p.max_actions_per_day.min(
+        e.max_actions_per_day
+            - if e.enabled {
+                e.reserved_actions_for_emergency
+            } else {
+                0
+            },
+    );
+    if kind == GrowKind::EmergencyGrow {
+        e.max_actions_per_day.max(planned)
     } else {
-        0
+        planned
     }
 }
 
@@ -246,7 +265,15 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
     prop_assert!(!i.facts.capacity_unknown, "grew a claim of unknown size");
     prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
     prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");
-    prop_assert!(count_since(i.history, i.now) + reserve(p, kind) < p.max_actions_per_day);
+    prop_assert!(count_since(i.history, i.now) < daily_limit(p, kind));
+    if kind == GrowKind::ScheduledGrow {
+        // At most one convergent step (10 %, 2Gi-500Gi), rounded up to whole Gi.
+        let step = (current / 100 * 10).clamp(2 * GI, 500 * GI);
+        prop_assert!(
+            to - current <= step + GI,
+            "scheduled step {current} -> {to}"
+        );
+    }
     if i.facts.node_draining {
         prop_assert!(
             i.measurement.used_percent() >= f64::from(p.emergency_grow.critical_threshold)
@@ -292,6 +319,7 @@ proptest! {
             at: now - SignedDuration::from_secs(ago),
             kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
             from: size, to: size, node: String::new(), fs_before: None, landed: None,
+            result: None, instance: None, volume_type: None, tablespace: None,
         }).collect();
         let inputs = Inputs {
             policy: PolicyInput::Valid(&p),
@@ -349,14 +377,18 @@ proptest! {
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
             if let Verdict::Grow { to, kind } = d.verdict {
-                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None });
+                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None, result: None, instance: None, volume_type: None, tablespace: None });
                 size = to;
             }
         }
         for (i, a) in history.iter().enumerate() {
             let before = history[..i].iter().filter(|b| b.at > a.at - WINDOW).count() as u32;
-            prop_assert!(before < p.max_actions_per_day, "more than maxActionsPerDay in 24 h");
-            prop_assert!(before + reserve(&p, a.kind) < p.max_actions_per_day, "planned action ate the reserve");
+            prop_assert!(before < daily_limit(&p, a.kind), "over the daily budget of {:?}", a.kind);
+            if p.mode == Mode::Convergent && a.kind != GrowKind::EmergencyGrow {
+                let e = &p.emergency_grow;
+                let reserve = if e.enabled { e.reserved_actions_for_emergency } else { 0 };
+                prop_assert!(before + reserve < e.max_actions_per_day, "planned action ate the reserve");
+            }
         }
     }
 }

@@ -54,6 +54,10 @@ mod tests {
             node: String::new(),
             fs_before: None,
             landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
         }
     }
 

@@ -97,6 +97,10 @@ fn action(at: Timestamp, kind: GrowKind) -> Action {
         node: "n1".into(),
         fs_before: None,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 
@@ -154,7 +158,7 @@ fn threshold_percent_step_rounds_up_to_whole_gi_and_respects_max_step() {
 #[test]
 fn threshold_triggers_on_free_bytes_and_inodes() {
     let p = Policy {
-        min_available: 5 * GI,
+        min_available: crate::policy::MinAvailable::Bytes(5 * GI),
         step: Step::Bytes(10 * GI),
         ..enabled(100 * GI)
     };
@@ -414,8 +418,11 @@ fn convergent_respects_floor_min_change_and_reports_shrink() {
         request: Some(20 * GI),
         ..convergent(100 * GI)
     };
+    // Issue 24 (scheduled growth is capped per action): toward the 20Gi floor by one step,
+    // 10 % of 10Gi raised to the 2Gi minimum, instead of straight to 20Gi.
     let d = Case::new(&p, 10 * GI, GI).run();
-    assert_eq!(d.grow_to(), Some((20 * GI, GrowKind::ScheduledGrow)));
+    assert_eq!(d.grow_to(), Some((12 * GI, GrowKind::ScheduledGrow)));
+    assert_eq!(d.target_bytes, Some(20 * GI));
     let p = convergent(1000 * GI);
     // 8.2Gi used of 10Gi wants 10.25Gi: 2.5% more is under the 5% minimum change.
     let d = Case::new(&p, 10 * GI, 82 * GI / 10).run();
@@ -518,14 +525,46 @@ fn planned_actions_leave_the_emergency_reserve() {
             GrowKind::ScheduledGrow,
         ),
     ];
-    // 2 of 3 used, 1 reserved: planned growth is out of budget...
-    assert_eq!(c.run().blocked_reason(), Some(BlockReason::BudgetExhausted));
+    // Issue 24 (the RFC's budgets): emergencyGrow.maxActionsPerDay 4 with 1 reserved leaves
+    // planned growth 3 a day, where one budget of 3 left it 2; the third still grows.
+    assert_eq!(
+        c.run().grow_to().map(|g| g.1),
+        Some(GrowKind::ScheduledGrow)
+    );
+    c.history.push(action(
+        c.now - SignedDuration::from_hours(2),
+        GrowKind::ScheduledGrow,
+    ));
+    // 3 of 4 used, 1 reserved: planned growth is out of budget...
+    let d = c.run();
+    assert_eq!(d.blocked_reason(), Some(BlockReason::BudgetExhausted));
+    assert_eq!(
+        (
+            d.budget.actions_last_24h,
+            d.budget.available_for_planned,
+            d.budget.available_for_emergency,
+            d.budget.reserved_for_emergency
+        ),
+        (3, 0, 1, 1)
+    );
+    assert_eq!(
+        d.budget.resets_at,
+        Some(c.now + SignedDuration::from_hours(19))
+    );
     // ...an emergency may take the reserved slot.
     c.m = meas(10 * GI, 97 * GI / 10);
     assert_eq!(
         c.run().grow_to().map(|g| g.1),
         Some(GrowKind::EmergencyGrow)
     );
+    // With it spent, the emergency budget is exhausted too.
+    c.history.push(action(
+        c.now - SignedDuration::from_mins(90),
+        GrowKind::EmergencyGrow,
+    ));
+    let d = c.run();
+    assert_eq!(d.blocked_reason(), Some(BlockReason::BudgetExhausted));
+    assert!(d.emergency);
 }
 
 #[test]
@@ -620,4 +659,36 @@ fn new_group_member_joins_its_peers_at_once() {
         c3.run().blocked_reason(),
         Some(BlockReason::BudgetExhausted)
     );
+}
+
+/// Issue 24: a floor larger than the whole claim would grow it empty, action after action (the
+/// shipped ConfigMap's old `minAvailable: 5Gi` on a 1Gi claim went 1 -> 2 -> 3 -> 4Gi at 0 %
+/// used). It is not applied at that size, and the decision says so.
+#[test]
+fn a_floor_the_claim_cannot_meet_does_not_grow_it_empty_and_is_said() {
+    let p = Policy {
+        min_available: crate::policy::MinAvailable::Bytes(5 * GI),
+        ..enabled(100 * GI)
+    };
+    let d = Case::new(&p, GI, 0).run();
+    assert_eq!(
+        d.verdict,
+        Verdict::NoAction {
+            state: State::Balanced
+        }
+    );
+    assert_eq!(
+        d.fallback,
+        Some(crate::policy::Fallback::MinAvailableUnreachable {
+            min_available: 5 * GI,
+            usable: GI,
+            usage_threshold: 80
+        })
+    );
+    // The percent line still grows it when it fills.
+    let d = Case::new(&p, GI, GI * 81 / 100).run();
+    assert_eq!(d.grow_to(), Some((2 * GI, GrowKind::Grow)));
+    // A claim larger than the floor: the floor applies again, nothing to say.
+    let d = Case::new(&p, 6 * GI, 2 * GI).run();
+    assert_eq!((d.grow_to().is_some(), d.fallback), (true, None));
 }

@@ -218,6 +218,11 @@ pub fn wal_on_data(pod: &Pod, pvcs: &[&PersistentVolumeClaim]) -> bool {
     })
 }
 
+/// The tablespace a CloudNativePG tablespace claim holds (`cnpg.io/tablespaceName`).
+pub fn tablespace(pvc: &PersistentVolumeClaim) -> Option<String> {
+    label(&pvc.metadata, CNPG_TABLESPACE)
+}
+
 /// The group `pvc` sizes with (issue 6), namespaced and prefixed by how it was found:
 /// `<ns>/group/<annotation>`, `<ns>/topolvm/<label key>=<value>` (pvc-autoresizer's
 /// `initial-resize-group-by`), `<ns>/cnpg/<cluster>/<pvcRole>[/<tablespace>]`, or

@@ -154,6 +154,9 @@ fn cloudnativepg_roles_from_pvc_labels() {
         group_key(&tbs, None).as_deref(),
         Some("db/cnpg/pg-main/PG_TABLESPACE/analytics")
     );
+    // Issue 24: the tablespace's name, the `tablespace` label of its series.
+    assert_eq!(tablespace(&tbs).as_deref(), Some("analytics"));
+    assert_eq!(tablespace(&data), None);
 }
 
 #[test]

@@ -7,17 +7,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
-use crate::decide::budget::{self, WINDOW};
-use crate::decide::{Action, Verdict};
+use crate::decide::budget;
+use crate::decide::{Action, BudgetView, Decision, State, Verdict};
 use crate::report::VolumeReport;
 
 pub const HISTORY: &str = "headroom.dev/history";
 pub const STATUS: &str = "headroom.dev/status";
 
-/// Entries older than the budget window kept for operators (what happened before today).
-pub const OLDER_KEPT: usize = 5;
-/// Hard cap on history entries: annotations share a 256 KiB limit per object.
-pub const MAX_ENTRIES: usize = 32;
+/// History entries kept: the CloudNativePG auto-resize RFC's 50, an audit of what happened
+/// (the budget needs only the last 24 h, at most 10 entries). An entry with every field is
+/// under 300 bytes, so 50 stay under 15 KiB of the 256 KiB annotations share per object.
+pub const MAX_ENTRIES: usize = 50;
 
 fn annotation<'a>(pvc: &'a PersistentVolumeClaim, key: &str) -> Option<&'a str> {
     pvc.metadata
@@ -45,49 +45,160 @@ pub fn read_history(pvc: &PersistentVolumeClaim) -> Result<Vec<Action>, KubeErro
     Ok(history)
 }
 
-/// `history` plus `action`, sorted by time and bounded: every entry inside the 24 h budget window
-/// (a little future, within the clock-skew allowance, counts as inside, as in the budget) and the
-/// [`OLDER_KEPT`] most recent older ones, at most [`MAX_ENTRIES`] in all (the newest win). Entries
-/// dated further in the future are dropped: the budget ignores them, so keeping them would only
-/// keep the warning about them alive.
+/// `history` plus `action`, sorted by time, the [`MAX_ENTRIES`] newest kept: always the whole
+/// 24 h budget window (at most 10 actions a day), then older entries for operators. Entries dated
+/// beyond the clock-skew allowance are dropped: the budget ignores them, so keeping them would
+/// only keep the warning about them alive.
 pub fn append(history: &[Action], action: Action, now: Timestamp) -> Vec<Action> {
-    let since = budget::minus(now, WINDOW);
     let mut all: Vec<Action> = budget::counted(history, now)
         .cloned()
         .chain([action])
         .collect();
     all.sort_by_key(|a| a.at);
-    let first_in_window = all.partition_point(|a| a.at <= since);
-    let keep_from = first_in_window.saturating_sub(OLDER_KEPT);
-    let keep_from = keep_from.max(all.len().saturating_sub(MAX_ENTRIES));
+    let keep_from = all.len().saturating_sub(MAX_ENTRIES);
     all.split_off(keep_from)
 }
 
 /// What the status annotation says about the claim, for `headroom status` and for people reading
-/// `kubectl get pvc -o yaml`.
+/// `kubectl get pvc -o yaml`. Its fields follow the CloudNativePG convergent-storage RFC's status
+/// model (`effectiveSize`, `targetSize`, `state`, `budget`, `conditions`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusAnnotation {
     pub node: String,
     pub updated_at: Timestamp,
-    /// The claim's current size (the larger of request and capacity).
+    /// This claim's size (the larger of request and capacity). Absent in annotations written
+    /// before issue 24, whose `effectiveSizeBytes` was this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// The size a new claim of this volume should get (the RFC's `effectiveSize`).
     pub effective_size_bytes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_size_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<u64>,
-    /// Balanced, NeedsGrow, NeedsShrink, Resizing, Blocked or Growing.
+    /// Balanced, NeedsGrow, NeedsShrink, Emergency, Resizing, Blocked or Growing.
     pub state: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_reason: Option<String>,
     pub last_decision: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_percent: Option<f64>,
+    /// Actions left in the rolling 24 h to any kind.
     pub budget_left: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_slot: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_window: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// A trigger not applied as written (an invalid or unreachable `minAvailable`) and what
+    /// stands in for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackNote>,
+}
+
+/// The RFC's `BudgetStatus`: the rolling 24 h budget, planned and emergency apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetStatus {
+    pub actions_last_24h: u32,
+    pub reserved_for_emergency: u32,
+    pub available_for_planned: u32,
+    pub available_for_emergency: u32,
+    /// When the oldest action in the window leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_resets_at: Option<Timestamp>,
+}
+
+impl From<BudgetView> for BudgetStatus {
+    fn from(b: BudgetView) -> Self {
+        BudgetStatus {
+            actions_last_24h: b.actions_last_24h,
+            reserved_for_emergency: b.reserved_for_emergency,
+            available_for_planned: b.available_for_planned,
+            available_for_emergency: b.available_for_emergency,
+            budget_resets_at: b.resets_at,
+        }
+    }
+}
+
+/// One condition, shaped like Kubernetes' (without a transition time: the annotation is
+/// rewritten only when something changes, and `updatedAt` says when).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True` or `False`.
+    pub status: String,
+    pub reason: String,
+}
+
+fn condition(kind: &str, status: bool, reason: &str) -> Condition {
+    Condition {
+        kind: kind.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The state the annotation shows: the engine's, `Growing` while a grow is made, `Blocked`, and
+/// the RFC's `Emergency` for a convergent volume past the critical line that is not growing
+/// this instant (its `blockedReason` says why).
+pub fn state_of(d: &Decision) -> &'static str {
+    match d.verdict {
+        Verdict::Grow { .. } => "Growing",
+        _ if d.emergency => "Emergency",
+        Verdict::Blocked { .. } => "Blocked",
+        Verdict::NoAction { state } => state.as_str(),
+    }
+}
+
+/// `Emergency` and `Converged` (convergent mode, which alone has a target), `GrowthBlocked` and
+/// `BudgetAvailable`. Reasons are stable words; nothing that moves every scan.
+fn conditions(d: &Decision, state: &str) -> Vec<Condition> {
+    let mut out = Vec::new();
+    if d.target_bytes.is_some() {
+        let reason = if d.emergency {
+            "PastCriticalLine"
+        } else {
+            "BelowCriticalLine"
+        };
+        out.push(condition("Emergency", d.emergency, reason));
+        let converged = [State::Balanced, State::NeedsShrink]
+            .iter()
+            .any(|s| s.as_str() == state);
+        out.push(condition("Converged", converged, state));
+    }
+    out.push(match d.blocked_reason() {
+        Some(r) => condition("GrowthBlocked", true, r.as_str()),
+        None => condition("GrowthBlocked", false, "NotBlocked"),
+    });
+    let b = &d.budget;
+    out.push(match (b.available_for_planned, b.available_for_emergency) {
+        (0, 0) => condition("BudgetAvailable", false, "Exhausted"),
+        (0, _) => condition("BudgetAvailable", false, "EmergencyOnly"),
+        _ => condition("BudgetAvailable", true, "ActionsLeft"),
+    });
+    out
+}
+
+/// `{"reason":"min_available_unreachable","message":"..."}` in the status annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackNote {
+    pub reason: String,
+    pub message: String,
+}
+
+impl From<crate::policy::Fallback> for FallbackNote {
+    fn from(f: crate::policy::Fallback) -> Self {
+        FallbackNote {
+            reason: f.as_str().to_string(),
+            message: f.message(),
+        }
+    }
 }
 
 /// Moves of used percent below this do not count as a change worth an API write.
@@ -111,30 +222,27 @@ impl StatusAnnotation {
     pub fn from_report(report: &VolumeReport, now: Timestamp) -> Self {
         let d = &report.decision;
         let size = crate::quantity::format;
-        let (state, last_decision) = match d.verdict {
-            Verdict::Grow { to, kind } => (
-                "Growing".to_string(),
-                format!(
-                    "{}{} {} -> {}",
-                    kind.as_str(),
-                    if d.predicted { " (predicted)" } else { "" },
-                    size(report.claim.current_bytes()),
-                    size(to)
-                ),
+        let state = state_of(d);
+        let last_decision = match d.verdict {
+            Verdict::Grow { to, kind } => format!(
+                "{}{} {} -> {}",
+                kind.as_str(),
+                if d.predicted { " (predicted)" } else { "" },
+                size(report.claim.current_bytes()),
+                size(to)
             ),
-            Verdict::Blocked { reason } => ("Blocked".to_string(), format!("blocked: {reason}")),
-            Verdict::NoAction { state } => (
-                state.as_str().to_string(),
-                format!("no action: {}", state.as_str()),
-            ),
+            Verdict::Blocked { reason } => format!("blocked: {reason}"),
+            Verdict::NoAction { state } => format!("no action: {}", state.as_str()),
         };
+        let current = report.claim.current_bytes();
         StatusAnnotation {
             node: report.node.clone(),
             updated_at: now,
-            effective_size_bytes: report.claim.current_bytes(),
+            size_bytes: Some(current),
+            effective_size_bytes: d.effective_bytes.unwrap_or(current),
             target_size_bytes: d.target_bytes,
             limit_bytes: report.limit_bytes,
-            state,
+            state: state.to_string(),
             blocked_reason: d.blocked_reason().map(|r| r.as_str().to_string()),
             last_decision,
             // One decimal is what a table shows; more digits would only churn the annotation.
@@ -144,6 +252,9 @@ impl StatusAnnotation {
             budget_left: d.budget_left,
             next_slot: d.next_slot,
             next_window: d.next_window,
+            budget: Some(d.budget.into()),
+            conditions: conditions(d, state),
+            fallback: d.fallback.map(FallbackNote::from),
         }
     }
 

@@ -6,8 +6,10 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::decide::budget::WINDOW;
 use crate::decide::{
-    BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, State, VolumeRole,
+    ActionResult, BlockReason, BudgetView, ClaimState, Decision, GrowKind, Measurement,
+    ResizeState, State, VolumeRole,
 };
 use crate::quantity::GI;
 use crate::report::{MeasuredBy, VolumeReport};
@@ -29,6 +31,10 @@ fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
         node: "worker-2".into(),
         fs_before: None,
         landed: None,
+        result: None,
+        instance: None,
+        volume_type: None,
+        tablespace: None,
     }
 }
 
@@ -108,9 +114,11 @@ fn history_encoding_is_compact_with_byte_numbers() {
 }
 
 #[test]
-fn append_keeps_window_and_five_older() {
-    // 8 actions a day apart (all but the newest are older than 24 h) plus 3 within the window.
-    let mut h: Vec<Action> = (1..=8)
+fn append_keeps_the_fifty_newest() {
+    // Issue 24 (the RFC's history of 50): older entries are kept up to 50 in all, where the
+    // window and the five newest older ones (at most 32) were kept before.
+    // 60 actions a day apart (all but the newest are older than 24 h) plus 3 within the window.
+    let mut h: Vec<Action> = (1..=60)
         .map(|d: u64| {
             action(
                 now() - SignedDuration::from_hours(24 * d as i64 + 1),
@@ -122,14 +130,51 @@ fn append_keeps_window_and_five_older() {
     h.push(action(now() - SignedDuration::from_hours(23), 9, 10));
     h.push(action(now() - SignedDuration::from_hours(1), 10, 11));
     let out = append(&h, action(now(), 11, 12), now());
-    assert_eq!(out.len(), 5 + 3);
+    assert_eq!(out.len(), 50);
     assert!(out.windows(2).all(|w| w[0].at <= w[1].at));
-    // The five kept older ones are the five most recent (1..=5 days old).
-    assert_eq!(out[0].at, now() - SignedDuration::from_hours(24 * 5 + 1));
-    assert_eq!(out[7], action(now(), 11, 12));
-    // Exactly 24 h old is outside the window, as in the budget.
+    // The 47 kept older ones are the most recent (1..=47 days old).
+    assert_eq!(out[0].at, now() - SignedDuration::from_hours(24 * 47 + 1));
+    assert_eq!(out[49], action(now(), 11, 12));
+    // Fewer than 50: every one stays, 24 h old or not.
     let edge = append(&[action(now() - WINDOW, 1, 2)], action(now(), 2, 3), now());
     assert_eq!(edge.len(), 2);
+}
+
+#[test]
+fn fifty_full_entries_fit_the_annotation_budget() {
+    let full = |i: i64| Action {
+        at: now() - SignedDuration::from_hours(i),
+        kind: GrowKind::EmergencyGrow,
+        from: 999 * 1024 * GI,
+        to: 1000 * 1024 * GI,
+        node: "ip-10-200-123-45.eu-central-1.compute.internal".into(),
+        fs_before: Some(999 * 1024 * GI),
+        landed: Some(now() - SignedDuration::from_hours(i) + SignedDuration::from_secs(95)),
+        result: Some(ActionResult::Succeeded),
+        instance: Some("pg-analytics-production-12".into()),
+        volume_type: Some(VolumeRole::Tablespace),
+        tablespace: Some("timeseries_archive".into()),
+    };
+    let h: Vec<Action> = (1..=60).map(full).collect();
+    let out = append(&h, full(0), now());
+    assert_eq!(out.len(), MAX_ENTRIES);
+    let text = serde_json::to_string(&out).expect("encode");
+    assert!(text.len() < 20 * 1024, "{} bytes", text.len());
+    assert_eq!(
+        read_history(&pvc(json!({ HISTORY: text }))).expect("reads back"),
+        out
+    );
+}
+
+#[test]
+fn history_entries_carry_result_instance_and_volume_type() {
+    let text = r#"[{"at":"2026-03-01T10:00:00Z","kind":"ScheduledGrow","from":10737418240,"to":12884901888,"node":"worker-2","result":"Failed","instance":"pg-main-1","volume_type":"tablespace","tablespace":"ts1"}]"#;
+    let h = read_history(&pvc(json!({ HISTORY: text }))).expect("ok");
+    assert_eq!(h[0].result, Some(ActionResult::Failed));
+    assert_eq!(h[0].instance.as_deref(), Some("pg-main-1"));
+    assert_eq!(h[0].volume_type, Some(VolumeRole::Tablespace));
+    assert_eq!(h[0].tablespace.as_deref(), Some("ts1"));
+    assert_eq!(serde_json::to_string(&h).expect("encode"), text);
 }
 
 proptest! {
@@ -156,9 +201,9 @@ proptest! {
             .chain([&new])
             .filter(|a| a.at > now() - WINDOW)
             .collect();
-        let expected = (in_window.len() + older.len().min(OLDER_KEPT)).min(MAX_ENTRIES);
+        let expected = (history.len() + 1).min(MAX_ENTRIES);
         prop_assert_eq!(out.len(), expected);
-        // maxActionsPerDay is at most 10: a window of up to 32 entries always survives whole.
+        // maxActionsPerDay is at most 10: a window of up to 50 entries always survives whole.
         if in_window.len() <= MAX_ENTRIES {
             for a in &in_window {
                 prop_assert!(out.contains(a), "lost {:?}", a);
@@ -175,6 +220,8 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         node: "worker-2".into(),
         storage_class: Some("fast-ssd".into()),
         role: VolumeRole::Data,
+        tablespace: None,
+        instance: None,
         postgres_cluster: Some("pg-main".into()),
         mount_path: "/var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/pvc-8f1c2a3b/mount".into(),
         fs_class: "owned_block".into(),
@@ -187,6 +234,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         provenance: BTreeMap::new(),
         policy_errors: vec![],
         policy_warnings: vec![],
+        future_history: None,
         claim: ClaimState {
             request_bytes: 20 * GI,
             capacity_bytes: 20 * GI,
@@ -200,7 +248,17 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             next_window: None,
             seconds_to_full: None,
             predicted: false,
+            emergency: false,
+            budget: BudgetView {
+                actions_last_24h: 2,
+                reserved_for_emergency: 1,
+                available_for_planned: 1,
+                available_for_emergency: 2,
+                resets_at: Some(ts("2026-03-02T10:00:00Z")),
+            },
+            effective_bytes: None,
             notes: vec![],
+            fallback: None,
         },
         wal: None,
         last_action: None,
@@ -275,10 +333,96 @@ fn status_from_reports() {
     assert_eq!(idle.state, "Balanced");
     assert_eq!(idle.used_percent, None);
     let text = serde_json::to_string(&idle).expect("encode");
+    // Issue 24 added the RFC's status model: this claim's size apart from the effective size,
+    // the budget breakdown and conditions.
     assert_eq!(
         text,
-        r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","effectiveSizeBytes":21474836480,"targetSizeBytes":26843545600,"limitBytes":107374182400,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2,"nextSlot":"2026-03-02T10:00:00Z"}"#
+        concat!(
+            r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","sizeBytes":21474836480,"effectiveSizeBytes":21474836480,"targetSizeBytes":26843545600,"limitBytes":107374182400,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2,"nextSlot":"2026-03-02T10:00:00Z","#,
+            r#""budget":{"actionsLast24h":2,"reservedForEmergency":1,"availableForPlanned":1,"availableForEmergency":2,"budgetResetsAt":"2026-03-02T10:00:00Z"},"#,
+            r#""conditions":[{"type":"Emergency","status":"False","reason":"BelowCriticalLine"},{"type":"Converged","status":"True","reason":"Balanced"},"#,
+            r#"{"type":"GrowthBlocked","status":"False","reason":"NotBlocked"},{"type":"BudgetAvailable","status":"True","reason":"ActionsLeft"}]}"#
+        )
     );
+    // An annotation written before issue 24 still reads, its effectiveSizeBytes as the size.
+    let old: StatusAnnotation = serde_json::from_str(
+        r#"{"node":"worker-2","updatedAt":"2026-03-01T12:00:00Z","effectiveSizeBytes":21474836480,"state":"Balanced","lastDecision":"no action: Balanced","budgetLeft":2}"#,
+    )
+    .expect("old status");
+    assert_eq!(
+        (old.size_bytes, old.budget, old.conditions.len()),
+        (None, None, 0)
+    );
+}
+
+#[test]
+fn status_carries_the_rfcs_emergency_state_budget_and_effective_size() {
+    // Convergent, past the critical line, the emergency budget spent: Emergency, not Blocked.
+    let mut r = report(
+        Verdict::Blocked {
+            reason: BlockReason::BudgetExhausted,
+        },
+        measured(19),
+    );
+    r.decision.emergency = true;
+    r.decision.budget = BudgetView {
+        actions_last_24h: 4,
+        reserved_for_emergency: 1,
+        available_for_planned: 0,
+        available_for_emergency: 0,
+        resets_at: Some(ts("2026-03-02T03:00:05Z")),
+    };
+    // A new replica of this volume should start at its group's 30Gi, not this claim's 20Gi.
+    r.decision.effective_bytes = Some(30 * GI);
+    let s = StatusAnnotation::from_report(&r, now());
+    assert_eq!(s.state, "Emergency");
+    assert_eq!(s.blocked_reason.as_deref(), Some("budget_exhausted"));
+    assert_eq!(
+        (s.size_bytes, s.effective_size_bytes, s.target_size_bytes),
+        (Some(20 * GI), 30 * GI, Some(25 * GI))
+    );
+    let b = s.budget.expect("budget");
+    assert_eq!(
+        (
+            b.actions_last_24h,
+            b.available_for_planned,
+            b.available_for_emergency
+        ),
+        (4, 0, 0)
+    );
+    assert_eq!(b.budget_resets_at, Some(ts("2026-03-02T03:00:05Z")));
+    let conds: Vec<(&str, &str, &str)> = s
+        .conditions
+        .iter()
+        .map(|c| (c.kind.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        conds,
+        [
+            ("Emergency", "True", "PastCriticalLine"),
+            ("Converged", "False", "Emergency"),
+            ("GrowthBlocked", "True", "budget_exhausted"),
+            ("BudgetAvailable", "False", "Exhausted"),
+        ]
+    );
+    // Growing out of the emergency says Growing; planned slots gone, an emergency's left.
+    r.decision.verdict = Verdict::Grow {
+        to: 22 * GI,
+        kind: GrowKind::EmergencyGrow,
+    };
+    r.decision.budget.available_for_emergency = 1;
+    let s = StatusAnnotation::from_report(&r, now());
+    assert_eq!(s.state, "Growing");
+    assert_eq!(
+        s.conditions.last().map(|c| c.reason.as_str()),
+        Some("EmergencyOnly")
+    );
+    // Threshold mode (no target): no Emergency or Converged condition.
+    r.decision.target_bytes = None;
+    r.decision.emergency = false;
+    let s = StatusAnnotation::from_report(&r, now());
+    let kinds: Vec<&str> = s.conditions.iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(kinds, ["GrowthBlocked", "BudgetAvailable"]);
 }
 
 #[test]

@@ -18,6 +18,7 @@ use prometheus::{
 use crate::decide::GrowKind;
 use crate::report::VolumeReport;
 
+mod resizes;
 #[cfg(test)]
 mod tests;
 mod volume;
@@ -33,6 +34,8 @@ const VOLUME: &[&str] = &["namespace", "persistentvolumeclaim", "volume_role"];
 
 /// The pseudo-state of a volume whose growth is blocked, next to [`State::ALL`].
 pub const BLOCKED_STATE: &str = "Blocked";
+/// The convergent-storage RFC's `Emergency` state: past the critical line, not growing now.
+pub const EMERGENCY_STATE: &str = "Emergency";
 
 /// Scan durations from a few statfs calls to a slow API server or Postgres.
 const SCAN_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
@@ -57,11 +60,10 @@ pub struct Metrics {
     /// scrape never sees a half-written scan.
     scan_lock: RwLock<()>,
     volumes: VolumeGauges,
-    resizes: IntCounterVec,
+    resizes: resizes::Resizes,
     disagreement: GaugeVec,
     /// Label values of the series above that are set outside scans; removed when their volume
     /// leaves the node.
-    resize_series: Mutex<BTreeSet<[String; 5]>>,
     disagreement_series: Mutex<BTreeSet<[String; 3]>>,
     /// Each volume's last measurement time, kept across scans that could not measure it.
     measured_at: Mutex<HashMap<[String; 3], f64>>,
@@ -151,11 +153,7 @@ impl Metrics {
             registry: &registry,
         };
         let volumes = VolumeGauges::new(&b)?;
-        let resizes = b.counter_vec(
-            "headroom_resizes_total",
-            "Resize requests sent, by kind (Grow, ScheduledGrow, EmergencyGrow) and result.",
-            &[VOLUME, &["kind", "result"]].concat(),
-        )?;
+        let resizes = resizes::Resizes::new(&b)?;
         let disagreement = b.gauge_vec(
             "headroom_kubelet_statfs_disagreement_ratio",
             "How far the kubelet's used bytes are from statfs's, as a fraction of capacity (0 = agree).",
@@ -219,7 +217,6 @@ impl Metrics {
             volumes,
             resizes,
             disagreement,
-            resize_series: Mutex::new(BTreeSet::new()),
             disagreement_series: Mutex::new(BTreeSet::new()),
             measured_at: Mutex::new(HashMap::new()),
             scan_duration,
@@ -273,15 +270,8 @@ impl Metrics {
             volume::Samples::of(reports.iter().zip(measured))
         };
         self.volumes.replace(samples);
-        lock(&self.resize_series).retain(|l| {
-            let keep = present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]);
-            if !keep {
-                let _ = self
-                    .resizes
-                    .remove_label_values(&l.each_ref().map(String::as_str));
-            }
-            keep
-        });
+        self.resizes
+            .retain(|l| present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]));
         lock(&self.disagreement_series).retain(|l| {
             let keep = present.contains(&l.each_ref().map(String::as_str));
             if !keep {
@@ -308,13 +298,24 @@ impl Metrics {
         self.stuck_calls.set(n as f64);
     }
 
-    /// Counts one resize request; `result` is a short stable word (`ok`, `conflict`, `error`).
+    /// Counts one resize request; `result` is a short stable word (`success`, `conflict`,
+    /// `error`).
     pub fn resize(&self, ns: &str, pvc: &str, role: &str, kind: GrowKind, result: &str) {
-        let labels = [ns, pvc, role, kind.as_str(), result];
-        if let Ok(c) = self.resizes.get_metric_with_label_values(&labels) {
-            c.inc();
-            lock(&self.resize_series).insert(labels.map(str::to_string));
-        }
+        self.resizes
+            .inc([ns, pvc, role, kind.as_str(), result], None);
+    }
+
+    /// [`Metrics::resize`] for a volume as reported: a tablespace volume's series carry its
+    /// `tablespace` label, as the per-volume series do.
+    pub fn resize_of(&self, r: &VolumeReport, kind: GrowKind, result: &str) {
+        let labels = [
+            r.namespace.as_str(),
+            &r.pvc,
+            r.role.as_str(),
+            kind.as_str(),
+            result,
+        ];
+        self.resizes.inc(labels, r.tablespace.as_deref());
     }
 
     pub fn api_request(&self, verb: &str, code: u16) {

@@ -19,6 +19,8 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
         node: "n1".into(),
         storage_class: Some("fast".into()),
         role: VolumeRole::Data,
+        tablespace: None,
+        instance: None,
         postgres_cluster: None,
         mount_path: "/m".into(),
         fs_class: "owned_block".into(),
@@ -37,6 +39,7 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
         provenance: BTreeMap::new(),
         policy_errors: vec![],
         policy_warnings: vec![],
+        future_history: None,
         claim: ClaimState {
             request_bytes: 10 * GI,
             capacity_bytes: 10 * GI,
@@ -52,7 +55,11 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
             next_window: None,
             seconds_to_full: None,
             predicted: false,
+            emergency: false,
+            budget: Default::default(),
+            effective_bytes: None,
             notes: vec![],
+            fallback: None,
         },
         wal: None,
         last_action: None,
@@ -101,9 +108,10 @@ fn a_scan_s_series_read_as_a_gauge_vec_s_did() {
         lines(&text, "# HELP headroom_volume_used_bytes Bytes used.").len(),
         1
     );
-    // One-hot: every state once per volume, the current one 1.
+    // One-hot: every state once per volume, the current one 1 (issue 24 added the RFC's
+    // Emergency beside the engine's states and Blocked).
     let states = lines(&text, "headroom_volume_state{");
-    assert_eq!(states.len(), 2 * (State::ALL.len() + 1));
+    assert_eq!(states.len(), 2 * (State::ALL.len() + 2));
     assert_eq!(states.iter().filter(|l| l.ends_with(" 1")).count(), 2);
     assert!(states.contains(
         &"headroom_volume_state{namespace=\"db\",persistentvolumeclaim=\"a\",state=\"Balanced\",volume_role=\"data\",node=\"n1\"} 1"

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
-use super::{BLOCKED_STATE, Builder, MetricsError, VOLUME, bool_f};
-use crate::decide::{BlockReason, State, Verdict};
-use crate::report::{INVALID_HISTORY, VolumeReport};
+use super::{BLOCKED_STATE, Builder, EMERGENCY_STATE, MetricsError, VOLUME, bool_f};
+use crate::decide::{BlockReason, Decision, State, Verdict};
+use crate::report::VolumeReport;
 
 struct Family {
     name: &'static str,
@@ -50,8 +50,10 @@ const WAL_SIZE: usize = 23;
 const HISTORY_IGNORED: usize = 24;
 const MEASURED_AT: usize = 25;
 const NOT_MEASURED: usize = 26;
+const LAST_RESIZE: usize = 27;
+const POLICY_FALLBACK: usize = 28;
 
-const FAMILIES: [Family; 27] = [
+const FAMILIES: [Family; 29] = [
     Family {
         name: "headroom_volume_info",
         help: "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
@@ -193,6 +195,16 @@ const FAMILIES: [Family; 27] = [
         help: "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
         extra: &["reason"],
     },
+    Family {
+        name: "headroom_volume_last_resize_timestamp_seconds",
+        help: "Unix time the claim's newest resize reached the filesystem (its history's landed time), by kind; absent until it has.",
+        extra: &["kind"],
+    },
+    Family {
+        name: "headroom_volume_policy_fallback",
+        help: "1 for the reason a trigger is not applied as written (min_available_invalid: minAvailable could not be read; min_available_unreachable: the claim could not meet it even empty), 0 for the other reason; the percent trigger stands in.",
+        extra: &["reason"],
+    },
 ];
 
 /// One series of the last scan.
@@ -205,10 +217,11 @@ struct Sample {
     value: f64,
 }
 
-/// A scan's series: each volume's [`VOLUME`] label values once, and its samples.
+/// A scan's series: each volume's [`VOLUME`] label values once (and its tablespace, the
+/// `tablespace` label of a tablespace volume's series only), and its samples.
 #[derive(Default)]
 pub(super) struct Samples {
-    volumes: Vec<[String; 3]>,
+    volumes: Vec<([String; 3], Option<String>)>,
     samples: Vec<Sample>,
 }
 
@@ -252,11 +265,14 @@ impl Samples {
 
     /// `measured_at`: the report's measurement time, or the last one remembered for the volume.
     fn add(&mut self, r: &VolumeReport, measured_at: Option<f64>) {
-        self.volumes.push([
-            r.namespace.clone(),
-            r.pvc.clone(),
-            r.role.as_str().to_string(),
-        ]);
+        self.volumes.push((
+            [
+                r.namespace.clone(),
+                r.pvc.clone(),
+                r.role.as_str().to_string(),
+            ],
+            r.tablespace.clone(),
+        ));
         self.put_opt(MEASURED_AT, measured_at);
         if let Some(why) = r.not_measured {
             self.put(NOT_MEASURED, &[why.as_str().into()], 1.0);
@@ -286,11 +302,15 @@ impl Samples {
                 self.put(INODES_FREE, &[], free as f64);
             }
         }
-        let invalid_history = r
-            .policy_warnings
-            .iter()
-            .any(|f| f.message.starts_with(INVALID_HISTORY));
-        self.put(HISTORY_IGNORED, &[], bool_f(invalid_history));
+        self.put(HISTORY_IGNORED, &[], bool_f(r.future_history.is_some()));
+        let fallback = r.decision.fallback.map(|f| f.as_str());
+        for reason in crate::policy::Fallback::REASONS {
+            self.put(
+                POLICY_FALLBACK,
+                &[reason.into()],
+                bool_f(fallback == Some(reason)),
+            );
+        }
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
             self.put(LIMIT, &[], limit as f64);
@@ -301,10 +321,19 @@ impl Samples {
             self.put(EFFECTIVE_SIZE, &[], size as f64);
         }
         self.put_opt(TARGET_SIZE, r.decision.target_bytes.map(|b| b as f64));
+        // From the claim's own history, so a restarted agent or a moved pod still says it.
+        if let Some((a, landed)) = r
+            .last_action
+            .as_ref()
+            .and_then(|a| a.landed.map(|l| (a, l)))
+        {
+            let secs = landed.as_millisecond() as f64 / 1000.0;
+            self.put(LAST_RESIZE, &[a.kind.as_str().into()], secs);
+        }
         self.put_opt(SECONDS_TO_FULL, r.decision.seconds_to_full);
-        let current = state_label(&r.decision.verdict);
+        let current = state_label(&r.decision);
         let states = State::ALL.iter().map(|s| s.as_str());
-        for s in states.chain([BLOCKED_STATE]) {
+        for s in states.chain([BLOCKED_STATE, EMERGENCY_STATE]) {
             self.put(STATE, &[s.into()], bool_f(s == current));
         }
         let reason = r.decision.blocked_reason();
@@ -403,6 +432,7 @@ impl Collector for VolumeGauges {
             ) else {
                 continue;
             };
+            let (volume, tablespace) = volume;
             let names = VOLUME.iter().chain(family.extra);
             let values = volume
                 .iter()
@@ -410,7 +440,9 @@ impl Collector for VolumeGauges {
                 .chain(s.extra.iter().map(|v| v.as_ref()));
             // Sorted by name, as a vec's child sorts its pairs.
             let mut labels: Vec<LabelPair> = names
+                .copied()
                 .zip(values)
+                .chain(tablespace.as_deref().map(|t| ("tablespace", t)))
                 .map(|(n, v)| {
                     let mut l = LabelPair::default();
                     l.set_name(n.to_string());
@@ -442,11 +474,13 @@ impl Collector for VolumeGauges {
     }
 }
 
-/// The state shown for a volume: the engine's state, or [`BLOCKED_STATE`].
-pub fn state_label(verdict: &Verdict) -> &'static str {
-    match verdict {
-        Verdict::NoAction { state } => state.as_str(),
+/// The state shown for a volume: the engine's state, [`BLOCKED_STATE`], or [`EMERGENCY_STATE`]
+/// for a convergent volume past the critical line that is not growing this instant.
+pub fn state_label(decision: &Decision) -> &'static str {
+    match decision.verdict {
         Verdict::Grow { .. } => State::NeedsGrow.as_str(),
+        _ if decision.emergency => EMERGENCY_STATE,
+        Verdict::NoAction { state } => state.as_str(),
         Verdict::Blocked { .. } => BLOCKED_STATE,
     }
 }

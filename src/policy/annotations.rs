@@ -111,6 +111,7 @@ mod tests {
                 critical_threshold: r(),
                 critical_minimum_free: r(),
                 exceed_limit_on_emergency: r(),
+                max_actions_per_day: r(),
                 reserved_actions_for_emergency: r(),
             },
             wal_safety: WalSafetySpec {
@@ -176,7 +177,7 @@ mod tests {
         let p = v.policy.expect("valid");
         assert!(p.enabled);
         assert_eq!(p.limit, 200 * GI);
-        assert_eq!(p.usage_threshold, 85);
+        assert_eq!(p.usage_threshold, Some(85));
         assert_eq!(p.emergency_grow.critical_threshold, 97);
         assert!(p.wal_safety.acknowledge_wal_risk);
         assert_eq!(p.wal_safety.max_pending_wal_files, 250);

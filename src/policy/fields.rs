@@ -67,6 +67,10 @@ pub const FIELDS: &[Field] = &[
         "headroom.dev/emergency-grow-exceed-limit-on-emergency",
     ),
     f(
+        "emergencyGrow.maxActionsPerDay",
+        "headroom.dev/emergency-grow-max-actions-per-day",
+    ),
+    f(
         "emergencyGrow.reservedActionsForEmergency",
         "headroom.dev/emergency-grow-reserved-actions-for-emergency",
     ),
@@ -141,7 +145,8 @@ pub fn by_annotation(key: &str) -> Option<&'static Field> {
 }
 
 /// The default of a key as a user would write it; `None` where there is none (limit is required,
-/// request and the window are off unless given).
+/// request is off unless given). The window's schedule is a default of convergent mode only: a
+/// threshold-mode policy has no window unless one is written ([`default_text_in`]).
 pub fn default_text(path: &str) -> Option<String> {
     use defaults::*;
     let q = quantity::format;
@@ -149,7 +154,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "enabled" => ENABLED.to_string(),
         "mode" => "threshold".to_string(),
         "usageThreshold" => USAGE_THRESHOLD.to_string(),
-        "minAvailable" => q(MIN_AVAILABLE),
+        "minAvailable" => q(MIN_AVAILABLE.bytes(0)),
         "inodeThreshold" => INODE_THRESHOLD.to_string(),
         "step" => match STEP {
             Step::Percent(p) => format!("{p}%"),
@@ -162,12 +167,14 @@ pub fn default_text(path: &str) -> Option<String> {
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),
+        "maintenanceWindow.schedule" => WINDOW_SCHEDULE.to_string(),
         "maintenanceWindow.duration" => WINDOW_DURATION.to_string(),
         "maintenanceWindow.timezone" => WINDOW_TIMEZONE.to_string(),
         "emergencyGrow.enabled" => EMERGENCY_ENABLED.to_string(),
         "emergencyGrow.criticalThreshold" => CRITICAL_THRESHOLD.to_string(),
         "emergencyGrow.criticalMinimumFree" => q(CRITICAL_MINIMUM_FREE),
         "emergencyGrow.exceedLimitOnEmergency" => EXCEED_LIMIT_ON_EMERGENCY.to_string(),
+        "emergencyGrow.maxActionsPerDay" => EMERGENCY_MAX_ACTIONS_PER_DAY.to_string(),
         "emergencyGrow.reservedActionsForEmergency" => RESERVED_ACTIONS_FOR_EMERGENCY.to_string(),
         "walSafety.acknowledgeWALRisk" => ACKNOWLEDGE_WAL_RISK.to_string(),
         "walSafety.requireArchiveHealthy" => REQUIRE_ARCHIVE_HEALTHY.to_string(),
@@ -180,6 +187,15 @@ pub fn default_text(path: &str) -> Option<String> {
         "reclaimSpace.timezone" => RECLAIM_TIMEZONE.to_string(),
         _ => return None,
     })
+}
+
+/// [`default_text`] for a policy in `mode`: in threshold mode the window keys have no default,
+/// since no window applies unless one is written.
+pub fn default_text_in(path: &str, mode: super::Mode) -> Option<String> {
+    if mode == super::Mode::Threshold && path.starts_with("maintenanceWindow.") {
+        return None;
+    }
+    default_text(path)
 }
 
 /// Folds case and separators so `usage_threshold`, `usage-threshold` and `UsageThreshold` all
@@ -245,6 +261,25 @@ mod tests {
             }
             assert_eq!(f.annotation, kebab, "annotation key of {}", f.path);
         }
+    }
+
+    #[test]
+    fn the_window_has_a_default_in_convergent_mode_only() {
+        use crate::policy::Mode;
+        let schedule = "maintenanceWindow.schedule";
+        assert_eq!(
+            default_text_in(schedule, Mode::Convergent).as_deref(),
+            Some("0 3 * * *")
+        );
+        assert_eq!(default_text_in(schedule, Mode::Threshold), None);
+        assert_eq!(
+            default_text_in("maintenanceWindow.duration", Mode::Convergent).as_deref(),
+            Some("2h")
+        );
+        assert_eq!(
+            default_text_in("emergencyGrow.maxActionsPerDay", Mode::Threshold).as_deref(),
+            Some("4")
+        );
     }
 
     #[test]

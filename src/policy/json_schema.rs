@@ -21,6 +21,9 @@ enum Kind {
     Size,
     /// `N%` (1-1000) or a quantity with a unit.
     Step,
+    /// A free-space floor: a quantity, or a percent above 0 and below 100. `validate` only warns
+    /// about a bad one (it falls back to the percent trigger); the chart refuses it at install.
+    Floor,
     /// Text headroom parses itself: a duration, a cron schedule, a time zone.
     Text(&'static str),
     /// Such text, or 0 (the check off).
@@ -40,15 +43,19 @@ fn kind(path: &str) -> Option<Kind> {
         | "walSafety.alertOnResize"
         | "reclaimSpace.enabled" => Boolean,
         "mode" => Enum(&["threshold", "convergent"]),
+        "minAvailable" => Floor,
         "limit"
-        | "minAvailable"
         | "minStep"
         | "maxStep"
         | "request"
         | "emergencyGrow.criticalMinimumFree"
         | "walSafety.maxSlotRetentionBytes" => Size,
-        "usageThreshold" | "inodeThreshold" => Integer(1, Some(99)),
-        "maxActionsPerDay" | "emergencyGrow.reservedActionsForEmergency" => Integer(0, Some(10)),
+        // 0: no percent trigger (a floor alone decides; issue 24).
+        "usageThreshold" => Integer(0, Some(99)),
+        "inodeThreshold" => Integer(1, Some(99)),
+        "maxActionsPerDay"
+        | "emergencyGrow.maxActionsPerDay"
+        | "emergencyGrow.reservedActionsForEmergency" => Integer(0, Some(10)),
         "targetBuffer" => Integer(5, Some(50)),
         "emergencyGrow.criticalThreshold" => Integer(80, Some(99)),
         "walSafety.maxPendingWALFiles" => Integer(0, None),
@@ -71,6 +78,8 @@ const BOOLEAN_TEXT: &[&str] = &["true", "True", "TRUE", "false", "False", "FALSE
 /// A Kubernetes quantity: digits with an optional fraction, then a suffix or a decimal exponent.
 const QUANTITY: &str =
     r"[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?";
+/// A percent above 0 and below 100 (a free-space floor relative to the filesystem's size).
+const PERCENT_BELOW_100: &str = r"([1-9][0-9]?(\.[0-9]+)?|0?\.[0-9]*[1-9][0-9]*)";
 /// A quantity with a unit (a bare number is refused as a step).
 const QUANTITY_WITH_UNIT: &str =
     r"[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)";
@@ -94,6 +103,11 @@ fn leaf(path: &str, kind: Kind, annotation: &str) -> Value {
         Kind::Size => json!({ "anyOf": [
             { "type": "integer", "minimum": 0 },
             { "type": "string", "pattern": format!("^{QUANTITY}$") },
+        ] }),
+        Kind::Floor => json!({ "anyOf": [
+            { "type": "integer", "minimum": 0 },
+            { "type": "string", "pattern": format!("^{QUANTITY}$") },
+            { "type": "string", "pattern": format!("^{PERCENT_BELOW_100}%$") },
         ] }),
         Kind::Step => json!({
             "type": "string",
@@ -152,18 +166,33 @@ mod tests {
 
     /// The errors `validate` reports for `path: value`, in a policy whose other keys leave room
     /// for it: a limit (the one required key) large enough that no size is refused for exceeding
-    /// it, and the largest daily budget, which an emergency reserve may not exceed. The sizes
+    /// it, and the largest daily budgets, which an emergency reserve may not exceed. The sizes
     /// probed lie between the default minStep and maxStep, so no cross-key rule fires.
     fn errors(path: &str, value: &str) -> Vec<String> {
         let mut yaml = String::new();
-        for (key, room) in [("limit", "1Ei"), ("maxActionsPerDay", "10")] {
+        let mut room = vec![("limit", "1Ei"), ("maxActionsPerDay", "10")];
+        // usageThreshold 0 says "no percent trigger", which needs a floor to grow on.
+        if path == "usageThreshold" {
+            room.push(("minAvailable", "1Gi"));
+        }
+        for (key, room) in room {
             if path != key {
                 yaml.push_str(&format!("{key}: {room}\n"));
             }
         }
+        // The emergency reserve must also fit the emergency budget (issue 24): the largest.
+        let mut emergency = vec![("maxActionsPerDay", "10".to_string())];
         match path.split_once('.') {
+            Some(("emergencyGrow", k)) => {
+                emergency.retain(|(key, _)| *key != k);
+                emergency.push((k, value.to_string()));
+            }
             Some((g, k)) => yaml.push_str(&format!("{g}:\n  {k}: {value}\n")),
             None => yaml.push_str(&format!("{path}: {value}\n")),
+        }
+        yaml.push_str("emergencyGrow:\n");
+        for (k, v) in emergency {
+            yaml.push_str(&format!("  {k}: {v}\n"));
         }
         parse_policy_yaml(&yaml, &Context::default())
             .errors
@@ -174,6 +203,34 @@ mod tests {
 
     fn accepted(path: &str, value: &str) -> bool {
         errors(path, value).iter().all(|e| !e.starts_with(path))
+    }
+
+    /// What the schema says of `value` (as YAML would give it: a whole number, else a string),
+    /// for a leaf whose alternatives are integers and patterned strings.
+    fn schema_accepts(path: &str, value: &str) -> bool {
+        let s = policy_schema();
+        let leaf = &s["properties"][path];
+        leaf["anyOf"]
+            .as_array()
+            .expect("anyOf")
+            .iter()
+            .any(|alt| match alt["type"].as_str() {
+                Some("integer") => value.parse::<u64>().is_ok(),
+                Some("string") => {
+                    value.parse::<u64>().is_err()
+                        && regex::Regex::new(alt["pattern"].as_str().expect("pattern"))
+                            .expect("regex")
+                            .is_match(value)
+                }
+                _ => false,
+            })
+    }
+
+    /// Read as written: neither refused nor warned about (a bad floor is only a warning).
+    fn read_as_written(path: &str, value: &str) -> bool {
+        let yaml = format!("limit: 1Ei\n{path}: {value}\n");
+        let v = parse_policy_yaml(&yaml, &Context::default());
+        v.errors.iter().chain(&v.warnings).all(|f| f.field != path)
     }
 
     #[test]
@@ -241,6 +298,16 @@ mod tests {
                     }
                     for bad in ["10GB", "20%", "-1Gi", "Gi"] {
                         assert!(!accepted(path, bad), "{path}: {bad}");
+                    }
+                }
+                Kind::Floor => {
+                    for ok in ["5Gi", "500Mi", "0", "10%", "99.5%", "0.5%", "1%"] {
+                        assert!(read_as_written(path, ok), "{path}: {ok}");
+                        assert!(schema_accepts(path, ok), "schema {path}: {ok}");
+                    }
+                    for bad in ["10GB", "0%", "100%", "150%", "-1Gi", "ten%"] {
+                        assert!(!read_as_written(path, bad), "{path}: {bad}");
+                        assert!(!schema_accepts(path, bad), "schema {path}: {bad}");
                     }
                 }
                 Kind::Step => {

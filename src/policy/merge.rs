@@ -25,9 +25,14 @@ pub enum Source {
     PvcAnnotation,
     /// csi-addons' `reclaimspace.csiaddons.openshift.io/schedule` on the PVC (reclaimSpace only).
     CsiAddonsPvcAnnotation,
+    /// The same csi-addons annotation on the claim's Namespace (reclaimSpace only).
+    CsiAddonsNamespaceAnnotation,
     StorageClassAnnotation,
     /// The same csi-addons annotation on the StorageClass (reclaimSpace only).
     CsiAddonsStorageClassAnnotation,
+    /// The same csi-addons annotation on the CSIDriver object of the class's provisioner
+    /// (reclaimSpace only).
+    CsiAddonsCsiDriverAnnotation,
     ConfigMapStorageClass,
     ConfigMapDefault,
     /// Translated from the PVC's `resize.topolvm.io/*` annotations (or its
@@ -277,7 +282,7 @@ mod tests {
         assert_eq!(p.emergency_grow.critical_minimum_free, 2 * GI);
         assert_eq!(
             (p.max_actions_per_day, p.usage_threshold, p.limit),
-            (5, 75, 100 * GI)
+            (5, Some(75), 100 * GI)
         );
         assert_eq!(p.inode_threshold, crate::policy::defaults::INODE_THRESHOLD);
         let json = serde_json::to_value(&m.provenance).expect("json");

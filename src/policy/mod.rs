@@ -66,6 +66,88 @@ pub enum Step {
     Bytes(u64),
 }
 
+/// `minAvailable`: threshold mode grows when free space falls below it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MinAvailable {
+    /// A size; 0 is no floor.
+    Bytes(u64),
+    /// A percent of the filesystem's size (statfs total, root-reserved blocks included): what
+    /// pvc-autoresizer's `threshold: 10%` means, so its claims grow where they used to.
+    Percent(f64),
+}
+
+impl MinAvailable {
+    pub const OFF: MinAvailable = MinAvailable::Bytes(0);
+
+    /// The floor in bytes on a filesystem of `capacity` bytes (a percent rounds down, as
+    /// pvc-autoresizer's does); 0 when there is none.
+    pub fn bytes(self, capacity: u64) -> u64 {
+        match self {
+            MinAvailable::Bytes(b) => b,
+            // 0 < p < 100, so the product is within u64.
+            MinAvailable::Percent(p) => (capacity as f64 * p / 100.0) as u64,
+        }
+    }
+
+    pub fn is_off(self) -> bool {
+        self.bytes(u64::MAX) == 0
+    }
+}
+
+/// A trigger not applied as written, and what stands in for it: said on the claim (status,
+/// Event, metric) as well as by `headroom validate`, never silent.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(tag = "reason", rename_all = "camelCase")]
+pub enum Fallback {
+    /// `minAvailable` could not be read: it is ignored and the percent trigger decides, at
+    /// `usage_threshold` (the CloudNativePG auto-resize RFC's fallback).
+    #[serde(rename_all = "camelCase")]
+    MinAvailableInvalid { usage_threshold: u8 },
+    /// `minAvailable` is at least all the volume could have free (`usable`, used + available):
+    /// it could only be met with nothing stored, so applying it would grow an empty claim action
+    /// after action. Not applied at this size; the percent trigger decides meanwhile.
+    #[serde(rename_all = "camelCase")]
+    MinAvailableUnreachable {
+        min_available: u64,
+        usable: u64,
+        usage_threshold: u8,
+    },
+}
+
+impl Fallback {
+    /// The metric label and status reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::MinAvailableInvalid { .. } => "min_available_invalid",
+            Fallback::MinAvailableUnreachable { .. } => "min_available_unreachable",
+        }
+    }
+
+    /// Every reason, for metrics that export one series each.
+    pub const REASONS: [&'static str; 2] = ["min_available_invalid", "min_available_unreachable"];
+
+    /// What happened, for people (status annotation, Event, `simulate`).
+    pub fn message(self) -> String {
+        use crate::quantity::format as q;
+        match self {
+            Fallback::MinAvailableInvalid { usage_threshold } => format!(
+                "minAvailable is not valid and is ignored: growing at usageThreshold {usage_threshold} % instead"
+            ),
+            // Without the usable bytes, which move with usage: the text is the same every scan,
+            // so the status and the Event are written once.
+            Fallback::MinAvailableUnreachable {
+                min_available,
+                usage_threshold,
+                ..
+            } => format!(
+                "minAvailable {} can never be met at this size (the volume has less free even empty): not applied until the claim is larger; growing at usageThreshold {usage_threshold} % meanwhile",
+                q(min_available)
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmergencyGrow {
     pub enabled: bool,
@@ -74,7 +156,10 @@ pub struct EmergencyGrow {
     /// Free bytes below which growth is an emergency.
     pub critical_minimum_free: u64,
     pub exceed_limit_on_emergency: bool,
-    /// Slots of the daily budget that only emergencies may use.
+    /// Convergent mode: the most actions of any kind in a rolling 24 h (the CloudNativePG RFC's
+    /// `emergencyGrow.maxActionsPerDay`); an emergency may use every one of them.
+    pub max_actions_per_day: u32,
+    /// Convergent mode: of `max_actions_per_day`, how many planned growth leaves to emergencies.
     pub reserved_actions_for_emergency: u32,
 }
 
@@ -109,9 +194,11 @@ pub struct Policy {
     pub enabled: bool,
     pub mode: Mode,
     pub limit: u64,
-    pub usage_threshold: u8,
-    /// Grow when free bytes fall below this; 0 disables the check.
-    pub min_available: u64,
+    /// Grow when this percent is used; `None`: no percent trigger (`minAvailable` alone, or
+    /// `usageThreshold: 0`).
+    pub usage_threshold: Option<u8>,
+    /// Grow when free space falls below this.
+    pub min_available: MinAvailable,
     pub inode_threshold: u8,
     pub step: Step,
     pub min_step: u64,
@@ -124,6 +211,8 @@ pub struct Policy {
     pub maintenance_window: Option<MaintenanceWindow>,
     pub emergency_grow: EmergencyGrow,
     pub wal_safety: WalSafety,
+    /// A trigger validation could not apply as written (an invalid `minAvailable`).
+    pub fallback: Option<Fallback>,
 }
 
 /// Defaults, in one place; README's policy table documents the same values.
@@ -132,7 +221,7 @@ pub mod defaults {
     pub const ENABLED: bool = false;
     pub const MODE: Mode = Mode::Threshold;
     pub const USAGE_THRESHOLD: u8 = 80;
-    pub const MIN_AVAILABLE: u64 = 0;
+    pub const MIN_AVAILABLE: MinAvailable = MinAvailable::OFF;
     pub const INODE_THRESHOLD: u8 = 90;
     pub const STEP: Step = Step::Percent(20);
     pub const MIN_STEP: u64 = GI;
@@ -142,12 +231,16 @@ pub mod defaults {
     pub const PREDICTIVE: bool = false;
     pub const RESIZE_LEAD_TIME: &str = "2m";
     pub const PREDICTIVE_MARGIN: &str = "30s";
-    pub const WINDOW_DURATION: &str = "4h";
+    /// Convergent mode's window when none is written: daily 03:00-05:00 UTC, as in the
+    /// CloudNativePG convergent-storage RFC.
+    pub const WINDOW_SCHEDULE: &str = "0 3 * * *";
+    pub const WINDOW_DURATION: &str = "2h";
     pub const WINDOW_TIMEZONE: &str = "UTC";
     pub const EMERGENCY_ENABLED: bool = true;
     pub const CRITICAL_THRESHOLD: u8 = 95;
     pub const CRITICAL_MINIMUM_FREE: u64 = GI;
     pub const EXCEED_LIMIT_ON_EMERGENCY: bool = false;
+    pub const EMERGENCY_MAX_ACTIONS_PER_DAY: u32 = 4;
     pub const RESERVED_ACTIONS_FOR_EMERGENCY: u32 = 1;
     pub const ACKNOWLEDGE_WAL_RISK: bool = false;
     pub const REQUIRE_ARCHIVE_HEALTHY: bool = true;
@@ -171,7 +264,7 @@ impl Policy {
             enabled: ENABLED,
             mode: MODE,
             limit,
-            usage_threshold: USAGE_THRESHOLD,
+            usage_threshold: Some(USAGE_THRESHOLD),
             min_available: MIN_AVAILABLE,
             inode_threshold: INODE_THRESHOLD,
             step: STEP,
@@ -191,6 +284,7 @@ impl Policy {
                 critical_threshold: CRITICAL_THRESHOLD,
                 critical_minimum_free: CRITICAL_MINIMUM_FREE,
                 exceed_limit_on_emergency: EXCEED_LIMIT_ON_EMERGENCY,
+                max_actions_per_day: EMERGENCY_MAX_ACTIONS_PER_DAY,
                 reserved_actions_for_emergency: RESERVED_ACTIONS_FOR_EMERGENCY,
             },
             wal_safety: WalSafety {
@@ -201,6 +295,7 @@ impl Policy {
                 max_pending_wal_age_seconds: MAX_PENDING_WAL_AGE_SECONDS,
                 alert_on_resize: ALERT_ON_RESIZE,
             },
+            fallback: None,
         }
     }
 }

@@ -3,11 +3,15 @@
 //! The keys live in the same schema and the same live hierarchy as the resize keys, with two
 //! additions:
 //! - csi-addons' `reclaimspace.csiaddons.openshift.io/schedule` annotation is honoured for
-//!   migration, each one directly below headroom's own annotations on the same object, so the
-//!   order is: PVC `headroom.dev/reclaim-space-*`, PVC csi-addons, StorageClass
-//!   `headroom.dev/reclaim-space-*`, StorageClass csi-addons, ConfigMap per-StorageClass,
-//!   ConfigMap defaults. A csi-addons schedule also turns trimming on (that is what it meant to
-//!   csi-addons); it sets no time zone.
+//!   migration on the objects its design reads it from, in its precedence (PVC, Namespace,
+//!   StorageClass, then the CSIDriver of the class's provisioner), each one directly below
+//!   headroom's own annotations on the same object, so the order is: PVC
+//!   `headroom.dev/reclaim-space-*`, PVC csi-addons, Namespace csi-addons, StorageClass
+//!   `headroom.dev/reclaim-space-*`, StorageClass csi-addons, CSIDriver csi-addons, ConfigMap
+//!   per-StorageClass, ConfigMap defaults. A Namespace's schedule applies only to claims of the
+//!   drivers its `reclaimspace.csiaddons.openshift.io/drivers` lists, when it lists any. A
+//!   csi-addons schedule also turns trimming on (that is what it meant to csi-addons); it sets
+//!   no time zone.
 //! - The ConfigMap data key `reclaimSpace.yaml` holds node-wide settings: `enabled: false` turns
 //!   all trimming off at once, whatever any volume says; `timeout` bounds one trim.
 //!
@@ -32,6 +36,25 @@ use super::window::{parse_cron, parse_timezone};
 
 /// csi-addons' per-object schedule annotation.
 pub const CSI_ADDONS_SCHEDULE: &str = "reclaimspace.csiaddons.openshift.io/schedule";
+/// On a Namespace: the CSI drivers (comma-separated) its schedule is for; absent: all.
+pub const CSI_ADDONS_DRIVERS: &str = "reclaimspace.csiaddons.openshift.io/drivers";
+
+/// An object's name and annotations.
+pub type Annotated<'a> = (&'a str, &'a BTreeMap<String, String>);
+
+/// The objects whose annotations say whether and when one claim is trimmed, beside the
+/// ConfigMap.
+#[derive(Debug, Clone, Copy)]
+pub struct Objects<'a> {
+    /// `namespace/name`, for messages.
+    pub pvc: &'a str,
+    pub pvc_annotations: &'a BTreeMap<String, String>,
+    pub namespace: Option<Annotated<'a>>,
+    pub storage_class: Option<Annotated<'a>>,
+    /// The claim's CSI driver (its StorageClass's provisioner), and that CSIDriver object's
+    /// annotations when it exists.
+    pub driver: Option<(&'a str, Option<&'a BTreeMap<String, String>>)>,
+}
 const KEYS: [&str; 3] = [
     "reclaimSpace.enabled",
     "reclaimSpace.schedule",
@@ -117,6 +140,24 @@ fn csi_addons_layer(annotations: &BTreeMap<String, String>, object: &str) -> Pol
     spec
 }
 
+/// The Namespace's csi-addons layer, when its schedule is for the claim's driver: csi-addons
+/// reads `drivers` as the drivers the Namespace's schedule applies to (all when absent).
+fn namespace_layer(o: &Objects<'_>) -> PolicySpec {
+    let Some((name, annotations)) = o.namespace else {
+        return PolicySpec::default();
+    };
+    let for_driver = match annotations.get(CSI_ADDONS_DRIVERS) {
+        None => true,
+        Some(list) => o
+            .driver
+            .is_some_and(|(driver, _)| list.split(',').map(str::trim).any(|d| d == driver)),
+    };
+    if !for_driver {
+        return PolicySpec::default();
+    }
+    csi_addons_layer(annotations, &format!("Namespace {name}"))
+}
+
 fn is_reclaim_problem(f: &Finding) -> bool {
     f.field.starts_with("reclaimSpace") || f.field.contains("reclaim-space")
 }
@@ -130,9 +171,29 @@ pub fn resolve(
     storage_class: Option<(&str, &BTreeMap<String, String>)>,
     central: &CentralPolicy,
 ) -> Resolved {
+    resolve_objects(
+        &Objects {
+            pvc,
+            pvc_annotations,
+            namespace: None,
+            storage_class,
+            driver: None,
+        },
+        central,
+    )
+}
+
+/// [`resolve`], with the claim's Namespace and CSIDriver.
+pub fn resolve_objects(o: &Objects<'_>, central: &CentralPolicy) -> Resolved {
+    let (pvc, pvc_annotations, storage_class) = (o.pvc, o.pvc_annotations, o.storage_class);
     let pvc_object = format!("PVC {pvc}");
     let pvc_spec = from_annotations(pvc_annotations, &pvc_object);
     let pvc_csi = csi_addons_layer(pvc_annotations, &pvc_object);
+    let ns_csi = namespace_layer(o);
+    let driver_csi = match o.driver {
+        Some((name, Some(a))) => csi_addons_layer(a, &format!("CSIDriver {name}")),
+        _ => PolicySpec::default(),
+    };
     let (sc_spec, sc_csi) = match storage_class {
         Some((name, a)) => {
             let object = format!("StorageClass {name}");
@@ -147,8 +208,10 @@ pub fn resolve(
     let merged = merge_layers(&[
         (Source::PvcAnnotation, &pvc_spec),
         (Source::CsiAddonsPvcAnnotation, &pvc_csi),
+        (Source::CsiAddonsNamespaceAnnotation, &ns_csi),
         (Source::StorageClassAnnotation, &sc_spec),
         (Source::CsiAddonsStorageClassAnnotation, &sc_csi),
+        (Source::CsiAddonsCsiDriverAnnotation, &driver_csi),
         (Source::ConfigMapStorageClass, cm_class),
         (Source::ConfigMapDefault, &central.defaults),
     ]);

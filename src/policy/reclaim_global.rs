@@ -13,8 +13,9 @@ use super::value::boolean;
 
 /// ConfigMap data key of the node-wide reclaim settings (the global switch).
 pub const GLOBAL_KEY: &str = "reclaimSpace.yaml";
-/// Bound on one trim unless `reclaimSpace.yaml` says otherwise.
-pub const DEFAULT_TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
+/// Bound on one trim unless `reclaimSpace.yaml` says otherwise: the csi-addons ReclaimSpace
+/// design's 10 minutes (a ReclaimSpaceJob's default `retryDeadlineSeconds: 600`).
+pub const DEFAULT_TIMEOUT: SignedDuration = SignedDuration::from_mins(10);
 
 /// The node-wide settings from `reclaimSpace.yaml`.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,7 +82,7 @@ pub fn parse_global(text: &str, configmap: &str) -> ReclaimGlobal {
                 Ok(d) if d > SignedDuration::ZERO => timeout = Some(d),
                 _ => bad(
                     &key,
-                    format!("'{text}' is not a positive duration; write e.g. 30m or 2h"),
+                    format!("'{text}' is not a positive duration; write e.g. 10m or 2h"),
                 ),
             },
             _ => bad(&key, "unknown key; the keys are enabled and timeout".into()),

@@ -158,6 +158,13 @@ fn global_switch_turns_everything_off() {
         panic!("the switch must win");
     };
     assert!(why.contains("reclaimSpace.yaml"), "{why}");
+    // Issue 24: without a timeout, the csi-addons design's 10 minutes (was 30).
+    let c = central(&[(GLOBAL_KEY, "enabled: true\n")]);
+    assert_eq!(c.reclaim.timeout, jiff::SignedDuration::from_mins(10));
+    assert_eq!(
+        crate::policy::reclaim::ReclaimGlobal::default().timeout,
+        jiff::SignedDuration::from_mins(10)
+    );
     // `enabled: true` (or no key) leaves it to the volumes; timeout is read.
     let c = central(&[(GLOBAL_KEY, "enabled: true\ntimeout: 2h\n")]);
     assert_eq!(c.reclaim.timeout, jiff::SignedDuration::from_hours(2));
@@ -255,4 +262,143 @@ fn bad_values_name_the_field_and_where_it_was_written() {
         &Context::default(),
     );
     assert!(v.errors.is_empty(), "{:?}", v.errors);
+}
+
+/// Issue 24 (ReclaimSpace design): schedules on the Namespace and on the CSIDriver object, in
+/// csi-addons' precedence: PVC > Namespace > StorageClass > CSIDriver, then the ConfigMap.
+#[test]
+fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
+    use super::reclaim::{CSI_ADDONS_DRIVERS, Objects, resolve_objects};
+    let none = BTreeMap::new();
+    let c = central(&[]);
+    let ns = map(&[(CSI_ADDONS_SCHEDULE, "0 1 * * *")]);
+    let sc = map(&[(CSI_ADDONS_SCHEDULE, "0 2 * * 3")]);
+    let driver = map(&[(CSI_ADDONS_SCHEDULE, "0 3 1 * *")]);
+    let at = |pvc: &BTreeMap<String, String>,
+              ns: &BTreeMap<String, String>,
+              sc: &BTreeMap<String, String>,
+              driver: &BTreeMap<String, String>| {
+        scheduled(resolve_objects(
+            &Objects {
+                pvc: "db/a",
+                pvc_annotations: pvc,
+                namespace: Some(("db", ns)),
+                storage_class: Some(("standard", sc)),
+                driver: Some(("rbd.csi.ceph.com", Some(driver))),
+            },
+            &c,
+        ))
+    };
+    // The CSIDriver alone turns trimming on for every claim of that driver.
+    assert_eq!(
+        at(&none, &none, &none, &driver),
+        (
+            "0 3 1 * *".into(),
+            "UTC".into(),
+            Source::CsiAddonsCsiDriverAnnotation
+        )
+    );
+    // The StorageClass beats the CSIDriver; the Namespace beats both; the claim beats all.
+    assert_eq!(
+        at(&none, &none, &sc, &driver).2,
+        Source::CsiAddonsStorageClassAnnotation
+    );
+    assert_eq!(
+        at(&none, &ns, &sc, &driver).2,
+        Source::CsiAddonsNamespaceAnnotation
+    );
+    let pvc = map(&[(CSI_ADDONS_SCHEDULE, "@monthly")]);
+    assert_eq!(at(&pvc, &ns, &sc, &driver).0, "@monthly");
+    // headroom's own StorageClass key ranks with the StorageClass: below the Namespace's.
+    let sc_own = map(&[("headroom.dev/reclaim-space-schedule", "@daily")]);
+    assert_eq!(
+        at(&none, &ns, &sc_own, &driver).2,
+        Source::CsiAddonsNamespaceAnnotation
+    );
+    assert_eq!(
+        at(&none, &none, &sc_own, &driver).2,
+        Source::StorageClassAnnotation
+    );
+    // A headroom opt-out on the claim wins over every csi-addons schedule.
+    let off = map(&[("headroom.dev/reclaim-space-enabled", "false")]);
+    assert!(matches!(
+        resolve_objects(
+            &Objects {
+                pvc: "db/a",
+                pvc_annotations: &off,
+                namespace: Some(("db", &ns)),
+                storage_class: Some(("standard", &sc)),
+                driver: Some(("rbd.csi.ceph.com", Some(&driver))),
+            },
+            &c,
+        ),
+        Resolved::Off(_)
+    ));
+
+    // A Namespace's `drivers` limits its schedule to those drivers' claims.
+    let for_rbd = map(&[
+        (CSI_ADDONS_SCHEDULE, "0 1 * * *"),
+        (CSI_ADDONS_DRIVERS, "cephfs.csi.ceph.com, rbd.csi.ceph.com"),
+    ]);
+    assert_eq!(
+        at(&none, &for_rbd, &sc, &driver).2,
+        Source::CsiAddonsNamespaceAnnotation
+    );
+    let for_other = map(&[
+        (CSI_ADDONS_SCHEDULE, "0 1 * * *"),
+        (CSI_ADDONS_DRIVERS, "ebs.csi.aws.com"),
+    ]);
+    assert_eq!(
+        at(&none, &for_other, &sc, &driver).2,
+        Source::CsiAddonsStorageClassAnnotation
+    );
+    let only_ns = |ns: &BTreeMap<String, String>, driver: Option<&str>| {
+        resolve_objects(
+            &Objects {
+                pvc: "db/a",
+                pvc_annotations: &none,
+                namespace: Some(("db", ns)),
+                storage_class: None,
+                driver: driver.map(|d| (d, None)),
+            },
+            &c,
+        )
+    };
+    assert!(matches!(
+        only_ns(&for_other, Some("rbd.csi.ceph.com")),
+        Resolved::Off(_)
+    ));
+    // A driver list and no known driver: not applied (it cannot be said to be for this claim).
+    assert!(matches!(only_ns(&for_rbd, None), Resolved::Off(_)));
+    assert_eq!(
+        scheduled(only_ns(&ns, None)).2,
+        Source::CsiAddonsNamespaceAnnotation
+    );
+    // A bad schedule on either object names it.
+    let bad = map(&[(CSI_ADDONS_SCHEDULE, "@every 1h")]);
+    let Resolved::Invalid(errors) = only_ns(&bad, None) else {
+        panic!("refused");
+    };
+    assert!(
+        errors[0].message.contains("Namespace db annotation"),
+        "{errors:?}"
+    );
+    let Resolved::Invalid(errors) = resolve_objects(
+        &Objects {
+            pvc: "db/a",
+            pvc_annotations: &none,
+            namespace: None,
+            storage_class: None,
+            driver: Some(("rbd.csi.ceph.com", Some(&bad))),
+        },
+        &c,
+    ) else {
+        panic!("refused");
+    };
+    assert!(
+        errors[0]
+            .message
+            .contains("CSIDriver rbd.csi.ceph.com annotation"),
+        "{errors:?}"
+    );
 }

@@ -58,6 +58,8 @@ pub struct EmergencyGrowSpec {
     #[serde(skip_serializing_if = "none")]
     pub exceed_limit_on_emergency: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
+    pub max_actions_per_day: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
     pub reserved_actions_for_emergency: Option<Raw>,
 }
 
@@ -199,6 +201,7 @@ macro_rules! slot {
             "emergencyGrow.exceedLimitOnEmergency" => {
                 Some($($r)+ $s.emergency_grow.exceed_limit_on_emergency)
             }
+            "emergencyGrow.maxActionsPerDay" => Some($($r)+ $s.emergency_grow.max_actions_per_day),
             "emergencyGrow.reservedActionsForEmergency" => {
                 Some($($r)+ $s.emergency_grow.reserved_actions_for_emergency)
             }

@@ -21,6 +21,8 @@ pub const ENABLED: &str = "resize.topolvm.io/enabled";
 pub const THRESHOLD: &str = "resize.topolvm.io/threshold";
 pub const INODES_THRESHOLD: &str = "resize.topolvm.io/inodes-threshold";
 pub const INCREASE: &str = "resize.topolvm.io/increase";
+/// The design notes' name for the increase.
+pub const AMOUNT: &str = "resize.topolvm.io/amount";
 pub const STORAGE_LIMIT: &str = "resize.topolvm.io/storage_limit";
 /// The label key whose value groups claims of one namespace (see `k8s::roles::group_key`).
 pub const INITIAL_RESIZE_GROUP_BY: &str = "resize.topolvm.io/initial-resize-group-by";
@@ -170,58 +172,93 @@ pub fn layers(
     };
     out.set(Some(limit_object), "limit", &limit_text, &limit_origin);
 
-    let default_origin = |key: &str, default: &str| {
-        format!(
-            "pvc-autoresizer default {key}: {default} ({} enables the claim)",
-            enabled.origin
-        )
+    let values = Values {
+        objects: &objects,
+        enabled_by: &enabled.origin,
     };
-    // (text, layer: None for pvc-autoresizer's default, origin)
-    let pick = |key: &str, default: &'static str| match objects.lookup(key) {
-        Some(found) => (
-            found.text.to_string(),
-            Some(found.object),
-            format!("{}: {}", found.origin, found.text),
-        ),
-        None => (default.to_string(), None, default_origin(key, default)),
-    };
-
-    let (text, object, origin) = pick(THRESHOLD, DEFAULT_THRESHOLD);
-    match threshold(&text) {
-        Ok(Threshold::Percent(used)) => {
-            out.set(object, "usageThreshold", &used.to_string(), &origin);
-            // One trigger, as pvc-autoresizer has: a ConfigMap's minAvailable would add another.
-            out.set(object, "minAvailable", "0", &origin);
-        }
-        Ok(Threshold::Bytes(bytes)) => {
-            out.set(object, "minAvailable", &quantity::format(bytes), &origin);
-            // With a size, pvc-autoresizer has no percent trigger; 99 is as close as headroom's
-            // range allows, so the default 80 % does not grow the claim earlier than it used to.
-            out.set(object, "usageThreshold", "99", &origin);
-        }
-        Err(m) => out.problem(THRESHOLD, format!("{m} (in {origin})")),
-    }
-
-    let (text, object, origin) = pick(INODES_THRESHOLD, DEFAULT_INODES_THRESHOLD);
-    match inodes_threshold(&text) {
-        Ok(used) => out.set(object, "inodeThreshold", &used.to_string(), &origin),
-        Err(m) => out.problem(INODES_THRESHOLD, format!("{m} (in {origin})")),
-    }
-
-    let (text, object, origin) = pick(INCREASE, DEFAULT_INCREASE);
-    match increase(&text) {
-        Ok(step) => {
-            if step.ends_with('%') {
-                // pvc-autoresizer does not clamp a percent increase (it stops at the limit):
-                // a ConfigMap's minStep/maxStep would change the size it grows to.
-                out.set(object, "minStep", "0", &origin);
-                out.set(object, "maxStep", &limit_text, &origin);
-            }
-            out.set(object, "step", &step, &origin);
-        }
-        Err(m) => out.problem(INCREASE, format!("{m} (in {origin})")),
-    }
+    values.threshold(&mut out);
+    values.inodes_threshold(&mut out);
+    values.increase(&limit_text, &mut out);
     out
+}
+
+/// The value annotations of a claim pvc-autoresizer enables, each set in the layer of the object
+/// it was written on, or pvc-autoresizer's default in the layer of the object that enables it.
+struct Values<'a> {
+    objects: &'a Objects<'a>,
+    /// Where `resize.topolvm.io/enabled` enables the claim.
+    enabled_by: &'a str,
+}
+
+impl Values<'_> {
+    /// The text of `key` (or its default), its layer (`None`: pvc-autoresizer's default) and its
+    /// origin.
+    fn pick(&self, key: &str, default: &str) -> (String, Option<Object>, String) {
+        match self.objects.lookup(key) {
+            Some(found) => (
+                found.text.to_string(),
+                Some(found.object),
+                format!("{}: {}", found.origin, found.text),
+            ),
+            None => (
+                default.to_string(),
+                None,
+                format!(
+                    "pvc-autoresizer default {key}: {default} ({} enables the claim)",
+                    self.enabled_by
+                ),
+            ),
+        }
+    }
+
+    /// pvc-autoresizer's threshold is a free-space floor, in bytes or in percent of the
+    /// filesystem's size, and it grows only strictly below it: headroom's minAvailable, read the
+    /// same way. It has no percent-used trigger, so `usageThreshold: 0` keeps a ConfigMap's from
+    /// adding one.
+    fn threshold(&self, out: &mut Layers) {
+        let (text, object, origin) = self.pick(THRESHOLD, DEFAULT_THRESHOLD);
+        match threshold(&text) {
+            Ok(floor) => {
+                let floor = match floor {
+                    Threshold::Percent(free) => format!("{free}%"),
+                    Threshold::Bytes(bytes) => quantity::format(bytes),
+                };
+                out.set(object, "minAvailable", &floor, &origin);
+                out.set(object, "usageThreshold", "0", &origin);
+            }
+            Err(m) => out.problem(THRESHOLD, format!("{m} (in {origin})")),
+        }
+    }
+
+    fn inodes_threshold(&self, out: &mut Layers) {
+        let (text, object, origin) = self.pick(INODES_THRESHOLD, DEFAULT_INODES_THRESHOLD);
+        match inodes_threshold(&text) {
+            Ok(used) => out.set(object, "inodeThreshold", &used.to_string(), &origin),
+            Err(m) => out.problem(INODES_THRESHOLD, format!("{m} (in {origin})")),
+        }
+    }
+
+    /// `amount` is what pvc-autoresizer's design notes call the increase (their own example:
+    /// `threshold: 20%`, `amount: 20Gi`); its code reads `increase`, which wins when both are set.
+    fn increase(&self, limit_text: &str, out: &mut Layers) {
+        let key = [INCREASE, AMOUNT]
+            .into_iter()
+            .find(|k| self.objects.lookup(k).is_some())
+            .unwrap_or(INCREASE);
+        let (text, object, origin) = self.pick(key, DEFAULT_INCREASE);
+        match increase(&text) {
+            Ok(step) => {
+                if step.ends_with('%') {
+                    // pvc-autoresizer does not clamp a percent increase (it stops at the limit):
+                    // a ConfigMap's minStep/maxStep would change the size it grows to.
+                    out.set(object, "minStep", "0", &origin);
+                    out.set(object, "maxStep", limit_text, &origin);
+                }
+                out.set(object, "step", &step, &origin);
+            }
+            Err(m) => out.problem(key, format!("{m} (in {origin})")),
+        }
+    }
 }
 
 enum Limit {
@@ -267,9 +304,9 @@ fn limit(objects: &Objects<'_>, spec_limit: Option<&str>, out: &mut Layers) -> L
 
 #[derive(Debug, PartialEq)]
 enum Threshold {
-    /// headroom's `usageThreshold`.
-    Percent(u8),
-    /// headroom's `minAvailable`.
+    /// Free space below this percent of the filesystem's size: `minAvailable: N%`.
+    Percent(f64),
+    /// Free bytes: `minAvailable`.
     Bytes(u64),
 }
 
@@ -300,13 +337,15 @@ fn threshold(text: &str) -> Result<Threshold, String> {
                 text.trim()
             ));
         }
-        return match used_percent(free) {
-            0 => Err(format!(
-                "'{}' would grow on every check; write a percent of free space below 100%, such as 10%",
+        // pvc-autoresizer accepts 100 %: free space is always below the whole volume, so it
+        // grows at every check until the limit. headroom refuses it (README, migration section).
+        if free >= 100.0 {
+            return Err(format!(
+                "'{}' would grow on every check until the limit (free space is always below the whole volume); pvc-autoresizer accepts it, headroom refuses it: write a percent of free space below 100%, such as 10%",
                 text.trim()
-            )),
-            used => Ok(Threshold::Percent(used)),
-        };
+            ));
+        }
+        return Ok(Threshold::Percent(free));
     }
     match size(text)? {
         0 => Err(format!(

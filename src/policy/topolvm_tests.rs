@@ -5,7 +5,7 @@ use crate::policy::merge::{
     CentralPolicy, Source, effective, effective_with_limits, parse_configmap,
 };
 use crate::policy::validate::{Context, Validation, validate};
-use crate::policy::{Step, defaults};
+use crate::policy::{MinAvailable, Step};
 use crate::quantity::GI;
 
 use crate::policy::test_map as map;
@@ -47,10 +47,18 @@ fn the_upstream_readme_example_translates_key_by_key() {
     let p = v.policy.expect("valid");
     assert!(p.enabled);
     assert_eq!(p.limit, 100 * GI);
-    assert_eq!((p.usage_threshold, p.inode_threshold), (80, 80));
+    // Issue 24: the threshold is a free-space floor of 20 % of the filesystem, strictly below,
+    // with no percent-used trigger, as pvc-autoresizer reads it (was usageThreshold 80).
+    assert_eq!(p.min_available, MinAvailable::Percent(20.0));
+    assert_eq!((p.usage_threshold, p.inode_threshold), (None, 80));
     assert_eq!(p.step, Step::Bytes(20 * GI));
-    assert_eq!(p.min_available, defaults::MIN_AVAILABLE);
-    for key in ["limit", "usageThreshold", "inodeThreshold", "step"] {
+    for key in [
+        "limit",
+        "usageThreshold",
+        "minAvailable",
+        "inodeThreshold",
+        "step",
+    ] {
         assert_eq!(m.provenance[key], Source::TopolvmPvcAnnotation, "{key}");
     }
     assert_eq!(
@@ -79,7 +87,9 @@ fn unset_keys_take_pvc_autoresizers_defaults_only_when_it_enables_the_claim() {
     let pvc = map(&[(STORAGE_LIMIT, "50Gi")]);
     let (m, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
     let p = v.policy.expect("valid");
-    assert_eq!((p.usage_threshold, p.inode_threshold), (90, 90));
+    // Issue 24: the default 10 % threshold is a 10 % free-space floor (was usageThreshold 90).
+    assert_eq!(p.min_available, MinAvailable::Percent(10.0));
+    assert_eq!((p.usage_threshold, p.inode_threshold), (None, 90));
     assert_eq!(p.step, Step::Percent(10));
     let origin = m
         .spec
@@ -158,10 +168,14 @@ fn an_objects_topolvm_annotations_rank_with_its_own_keys_above_the_configmap() {
     assert_eq!(p.mode, crate::policy::Mode::Threshold);
     assert_eq!(
         (p.usage_threshold, p.inode_threshold, p.limit, p.step),
-        (80, 75, 100 * GI, Step::Percent(30))
+        (None, 75, 100 * GI, Step::Percent(30))
     );
-    // pvc-autoresizer has one trigger and an unclamped percent increase.
-    assert_eq!((p.min_available, p.min_step, p.max_step), (0, 0, 100 * GI));
+    // pvc-autoresizer has one trigger (its free-space floor, issue 24: the ConfigMap's
+    // usageThreshold and minAvailable do not apply) and an unclamped percent increase.
+    assert_eq!(
+        (p.min_available, p.min_step, p.max_step),
+        (MinAvailable::Percent(20.0), 0, 100 * GI)
+    );
     assert_eq!(
         p.max_actions_per_day, 4,
         "what no object says, the ConfigMap fills"
@@ -187,7 +201,8 @@ fn an_objects_topolvm_annotations_rank_with_its_own_keys_above_the_configmap() {
     let class = map(&[(ENABLED, "true"), ("headroom.dev/step", "3Gi")]);
     let (m, v) = run(&pvc, &class, None, &central);
     let p = v.policy.expect("valid");
-    assert_eq!((p.step, p.usage_threshold), (Step::Bytes(3 * GI), 90));
+    assert_eq!((p.step, p.usage_threshold), (Step::Bytes(3 * GI), None));
+    assert_eq!(p.min_available, MinAvailable::Percent(10.0));
     assert_eq!(m.provenance["step"], Source::StorageClassAnnotation);
     assert_eq!(m.provenance["usageThreshold"], Source::TopolvmDefault);
 
@@ -200,7 +215,7 @@ fn an_objects_topolvm_annotations_rank_with_its_own_keys_above_the_configmap() {
     ]);
     let (m, v) = run(&pvc, &class, None, &central);
     let p = v.policy.expect("valid");
-    assert_eq!((p.step, p.usage_threshold), (Step::Bytes(2 * GI), 60));
+    assert_eq!((p.step, p.usage_threshold), (Step::Bytes(2 * GI), Some(60)));
     assert_eq!(m.provenance["step"], Source::PvcAnnotation);
 }
 
@@ -284,8 +299,13 @@ fn the_shipped_configmap_changes_nothing_pvc_autoresizer_decides() {
         )
     );
     assert_eq!(
-        (a.usage_threshold, a.step, a.limit),
-        (90, Step::Percent(10), 100 * GI)
+        (a.usage_threshold, a.min_available, a.step, a.limit),
+        (
+            None,
+            MinAvailable::Percent(10.0),
+            Step::Percent(10),
+            100 * GI
+        )
     );
 }
 
@@ -299,16 +319,17 @@ fn sizes_fractions_and_off_values() {
     ]);
     let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
     let p = v.policy.expect("valid");
-    assert_eq!(p.min_available, 5 * GI);
+    assert_eq!(p.min_available, MinAvailable::Bytes(5 * GI));
+    // Issue 24: no percent trigger at all (was 99, the closest headroom allowed).
     assert_eq!(
-        p.usage_threshold, 99,
+        p.usage_threshold, None,
         "a size threshold has no percent trigger"
     );
     assert_eq!(p.inode_threshold, 99);
     assert_eq!(p.step, Step::Percent(8));
 
-    assert_eq!(threshold("12.5%"), Ok(Threshold::Percent(87)));
-    assert_eq!(threshold("0.5%"), Ok(Threshold::Percent(99)));
+    assert_eq!(threshold("12.5%"), Ok(Threshold::Percent(12.5)));
+    assert_eq!(threshold("0.5%"), Ok(Threshold::Percent(0.5)));
     assert_eq!(
         threshold("10"),
         Ok(Threshold::Bytes(10)),
@@ -319,7 +340,10 @@ fn sizes_fractions_and_off_values() {
     // An empty annotation means the default, as upstream reads it.
     let pvc = map(&[(STORAGE_LIMIT, "1Ti"), (THRESHOLD, " ")]);
     let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
-    assert_eq!(v.policy.expect("valid").usage_threshold, 90);
+    assert_eq!(
+        v.policy.expect("valid").min_available,
+        MinAvailable::Percent(10.0)
+    );
 }
 
 #[test]
@@ -431,7 +455,8 @@ fn readme_side_by_side_claims_get_the_same_policy() {
         "db/data-pg-0",
         &map(&[
             ("headroom.dev/limit", "100Gi"),
-            ("headroom.dev/usage-threshold", "80"),
+            // minAvailable alone: a purely absolute trigger, as pvc-autoresizer's threshold.
+            ("headroom.dev/min-available", "20%"),
             ("headroom.dev/inode-threshold", "80"),
             ("headroom.dev/step", "20Gi"),
         ]),
@@ -444,4 +469,269 @@ fn readme_side_by_side_claims_get_the_same_policy() {
     let policy = |m: &crate::policy::Merged| validate(&m.spec, &Context::default()).policy;
     assert!(policy(&topolvm).is_some());
     assert_eq!(policy(&topolvm), policy(&headroom));
+}
+
+#[test]
+fn amount_from_the_design_notes_is_the_increase() {
+    // pvc-autoresizer's design notes: `threshold: 20%`, `amount: 20Gi` (issue 24: the claim used
+    // to grow by the default 10 %).
+    let pvc = map(&[
+        (STORAGE_LIMIT, "100Gi"),
+        (THRESHOLD, "20%"),
+        (AMOUNT, "20Gi"),
+    ]);
+    let (m, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    let p = v.policy.expect("valid");
+    assert_eq!(p.step, Step::Bytes(20 * GI));
+    assert_eq!(m.provenance["step"], Source::TopolvmPvcAnnotation);
+    assert_eq!(
+        m.spec.get("step").and_then(|r| r.origin.as_deref()),
+        Some("PVC db/data-pg-0 annotation resize.topolvm.io/amount: 20Gi")
+    );
+    // On the StorageClass too, and as a percent (then unclamped, like increase).
+    let class = map(&[(ENABLED, "true"), (AMOUNT, "25%")]);
+    let (m, v) = run(
+        &map(&[(STORAGE_LIMIT, "100Gi")]),
+        &class,
+        None,
+        &CentralPolicy::default(),
+    );
+    let p = v.policy.expect("valid");
+    assert_eq!(
+        (p.step, p.min_step, p.max_step),
+        (Step::Percent(25), 0, 100 * GI)
+    );
+    assert_eq!(m.provenance["step"], Source::TopolvmStorageClassAnnotation);
+    // pvc-autoresizer's code reads `increase`: it wins when both are written.
+    let pvc = map(&[
+        (STORAGE_LIMIT, "100Gi"),
+        (AMOUNT, "20Gi"),
+        (INCREASE, "5Gi"),
+    ]);
+    let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    assert_eq!(v.policy.expect("valid").step, Step::Bytes(5 * GI));
+    // A bad amount is an error naming it, like a bad increase.
+    let pvc = map(&[(STORAGE_LIMIT, "100Gi"), (AMOUNT, "20GB")]);
+    let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    assert!(v.policy.is_none());
+    assert_eq!(v.errors[0].field, AMOUNT);
+    assert!(
+        v.errors[0]
+            .message
+            .contains("PVC db/data-pg-0 annotation resize.topolvm.io/amount"),
+        "{}",
+        v.errors[0].message
+    );
+}
+
+/// pvc-autoresizer's own resize cases (internal/runners/pvc_autoresizer_test.go, "parameter
+/// tests": increase 1Gi, limit 100Gi), through the translation and the engine: each claim
+/// grows exactly where pvc-autoresizer grows it, strictly below the threshold (issue 24: the
+/// three cases with exactly 5Gi of 10Gi free at `threshold: 50%` grew before).
+#[test]
+fn pvc_autoresizers_own_resize_cases_grow_where_it_does() {
+    use crate::decide::{
+        ClaimState, GrowKind, Inputs, Measurement, PolicyInput, ResizeState, VolumeFacts, decide,
+    };
+    struct Peer {
+        what: &'static str,
+        request_gi: u64,
+        /// `None`: no status.capacity.
+        capacity_gi: Option<u64>,
+        threshold: &'static str,
+        available: u64,
+        inodes: (u64, u64),
+        inodes_threshold: &'static str,
+        expect_gi: u64,
+    }
+    let case = |what,
+                request_gi,
+                capacity_gi,
+                threshold,
+                available,
+                inodes,
+                inodes_threshold,
+                expect_gi| Peer {
+        what,
+        request_gi,
+        capacity_gi,
+        threshold,
+        available,
+        inodes,
+        inodes_threshold,
+        expect_gi,
+    };
+    let cases = [
+        case(
+            "Should resize(absolute value)",
+            10,
+            Some(10),
+            "5Gi",
+            5 * GI - 1,
+            (100, 100),
+            "",
+            11,
+        ),
+        case(
+            "Should not resize(absolute value)",
+            10,
+            Some(10),
+            "5Gi",
+            5 * GI,
+            (100, 100),
+            "",
+            10,
+        ),
+        case(
+            "Should resize(%)",
+            10,
+            Some(10),
+            "50%",
+            5 * GI - 1,
+            (100, 100),
+            "",
+            11,
+        ),
+        case(
+            "Should not resize(%)",
+            10,
+            Some(10),
+            "50%",
+            5 * GI,
+            (100, 100),
+            "",
+            10,
+        ),
+        case(
+            "Should resize(inode)",
+            10,
+            Some(10),
+            "50%",
+            5 * GI,
+            (9, 100),
+            "",
+            11,
+        ),
+        case(
+            "Should resize(inode with annotation)",
+            10,
+            Some(10),
+            "50%",
+            5 * GI,
+            (49, 100),
+            "50%",
+            11,
+        ),
+        case(
+            "Should not resize(inode)",
+            10,
+            Some(10),
+            "50%",
+            5 * GI,
+            (9, 100),
+            "0%",
+            10,
+        ),
+        // The request is below the capacity: the new size is counted from the capacity.
+        case(
+            "Should resize(capacity size check)",
+            1,
+            Some(10),
+            "5Gi",
+            5 * GI - 1,
+            (100, 100),
+            "",
+            11,
+        ),
+        case(
+            "Should not resize(inode - 0 capacityInodeSize)",
+            10,
+            Some(10),
+            "50%",
+            5 * GI,
+            (0, 0),
+            "20%",
+            10,
+        ),
+        case(
+            "Should not resize(no capacity value set)",
+            10,
+            None,
+            "5Gi",
+            5 * GI - 1,
+            (100, 100),
+            "",
+            10,
+        ),
+    ];
+    for c in cases {
+        let mut pvc = map(&[
+            (STORAGE_LIMIT, "100Gi"),
+            (THRESHOLD, c.threshold),
+            (INCREASE, "1Gi"),
+        ]);
+        if !c.inodes_threshold.is_empty() {
+            pvc.insert(INODES_THRESHOLD.into(), c.inodes_threshold.into());
+        }
+        let (_, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+        let p = v
+            .policy
+            .unwrap_or_else(|| panic!("{}: {:?}", c.what, v.errors));
+        // The filesystem is the claim's capacity (the peer's metrics give only the free bytes).
+        let fs = c.capacity_gi.unwrap_or(c.request_gi) * GI;
+        let (inodes_free, inodes_total) = c.inodes;
+        let m = Measurement {
+            capacity_bytes: fs,
+            used_bytes: fs - c.available,
+            available_bytes: c.available,
+            inodes_total,
+            inodes_used: inodes_total - inodes_free,
+        };
+        let claim = ClaimState {
+            request_bytes: c.request_gi * GI,
+            capacity_bytes: c.capacity_gi.unwrap_or(0) * GI,
+            resize: ResizeState::Idle,
+        };
+        let d = decide(&Inputs {
+            policy: PolicyInput::Valid(&p),
+            measurement: m,
+            claim: &claim,
+            history: &[],
+            wal: None,
+            facts: VolumeFacts {
+                expandable: true,
+                capacity_unknown: c.capacity_gi.is_none(),
+                ..VolumeFacts::default()
+            },
+            now: "2026-01-04T04:00:00Z".parse().expect("ts"),
+            fill_rate: None,
+        });
+        let grown = d.grow_to().map_or(
+            c.request_gi.max(c.capacity_gi.unwrap_or(0)),
+            |(to, kind)| {
+                assert_eq!(kind, GrowKind::Grow, "{}", c.what);
+                to / GI
+            },
+        );
+        assert_eq!(grown, c.expect_gi, "{}: {d:?}", c.what);
+    }
+}
+
+/// `threshold: 100%` grows pvc-autoresizer's claim at every check until its limit; headroom
+/// refuses it (kept deliberately, README's migration section), with the reason on the claim.
+#[test]
+fn a_hundred_percent_threshold_is_refused_with_the_reason() {
+    let pvc = map(&[(STORAGE_LIMIT, "100Gi"), (THRESHOLD, "100%")]);
+    let (m, v) = run(&pvc, &enabled_class(), None, &CentralPolicy::default());
+    assert!(m.wants_enabled(), "reported, not silently skipped");
+    let e = v
+        .errors
+        .iter()
+        .find(|f| f.field == THRESHOLD)
+        .expect("refused");
+    assert!(
+        e.message.contains("every check") && e.message.contains("pvc-autoresizer accepts it"),
+        "{}",
+        e.message
+    );
 }

@@ -8,7 +8,7 @@ use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, integer, size};
 use super::window::{MaintenanceWindow, WindowError};
-use super::{Mode, Policy, Step};
+use super::{Fallback, MinAvailable, Mode, Policy, Step};
 use crate::quantity::format as q;
 
 /// Facts about the volume a policy is for, when known; they enable the warnings that need them.
@@ -106,19 +106,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         );
     }
 
-    let usage_threshold = if spec
-        .get("usageThreshold")
-        .is_some_and(|r| r.text.trim() == "0")
-    {
-        c.error(
-            "usageThreshold",
-            "0 would grow on every check; write a percent from 1 to 99 (to turn headroom off, write enabled: false)".into(),
-        );
-        USAGE_THRESHOLD
-    } else {
-        c.percent("usageThreshold", 1, 99, USAGE_THRESHOLD)
-    };
-    let min_available = c.value("minAvailable", size).unwrap_or(MIN_AVAILABLE);
+    let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
     let inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
     let step = c.value("step", value::step).unwrap_or(STEP);
     let min_step = c.value("minStep", size).unwrap_or(MIN_STEP);
@@ -127,40 +115,11 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let request = c.value("request", size);
     let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
     let predictive = predictive(&mut c);
-    let window = window(&mut c);
+    let window = window(&mut c, mode);
     let (_, reclaim_errors) = super::reclaim::check_keys(spec);
     c.errors.extend(reclaim_errors);
 
-    let emergency_enabled = c
-        .value("emergencyGrow.enabled", boolean)
-        .unwrap_or(EMERGENCY_ENABLED);
-    let critical_threshold = c.percent(
-        "emergencyGrow.criticalThreshold",
-        80,
-        99,
-        CRITICAL_THRESHOLD,
-    );
-    let critical_minimum_free = c
-        .value("emergencyGrow.criticalMinimumFree", size)
-        .unwrap_or(CRITICAL_MINIMUM_FREE);
-    let exceed_limit = c
-        .value("emergencyGrow.exceedLimitOnEmergency", boolean)
-        .unwrap_or(EXCEED_LIMIT_ON_EMERGENCY);
-    let reserved_given = c.value("emergencyGrow.reservedActionsForEmergency", |t| {
-        integer(t, 0, 10, "a whole number from 0 to 10")
-    });
-    // The default reserve shrinks to fit a smaller budget; an explicit one must fit.
-    let reserved = match reserved_given.and_then(|n| u32::try_from(n).ok()) {
-        Some(r) if r > max_actions => {
-            c.error(
-                "emergencyGrow.reservedActionsForEmergency",
-                format!("{r} is more than maxActionsPerDay ({max_actions}); write at most {max_actions}, or raise maxActionsPerDay"),
-            );
-            r
-        }
-        Some(r) => r,
-        None => RESERVED_ACTIONS_FOR_EMERGENCY.min(max_actions),
-    };
+    let emergency_grow = emergency_grow(&mut c, mode, max_actions);
 
     let wal_safety = wal_safety(&mut c);
 
@@ -191,7 +150,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     }
 
     // Warnings.
-    if enabled && max_actions == 0 {
+    if enabled && max_actions == 0 && mode == Mode::Threshold {
         c.warn(
             "maxActionsPerDay",
             "0 with enabled: true means headroom never acts; write 1 or more, or enabled: false"
@@ -226,20 +185,13 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         if let Some(l) = limit.filter(|&l| l > 0 && l <= current) {
             c.warn("limit", format!("{} is at or below the current size ({}), so headroom can never grow this volume; write a limit above {}", q(l), q(current), q(current)));
         }
-        if spec.get("minAvailable").is_some() && min_available > current {
-            c.warn("minAvailable", format!("{} is more than the whole volume ({}), so it triggers on every check; write a value well below {}", q(min_available), q(current), q(current)));
-        }
+        floor_warning(&mut c, min_available, usage_threshold, current);
         // The emergency line also decides what proceeds during a node drain: on a volume not much
         // larger than criticalMinimumFree, nearly every growth counts as an emergency.
+        let critical_minimum_free = emergency_grow.critical_minimum_free;
         if critical_minimum_free > 0 && critical_minimum_free.saturating_mul(2) >= current {
             c.warn("emergencyGrow.criticalMinimumFree", format!("{} is half or more of the volume ({}), so nearly every check counts as an emergency (growing outside windows and during drains); write a value well below {}", q(critical_minimum_free), q(current), q(current / 2)));
         }
-    }
-    if mode == Mode::Convergent && !spec.has("maintenanceWindow") {
-        c.warn(
-            "maintenanceWindow",
-            "convergent mode without a maintenanceWindow grows only in emergencies; add e.g. maintenanceWindow: { schedule: \"0 3 * * 0\", duration: 4h }".into(),
-        );
     }
 
     let policy = match (c.errors.is_empty(), limit) {
@@ -258,12 +210,9 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.target_buffer = target_buffer;
             p.predictive = predictive;
             p.maintenance_window = window;
-            p.emergency_grow.enabled = emergency_enabled;
-            p.emergency_grow.critical_threshold = critical_threshold;
-            p.emergency_grow.critical_minimum_free = critical_minimum_free;
-            p.emergency_grow.exceed_limit_on_emergency = exceed_limit;
-            p.emergency_grow.reserved_actions_for_emergency = reserved;
+            p.emergency_grow = emergency_grow;
             p.wal_safety = wal_safety;
+            p.fallback = fallback;
             Some(p)
         }
         _ => None,
@@ -289,6 +238,66 @@ fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
             );
         }
     }
+}
+
+/// `usageThreshold` and `minAvailable`, threshold mode's two space triggers. `minAvailable`
+/// alone (no `usageThreshold` in any layer, or `usageThreshold: 0`) is a purely absolute trigger,
+/// as in the CloudNativePG auto-resize RFC. An invalid `minAvailable` is a warning, not an error:
+/// it is ignored and the percent trigger decides (the RFC's fallback), reported on the claim as
+/// a [`Fallback`]. Every other invalid key refuses the policy.
+fn triggers(c: &mut Checker<'_>, mode: Mode) -> (Option<u8>, MinAvailable, Option<Fallback>) {
+    let usage_text = c
+        .spec
+        .get("usageThreshold")
+        .map(|r| r.text.trim().to_string());
+    let off = usage_text.as_deref() == Some("0");
+    let usage = match usage_text {
+        Some(_) if !off => Some(c.percent("usageThreshold", 1, 99, USAGE_THRESHOLD)),
+        _ => None,
+    };
+    let floor = c
+        .spec
+        .get("minAvailable")
+        .map(|r| value::min_available(&r.text));
+    match floor {
+        Some(Err(m)) => {
+            let pct = usage.unwrap_or(USAGE_THRESHOLD);
+            c.warn(
+                "minAvailable",
+                format!("{m}; until then it is ignored and the volume grows at usageThreshold {pct} (the auto-resize RFC's fallback; the claim's status, an Event and headroom_volume_policy_fallback say so)"),
+            );
+            let fallback = (mode == Mode::Threshold).then_some(Fallback::MinAvailableInvalid {
+                usage_threshold: pct,
+            });
+            (Some(pct), MinAvailable::OFF, fallback)
+        }
+        Some(Ok(f)) if !f.is_off() => (usage, f, None),
+        floor => {
+            if off {
+                c.error(
+                    "usageThreshold",
+                    "0 turns the percent trigger off, and no minAvailable is set, so nothing would grow this volume on space; write a percent from 1 to 99, or a minAvailable such as 5Gi (to turn headroom off, write enabled: false)".into(),
+                );
+            }
+            let f = floor.and_then(Result::ok).unwrap_or(MinAvailable::OFF);
+            (Some(usage.unwrap_or(USAGE_THRESHOLD)), f, None)
+        }
+    }
+}
+
+/// A floor the claim cannot meet at its size, even empty: the engine does not apply it until the
+/// claim is larger (it would grow an empty claim action after action) and says so on the claim;
+/// `validate` says it first.
+fn floor_warning(c: &mut Checker<'_>, floor: MinAvailable, usage: Option<u8>, current: u64) {
+    let bytes = floor.bytes(current);
+    if bytes == 0 || bytes < current {
+        return;
+    }
+    let pct = usage.unwrap_or(USAGE_THRESHOLD);
+    c.warn(
+        "minAvailable",
+        format!("{} can never be met at the claim's size ({}): it would grow the claim empty, so headroom does not apply it until the claim is larger and grows at usageThreshold {pct} meanwhile (the claim's status and an Event say so); write a value well below {}", q(bytes), q(current), q(current)),
+    );
 }
 
 /// A duration key in `min..=max`, written like `2m` or `90s`.
@@ -408,20 +417,31 @@ fn predictive(c: &mut Checker<'_>) -> super::Predictive {
 }
 
 /// Checks each window part on its own (so all bad parts are reported), then builds the window.
-fn window(c: &mut Checker<'_>) -> Option<MaintenanceWindow> {
+/// Convergent mode always has one: every part defaults to the CloudNativePG RFC's (daily 03:00
+/// UTC for 2h). In threshold mode (where a window only holds back a `GroupGrow`) there is none
+/// unless a schedule is written.
+fn window(c: &mut Checker<'_>, mode: Mode) -> Option<MaintenanceWindow> {
     let spec = c.spec;
+    if mode == Mode::Convergent && !spec.has("maintenanceWindow") {
+        c.warn(
+            "maintenanceWindow",
+            format!("not given, so convergent mode grows in the default window, daily at 03:00 UTC for {WINDOW_DURATION} (the CloudNativePG RFC's; before, headroom grew such a policy only in emergencies); write maintenanceWindow: {{ schedule: \"0 3 * * 0\", duration: 4h }} to choose another"),
+        );
+        return MaintenanceWindow::rfc_default();
+    }
     if !spec.has("maintenanceWindow") {
         return None;
     }
-    let Some(schedule) = spec
-        .get("maintenanceWindow.schedule")
-        .map(|r| r.text.trim().to_string())
-    else {
-        c.error(
-            "maintenanceWindow.schedule",
-            "required when maintenanceWindow is given; write a cron start time like \"0 3 * * 0\" (Sundays 03:00)".into(),
-        );
-        return None;
+    let schedule = match spec.get("maintenanceWindow.schedule") {
+        Some(r) => r.text.trim().to_string(),
+        None if mode == Mode::Convergent => WINDOW_SCHEDULE.to_string(),
+        None => {
+            c.error(
+                "maintenanceWindow.schedule",
+                "required when maintenanceWindow is given; write a cron start time like \"0 3 * * 0\" (Sundays 03:00)".into(),
+            );
+            return None;
+        }
     };
     let duration = spec
         .get("maintenanceWindow.duration")
@@ -463,4 +483,95 @@ fn window(c: &mut Checker<'_>) -> Option<MaintenanceWindow> {
     MaintenanceWindow::new(&schedule, &duration, &timezone)
         .map_err(|e| c.error("maintenanceWindow", e.to_string()))
         .ok()
+}
+
+/// The `emergencyGrow` keys. Its `maxActionsPerDay` is the CloudNativePG RFC's: in convergent
+/// mode, the most actions of any kind in a rolling 24 h, of which planned growth leaves
+/// `reservedActionsForEmergency` to emergencies (and stops at the top-level `maxActionsPerDay`).
+fn emergency_grow(c: &mut Checker<'_>, mode: Mode, planned_max: u32) -> super::EmergencyGrow {
+    let enabled = c
+        .value("emergencyGrow.enabled", boolean)
+        .unwrap_or(EMERGENCY_ENABLED);
+    let critical_threshold = c.percent(
+        "emergencyGrow.criticalThreshold",
+        80,
+        99,
+        CRITICAL_THRESHOLD,
+    );
+    let critical_minimum_free = c
+        .value("emergencyGrow.criticalMinimumFree", size)
+        .unwrap_or(CRITICAL_MINIMUM_FREE);
+    let exceed_limit_on_emergency = c
+        .value("emergencyGrow.exceedLimitOnEmergency", boolean)
+        .unwrap_or(EXCEED_LIMIT_ON_EMERGENCY);
+    let max_actions = c.count(
+        "emergencyGrow.maxActionsPerDay",
+        10,
+        EMERGENCY_MAX_ACTIONS_PER_DAY,
+    );
+    let reserved = reserve(c, max_actions);
+    if mode == Mode::Convergent {
+        budget_warnings(c, planned_max, max_actions, reserved, enabled);
+    }
+    super::EmergencyGrow {
+        enabled,
+        critical_threshold,
+        critical_minimum_free,
+        exceed_limit_on_emergency,
+        max_actions_per_day: max_actions,
+        reserved_actions_for_emergency: reserved,
+    }
+}
+
+/// `reservedActionsForEmergency` comes out of `emergencyGrow.maxActionsPerDay`, as in the RFC: an
+/// explicit reserve must fit in it; the default one shrinks to fit a smaller budget.
+fn reserve(c: &mut Checker<'_>, max_actions: u32) -> u32 {
+    let path = "emergencyGrow.reservedActionsForEmergency";
+    let given = c.value(path, |t| integer(t, 0, 10, "a whole number from 0 to 10"));
+    match given.and_then(|n| u32::try_from(n).ok()) {
+        Some(r) if r > max_actions => {
+            c.error(
+                path,
+                format!("{r} is more than emergencyGrow.maxActionsPerDay ({max_actions}), the daily budget it is reserved from; write at most {max_actions}, or raise emergencyGrow.maxActionsPerDay"),
+            );
+            r
+        }
+        Some(r) => r,
+        None => RESERVED_ACTIONS_FOR_EMERGENCY.min(max_actions),
+    }
+}
+
+/// Convergent mode's two daily limits, where a value written would be read differently than
+/// its writer probably meant: before `emergencyGrow.maxActionsPerDay`, headroom's top-level
+/// `maxActionsPerDay` counted every action of a convergent policy, and an RFC user's
+/// `emergencyGrow.maxActionsPerDay` beyond 4 is still capped by it for planned growth.
+fn budget_warnings(c: &mut Checker<'_>, planned_max: u32, max: u32, reserved: u32, enabled: bool) {
+    let after_reserve = if enabled {
+        max.saturating_sub(reserved)
+    } else {
+        max
+    };
+    let spec = c.spec;
+    if spec.get("maxActionsPerDay").is_some() && planned_max > after_reserve {
+        c.warn(
+            "maxActionsPerDay",
+            format!("in convergent mode maxActionsPerDay caps planned growth only, and emergencyGrow.maxActionsPerDay ({max}) less the {reserved} reserved for emergencies leaves it {after_reserve} a day (before, maxActionsPerDay counted every action); write emergencyGrow.maxActionsPerDay: {} to allow {planned_max}", planned_max.saturating_add(reserved).min(10)),
+        );
+    } else if (spec.get("emergencyGrow.maxActionsPerDay").is_some()
+        || spec
+            .get("emergencyGrow.reservedActionsForEmergency")
+            .is_some())
+        && after_reserve > planned_max
+    {
+        c.warn(
+            "emergencyGrow.maxActionsPerDay",
+            format!("leaves {after_reserve} planned actions a day after the emergency reserve, but maxActionsPerDay ({planned_max}) caps planned growth at {planned_max}; write maxActionsPerDay: {after_reserve} to use them"),
+        );
+    }
+    if enabled && max > 0 && after_reserve == 0 {
+        c.warn(
+            "emergencyGrow.reservedActionsForEmergency",
+            format!("reserves all {max} of emergencyGrow.maxActionsPerDay for emergencies, so convergent mode never grows on schedule; write a reserve below {max}"),
+        );
+    }
 }

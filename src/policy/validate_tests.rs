@@ -1,7 +1,7 @@
 //! One test per validation error and warning: each asserts the field it names.
 
 use super::validate::{Context, Validation, parse_policy_yaml};
-use super::{Mode, Policy, Step};
+use super::{Fallback, MinAvailable, Mode, Policy, Step};
 use crate::quantity::GI;
 
 fn check_with(yaml: &str, ctx: Context) -> Validation {
@@ -49,7 +49,7 @@ fn full_convergent_policy_is_read_exactly() {
     let v = check(
         "enabled: true\nmode: convergent\nlimit: 1Ti\nmaxActionsPerDay: 5\nrequest: 50Gi\ntargetBuffer: 30\n\
          maintenanceWindow: { schedule: \"0 2 * * *\", duration: 90m, timezone: Europe/Berlin }\n\
-         emergencyGrow: { enabled: false, criticalThreshold: 90, criticalMinimumFree: 5Gi, exceedLimitOnEmergency: true, reservedActionsForEmergency: 2 }\n\
+         emergencyGrow: { enabled: false, criticalThreshold: 90, criticalMinimumFree: 5Gi, exceedLimitOnEmergency: true, maxActionsPerDay: 5, reservedActionsForEmergency: 2 }\n\
          walSafety: { acknowledgeWALRisk: true, requireArchiveHealthy: false, maxPendingWALFiles: 500, maxSlotRetentionBytes: 50Gi }\n",
     );
     assert!(v.warnings.is_empty(), "{:?}", v.warnings);
@@ -77,9 +77,10 @@ fn full_convergent_policy_is_read_exactly() {
     assert_eq!(
         (
             e.exceed_limit_on_emergency,
+            e.max_actions_per_day,
             e.reserved_actions_for_emergency
         ),
-        (true, 2)
+        (true, 5, 2)
     );
     let s = p.wal_safety;
     assert_eq!(
@@ -164,7 +165,16 @@ fn steps() {
 
 #[test]
 fn quantities() {
-    assert!(only_error("limit: 100Gi\nminAvailable: -1Gi\n", "minAvailable").contains("negative"));
+    // Issue 24 (threshold mode): an invalid minAvailable warns and falls back to the percent
+    // trigger instead of refusing the policy (was an error).
+    assert!(
+        only_warning(
+            "limit: 100Gi\nminAvailable: -1Gi\n",
+            Context::default(),
+            "minAvailable"
+        )
+        .contains("negative")
+    );
     let msg = only_error("limit: 10GB\n", "limit");
     assert!(msg.contains("'10GB'") && msg.contains("10Gi"), "{msg}");
     assert!(only_error("limit: lots\n", "limit").contains("'lots'"));
@@ -191,10 +201,12 @@ fn missing_limit() {
 
 #[test]
 fn reserve_above_budget() {
-    let y = "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nlimit: 10Gi\nmaxActionsPerDay: 2\nemergencyGrow: {reservedActionsForEmergency: 3}\n";
+    // Issue 24: the reserve comes out of emergencyGrow.maxActionsPerDay (the RFC's), no longer out
+    // of maxActionsPerDay, so it is that budget an explicit reserve must fit.
+    let y = "mode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nlimit: 10Gi\nemergencyGrow: {maxActionsPerDay: 2, reservedActionsForEmergency: 3}\n";
     assert!(only_error(y, "emergencyGrow.reservedActionsForEmergency").contains("at most 2"));
     // An unset reserve shrinks to fit the budget instead.
-    let v = check("limit: 10Gi\nmaxActionsPerDay: 0\n");
+    let v = check("limit: 10Gi\nemergencyGrow: {maxActionsPerDay: 0}\n");
     assert_eq!(
         v.policy
             .expect("valid")
@@ -222,19 +234,30 @@ fn window_parts() {
     assert!(v.errors[1].message.contains("4h"));
     assert!(v.errors[2].message.contains("Europe/Berlin"));
     assert!(only_error("limit: 10Gi\nmode: convergent\nmaintenanceWindow: {duration: 0s, schedule: '@daily'}\n", "maintenanceWindow.duration").contains("more than zero"));
+    // Issue 24: in convergent mode the schedule has the RFC's default too; only a threshold-mode
+    // window (which holds back a GroupGrow) needs one written.
     assert!(
         only_error(
-            "limit: 10Gi\nmode: convergent\nmaintenanceWindow: {duration: 2h}\n",
+            "limit: 10Gi\nmaintenanceWindow: {duration: 2h}\n",
             "maintenanceWindow.schedule"
         )
         .contains("required")
     );
-    // Only the schedule given: the default duration and time zone apply.
+    let p = check("limit: 10Gi\nmode: convergent\nmaintenanceWindow: {duration: 1h}\n")
+        .policy
+        .expect("valid");
+    let w = p.maintenance_window.expect("window");
+    assert_eq!(
+        (w.schedule.as_str(), w.duration.as_hours()),
+        ("0 3 * * *", 1)
+    );
+    // Only the schedule given: the default duration and time zone apply (issue 24: the RFC's
+    // 2h, where it was 4h).
     let p = check("limit: 10Gi\nmode: convergent\nmaintenanceWindow: {schedule: '0 1 * * *'}\n")
         .policy
         .expect("valid");
     let w = p.maintenance_window.expect("window");
-    assert_eq!((w.duration.as_hours(), w.timezone.as_str()), (4, "UTC"));
+    assert_eq!((w.duration.as_hours(), w.timezone.as_str()), (2, "UTC"));
 }
 
 #[test]
@@ -360,15 +383,105 @@ fn warnings_from_the_current_size() {
 
 #[test]
 fn warning_convergent_without_window() {
-    let msg = only_warning(
-        "limit: 10Gi\nmode: convergent\n",
+    // Issue 24: the RFC's minimal policy (request + limit) grows daily at 03:00 UTC for 2h; the
+    // warning says so, and that such a policy grew only in emergencies before.
+    let v = check_with(
+        "limit: 100Gi\nrequest: 10Gi\nmode: convergent\n",
         Context::default(),
-        "maintenanceWindow",
     );
+    assert_eq!(warning_fields(&v), ["maintenanceWindow"]);
+    let msg = &v.warnings[0].message;
     assert!(
-        msg.contains("only in emergencies") && msg.contains("schedule"),
+        msg.contains("03:00 UTC")
+            && msg.contains("only in emergencies")
+            && msg.contains("schedule"),
         "{msg}"
     );
+    let w = v
+        .policy
+        .expect("valid")
+        .maintenance_window
+        .expect("the default window");
+    assert_eq!(
+        (
+            w.schedule.as_str(),
+            w.duration.as_hours(),
+            w.timezone.as_str()
+        ),
+        ("0 3 * * *", 2, "UTC")
+    );
+    // Threshold mode has no window unless one is written.
+    assert!(
+        check("limit: 10Gi\n")
+            .policy
+            .expect("valid")
+            .maintenance_window
+            .is_none()
+    );
+}
+
+#[test]
+fn convergent_budgets_are_the_rfcs() {
+    // Defaults: emergencyGrow.maxActionsPerDay 4, 1 reserved, planned capped at 3.
+    let p = check("limit: 10Gi\nmode: convergent\nmaintenanceWindow: {schedule: '@daily'}\n")
+        .policy
+        .expect("valid");
+    let e = &p.emergency_grow;
+    assert_eq!(
+        (
+            p.max_actions_per_day,
+            e.max_actions_per_day,
+            e.reserved_actions_for_emergency
+        ),
+        (3, 4, 1)
+    );
+    // The nested key is a key, not an unknown-key error; out of range is.
+    assert_eq!(
+        error_fields("limit: 10Gi\nmode: convergent\nemergencyGrow: {maxActionsPerDay: 11}\n"),
+        ["emergencyGrow.maxActionsPerDay"]
+    );
+    let w = "limit: 10Gi\nmode: convergent\nmaintenanceWindow: {schedule: '@daily'}\n";
+    // A maxActionsPerDay written for the old meaning (every action) is capped by the emergency
+    // budget less its reserve: said, with the value that would allow it.
+    let msg = only_warning(
+        &format!("{w}maxActionsPerDay: 5\n"),
+        Context::default(),
+        "maxActionsPerDay",
+    );
+    assert!(
+        msg.contains("planned growth only") && msg.contains("emergencyGrow.maxActionsPerDay: 6"),
+        "{msg}"
+    );
+    // An RFC-style emergency budget beyond 4 is still capped for planned growth by maxActionsPerDay.
+    let msg = only_warning(
+        &format!("{w}emergencyGrow: {{maxActionsPerDay: 6}}\n"),
+        Context::default(),
+        "emergencyGrow.maxActionsPerDay",
+    );
+    assert!(
+        msg.contains("leaves 5 planned") && msg.contains("maxActionsPerDay: 5"),
+        "{msg}"
+    );
+    assert!(
+        check(&format!(
+            "{w}maxActionsPerDay: 5\nemergencyGrow: {{maxActionsPerDay: 6}}\n"
+        ))
+        .warnings
+        .is_empty()
+    );
+    // A reserve of the whole budget leaves no scheduled growth.
+    let msg = only_warning(
+        &format!(
+            "{w}maxActionsPerDay: 0\nemergencyGrow: {{maxActionsPerDay: 2, reservedActionsForEmergency: 2}}\n"
+        ),
+        Context::default(),
+        "emergencyGrow.reservedActionsForEmergency",
+    );
+    assert!(msg.contains("never grows on schedule"), "{msg}");
+    // In threshold mode the nested keys are the other mode's, as every emergencyGrow key is.
+    let v = check("limit: 10Gi\nemergencyGrow: {maxActionsPerDay: 6}\n");
+    assert_eq!(warning_fields(&v), ["emergencyGrow.maxActionsPerDay"]);
+    assert!(v.warnings[0].message.contains("only in convergent mode"));
 }
 
 #[test]
@@ -445,4 +558,111 @@ fn wal_limits_mean_what_the_rfc_says() {
         "walSafety.alertOnResize",
     );
     assert!(!m.is_empty());
+}
+
+#[test]
+fn min_available_alone_is_a_purely_absolute_trigger() {
+    // No usageThreshold anywhere: only the floor grows the volume (the auto-resize RFC).
+    let p = check("limit: 100Gi\nminAvailable: 5Gi\n")
+        .policy
+        .expect("valid");
+    assert_eq!(
+        (p.usage_threshold, p.min_available),
+        (None, MinAvailable::Bytes(5 * GI))
+    );
+    // Beside a usageThreshold, both apply.
+    let p = check("limit: 100Gi\nminAvailable: 5Gi\nusageThreshold: 85\n")
+        .policy
+        .expect("valid");
+    assert_eq!(p.usage_threshold, Some(85));
+    // usageThreshold: 0 says "no percent trigger" in a layer that must beat a ConfigMap's 80.
+    let p = check("limit: 100Gi\nminAvailable: 10%\nusageThreshold: 0\n")
+        .policy
+        .expect("valid");
+    assert_eq!(
+        (p.usage_threshold, p.min_available),
+        (None, MinAvailable::Percent(10.0))
+    );
+    // Without a floor, 0 would leave nothing to grow on: refused.
+    assert!(
+        only_error(
+            "limit: 100Gi\nusageThreshold: 0\nminAvailable: 0\n",
+            "usageThreshold"
+        )
+        .contains("no minAvailable")
+    );
+    // No floor at all: the default percent trigger.
+    let p = check("limit: 100Gi\n").policy.expect("valid");
+    assert_eq!(p.usage_threshold, Some(80));
+}
+
+#[test]
+fn an_invalid_min_available_warns_and_falls_back_to_the_percent_trigger() {
+    for bad in ["10GB", "150%", "0%", "lots"] {
+        let yaml = format!("limit: 100Gi\nminAvailable: {bad}\n");
+        let m = only_warning(&yaml, Context::default(), "minAvailable");
+        assert!(m.contains("usageThreshold 80"), "{bad}: {m}");
+        let p = check(&yaml).policy.expect("accepted");
+        assert_eq!(
+            (p.usage_threshold, p.min_available, p.fallback),
+            (
+                Some(80),
+                MinAvailable::OFF,
+                Some(Fallback::MinAvailableInvalid {
+                    usage_threshold: 80
+                })
+            ),
+            "{bad}"
+        );
+    }
+    // The written usageThreshold is the fallback's line, even a 0 ("none"): never no trigger.
+    let p = check("limit: 100Gi\nminAvailable: 5GB\nusageThreshold: 70\n")
+        .policy
+        .expect("accepted");
+    assert_eq!(p.usage_threshold, Some(70));
+    let p = check("limit: 100Gi\nminAvailable: 5GB\nusageThreshold: 0\n")
+        .policy
+        .expect("accepted");
+    assert_eq!(p.usage_threshold, Some(80));
+    // Every other invalid key still refuses the whole policy.
+    assert!(
+        check("limit: 100Gi\nminAvailable: 5GB\ninodeThreshold: 0\n")
+            .policy
+            .is_none()
+    );
+    // In convergent mode the key is unused: a warning, and no fallback to report.
+    let v = check(
+        "limit: 100Gi\nmode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nminAvailable: 5GB\n",
+    );
+    assert_eq!(v.policy.expect("accepted").fallback, None);
+}
+
+#[test]
+fn a_floor_the_claim_cannot_meet_at_its_size_is_said() {
+    let one_gi = Context {
+        current_size: Some(GI),
+        ..Context::default()
+    };
+    // The shipped ConfigMap's old floor on a 1Gi claim: said, with what happens instead.
+    let v = check_with(
+        "limit: 100Gi\nminAvailable: 5Gi\nusageThreshold: 80\n",
+        one_gi,
+    );
+    let m = &v
+        .warnings
+        .iter()
+        .find(|w| w.field == "minAvailable")
+        .expect("a minAvailable warning")
+        .message;
+    assert!(
+        m.contains("can never be met") && m.contains("usageThreshold 80") && m.contains("1Gi"),
+        "{m}"
+    );
+    // The RFC's small-cluster example (500Mi on a 1Gi volume) can be met: no warning.
+    let v = check_with("limit: 10Gi\nminAvailable: 500Mi\n", one_gi);
+    assert!(
+        !warning_fields(&v).contains(&"minAvailable"),
+        "{:?}",
+        v.warnings
+    );
 }

@@ -1,7 +1,7 @@
 //! Parsing one value's text. Every error message quotes the text and says what to write instead;
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
-use super::{Mode, Step};
+use super::{MinAvailable, Mode, Step};
 use crate::quantity::{self, QuantityError};
 
 pub fn boolean(text: &str) -> Result<bool, String> {
@@ -56,6 +56,27 @@ pub fn size(text: &str) -> Result<u64, String> {
         ));
     }
     quantity::parse(t).map_err(|e| quantity_message(&e))
+}
+
+/// `minAvailable`: a size, or a percent of the filesystem's size above 0 % and below 100 %
+/// (decimals allowed, as pvc-autoresizer's `12.5%`).
+pub fn min_available(text: &str) -> Result<MinAvailable, String> {
+    let t = text.trim();
+    let Some(number) = t.strip_suffix('%') else {
+        return size(t).map(MinAvailable::Bytes);
+    };
+    let p: f64 = number
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p: &f64| p.is_finite())
+        .ok_or_else(|| format!("'{t}' is not a percent; write e.g. 10% or a size like 5Gi"))?;
+    if p <= 0.0 || p >= 100.0 {
+        return Err(format!(
+            "'{t}' is out of range; write a percent above 0% and below 100% of the volume, or a size like 5Gi (0 turns the check off)"
+        ));
+    }
+    Ok(MinAvailable::Percent(p))
 }
 
 fn quantity_message(e: &QuantityError) -> String {

@@ -79,6 +79,13 @@ impl MaintenanceWindow {
         (now >= start && now < end).then_some(start)
     }
 
+    /// Convergent mode's window when none is written: the CloudNativePG RFC's daily 03:00 UTC for
+    /// 2h. `None` is unreachable (the constants parse; a test says so).
+    pub fn rfc_default() -> Option<Self> {
+        use super::defaults::{WINDOW_DURATION, WINDOW_SCHEDULE, WINDOW_TIMEZONE};
+        Self::new(WINDOW_SCHEDULE, WINDOW_DURATION, WINDOW_TIMEZONE).ok()
+    }
+
     pub fn is_open(&self, now: Timestamp) -> bool {
         self.open_since(now).is_some()
     }
@@ -129,6 +136,27 @@ mod tests {
         assert!(
             opened,
             "a window whose start falls in a DST gap must still open that day"
+        );
+    }
+
+    #[test]
+    fn the_rfc_default_is_daily_at_three_utc_for_two_hours() {
+        let w = MaintenanceWindow::rfc_default().expect("the default window parses");
+        assert_eq!(
+            (
+                w.schedule.as_str(),
+                w.duration.as_hours(),
+                w.timezone.as_str()
+            ),
+            ("0 3 * * *", 2, "UTC")
+        );
+        assert!(!w.is_open(ts("2026-02-03T02:59:59Z")));
+        assert!(w.is_open(ts("2026-02-03T03:00:00Z")));
+        assert!(w.is_open(ts("2026-02-03T04:59:59Z")));
+        assert!(!w.is_open(ts("2026-02-03T05:00:00Z")));
+        assert_eq!(
+            w.next_open(ts("2026-02-03T05:00:00Z")),
+            Some(ts("2026-02-04T03:00:00Z"))
         );
     }
 

@@ -77,7 +77,8 @@ impl Settings {
             .insert(name.to_ascii_lowercase(), (setting, true));
     }
 
-    fn lost(&mut self, what: String) {
+    /// A source that could not be read and may set anything: every value so far is uncertain.
+    pub fn lost(&mut self, what: String) {
         for (_, certain) in self.values.values_mut() {
             *certain = false;
         }
@@ -150,10 +151,32 @@ fn include_dir(files: &mut impl Files, from: &str, target: &str, depth: usize, s
         Err(e) => return s.lost(format!("{dir}: {e}")),
     };
     // As the server does: `.conf` files not starting with a dot, in name order.
-    names.retain(|n| n.ends_with(".conf") && !n.starts_with('.'));
+    names.retain(|file| file.ends_with(".conf") && !file.starts_with('.'));
     names.sort();
     for n in names {
         read_file(files, &format!("{dir}/{n}"), depth + 1, true, s);
+    }
+}
+
+/// The file that records the server's command line at its last start: `-c name=value` and
+/// `--name=value` there override every configuration file.
+pub const COMMAND_LINE: &str = "postmaster.opts";
+
+/// Applies the settings of `postmaster.opts` (`/path/postgres "-D" "/data" "-c" "name=value"`,
+/// each argument in double quotes) over those of the files, as the server ranks them.
+pub fn apply_command_line(s: &mut Settings, opts: &str) {
+    let args: Vec<&str> = opts.split('"').skip(1).step_by(2).collect();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let setting = match arg {
+            "-c" => args.next(),
+            a => a.strip_prefix("--"),
+        };
+        let Some((name, value)) = setting.and_then(|s| s.split_once('=')) else {
+            continue;
+        };
+        // `--data-directory` style names use dashes where the setting has underscores.
+        s.set(&name.replace('-', "_"), value.to_string(), COMMAND_LINE);
     }
 }
 
@@ -342,6 +365,28 @@ mod tests {
             resolve("postgresql.conf", "./x/y.conf").as_deref(),
             Some("x/y.conf")
         );
+    }
+
+    #[test]
+    fn the_command_line_wins_over_every_file() {
+        let mut s = load(&mut mem(&[
+            ("postgresql.conf", "archive_mode = off\n"),
+            ("postgresql.auto.conf", "archive_command = 'cp %p /a/%f'\n"),
+        ]));
+        apply_command_line(
+            &mut s,
+            "/usr/lib/postgresql/15/bin/postgres \"-D\" \"/data\" \"-c\" \"archive_mode=on\" \"--archive-command=true\" \"-c\" \"noequals\"\n",
+        );
+        assert_eq!(value(&s, "archive_mode").as_deref(), Some("on"));
+        assert_eq!(value(&s, "archive_command").as_deref(), Some("true"));
+        match s.get("archive_mode") {
+            Lookup::Set(v) => assert_eq!(v.file, COMMAND_LINE),
+            other => panic!("{other:?}"),
+        }
+        // Garbage is no setting and no panic.
+        apply_command_line(&mut s, "\"\"\"-c\"");
+        apply_command_line(&mut s, "no quotes at all -c archive_mode=always");
+        assert_eq!(value(&s, "archive_mode").as_deref(), Some("on"));
     }
 
     #[test]

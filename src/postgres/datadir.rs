@@ -199,7 +199,13 @@ impl Reader<'_> {
     }
 
     fn archive(&self) -> ArchiveSettings {
-        let settings = conf::load(&mut ConfFiles(self));
+        let mut settings = conf::load(&mut ConfFiles(self));
+        match self.file(conf::COMMAND_LINE, MAX_CONF_BYTES) {
+            Ok(opts) => conf::apply_command_line(&mut settings, &String::from_utf8_lossy(&opts)),
+            // Not started yet (a restored backup) or removed: the files are all there is.
+            Err(ReadError::Open(Errno::ENOENT)) => {}
+            Err(e) => settings.lost(self.shown(conf::COMMAND_LINE, &e)),
+        }
         let text = |name| match settings.get(name) {
             Lookup::Set(s) => Some(s.value.clone()),
             Lookup::Default => Some(String::new()),

@@ -275,3 +275,76 @@ fn a_still_slot_turns_inactive_and_a_standby_with_archive_on_is_not_archiving() 
     assert_eq!(h.archive_configured, Some(true));
     assert_eq!(h.archive_healthy, Some(false), "{:?}", h.detail.problems);
 }
+
+#[test]
+fn a_wal_volume_alone_has_no_data_directory_and_no_error() {
+    let t = tempfile::tempdir().unwrap();
+    fs::create_dir_all(t.path().join("pg_wal/archive_status")).unwrap();
+    let now = Timestamp::from_second(1_900_000_000).unwrap();
+    let read = health::read_volumes(t.path(), Some(t.path()), now);
+    assert!(read.datadir.is_none(), "{:?}", read.datadir);
+    assert!(matches!(read.wal, Some(Ok(_))), "{:?}", read.wal);
+    // Another mount named as the data volume that holds none is an error naming it.
+    let other = tempfile::tempdir().unwrap();
+    let read = health::read_volumes(t.path(), Some(other.path()), now);
+    let e = read.datadir.unwrap().unwrap_err();
+    assert!(e.contains(&other.path().display().to_string()), "{e}");
+}
+
+/// `postgres -c archive_mode=on` (Patroni and hand-run servers pass settings this way): the
+/// command line the server recorded in `postmaster.opts` wins over the files, which say off.
+#[test]
+fn the_recorded_command_line_wins_over_the_configuration_files() {
+    let t = tempfile::tempdir().unwrap();
+    let d = cnpg(t.path(), 15, SEG);
+    fs::write(d.join("custom.conf"), "archive_mode = off\n").unwrap();
+    assert_eq!(
+        datadir::read(t.path()).unwrap().archive.mode.as_deref(),
+        Some("off")
+    );
+    fs::write(
+        d.join("postmaster.opts"),
+        "/usr/lib/postgresql/15/bin/postgres \"-D\" \"/pgdata\" \"-c\" \"archive_mode=on\" \"-c\" \"archive_command=true\"\n",
+    )
+    .unwrap();
+    let a = datadir::read(t.path()).unwrap().archive;
+    assert_eq!(a.mode.as_deref(), Some("on"));
+    assert_eq!(a.mode_file.as_deref(), Some("postmaster.opts"));
+    assert_eq!(a.command.as_deref(), Some("true"));
+    // Unreadable (a FIFO): nothing from the files is certain any more.
+    fs::remove_file(d.join("postmaster.opts")).unwrap();
+    nix::unistd::mkfifo(&d.join("postmaster.opts"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let a = datadir::read(t.path()).unwrap().archive;
+    assert_eq!(a.mode, None, "{a:?}");
+    assert!(a.unread[0].contains("postmaster.opts"), "{a:?}");
+}
+
+/// Files that say off on a primary while segments wait with `.ready` (archiving set where the
+/// volume does not show it): not "off", the markers decide, and the backlog counts.
+#[test]
+fn ready_segments_on_a_primary_overrule_an_off_in_the_files() {
+    let t = tempfile::tempdir().unwrap();
+    let d = cnpg(t.path(), 16, SEG);
+    fs::write(d.join("custom.conf"), "archive_mode = off\n").unwrap();
+    for i in 0..3 {
+        fs::write(
+            d.join(format!(
+                "pg_wal/archive_status/00000001000000000000000{i}.ready"
+            )),
+            "",
+        )
+        .unwrap();
+    }
+    let now = Timestamp::from_second(1_900_000_000).unwrap();
+    let read = health::read_volumes(t.path(), Some(t.path()), now);
+    let h = health::combine(read, None, &mut Tracker::default(), 2.into(), now);
+    assert_eq!(h.archive_configured, Some(true), "{h:?}");
+    assert_eq!(h.archive_healthy, Some(false));
+    assert!(
+        h.detail
+            .errors
+            .iter()
+            .any(|e| e.contains("reads off, yet 3 segments")),
+        "{h:?}"
+    );
+}

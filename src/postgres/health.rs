@@ -60,9 +60,15 @@ pub struct VolumeRead {
 /// directory on `data_mount` (the same volume, or the instance's data volume when WAL has one of
 /// its own). Blocking: the caller bounds it with a deadline.
 pub fn read_volumes(wal_mount: &Path, data_mount: Option<&Path>, now: Timestamp) -> VolumeRead {
+    let datadir = data_mount.and_then(|m| match datadir::read(m) {
+        // A WAL volume given as its own data mount (`wal-health --pgdata` on a WAL volume) has
+        // no data directory: nothing to say, not an error.
+        Err(volume::VolumeError::NotFound { .. }) if m == wal_mount => None,
+        r => Some(r.map_err(|e| e.to_string())),
+    });
     VolumeRead {
         wal: Some(volume::inspect(wal_mount, now).map_err(|e| e.to_string())),
-        datadir: data_mount.map(|m| datadir::read(m).map_err(|e| e.to_string())),
+        datadir,
     }
 }
 
@@ -275,6 +281,16 @@ fn from_disk(h: &mut WalHealth, d: &DiskView, problems: &mut Vec<String>) {
     h.detail.archive_mode.clone_from(&a.mode);
     if let Some(mode) = &a.mode {
         h.archive_configured = Some(configured(mode, d.dir.role.in_recovery()));
+    }
+    // A primary with archiving off never marks a segment `.ready` (and drops leftovers at its
+    // next checkpoint): segments waiting say archiving is on by a setting the volume does not
+    // show. Not "off", then: the markers decide.
+    let waiting = h.pending_files.unwrap_or(0);
+    if h.archive_configured == Some(false) && d.dir.role == DiskRole::Primary && waiting > 0 {
+        h.archive_configured = None;
+        h.detail.errors.push(format!(
+            "archive_mode reads off, yet {waiting} segments wait to be archived: a setting the volume does not show turns archiving on"
+        ));
     }
     if h.archive_configured == Some(true)
         && let (Some(c), Some(l)) = (&a.command, &a.library)

@@ -54,6 +54,8 @@ impl ReclaimMetrics {
                 self.last_success.set(r.at.as_millisecond() as f64 / 1000.0);
             }
             Outcome::Failed => self.runs.with_label_values(&["failed"]).inc(),
+            // Not a run: nothing was attempted.
+            Outcome::NotPossible => {}
         }
     }
 }

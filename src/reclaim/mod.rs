@@ -15,7 +15,7 @@ pub mod state;
 
 pub use fitrim::{TrimError, fitrim};
 pub use metrics::ReclaimMetrics;
-pub use run::{Plan, Reclaimer, Target, eligible};
+pub use run::{BLOCK_MODE, Plan, Reclaimer, Target, eligible};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReclaimError {

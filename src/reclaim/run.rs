@@ -2,15 +2,16 @@
 //! (cheaply, in the scan) and starts due trims as background tasks, so a long trim never delays
 //! the scan that grows a filling volume. One trim at a time per node.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
@@ -23,7 +24,7 @@ use super::{ReclaimError, fitrim};
 use crate::decide::budget;
 use crate::events::{Notice, publish};
 use crate::policy::merge::CentralPolicy;
-use crate::policy::reclaim::{Resolved, resolve};
+use crate::policy::reclaim::{Objects, Resolved, resolve_objects};
 use crate::policy::validate::Finding;
 use crate::probe::{Volume, VolumeClass, VolumeMode};
 use crate::quantity;
@@ -33,6 +34,11 @@ pub struct Target<'a> {
     pub volume: &'a Volume,
     pub pvc: &'a PersistentVolumeClaim,
     pub storage_class: Option<&'a StorageClass>,
+    /// The claim's Namespace (its csi-addons trim schedule), when the watch has it.
+    pub namespace: Option<&'a Namespace>,
+    /// The claim's CSI driver (its StorageClass's provisioner) and that CSIDriver object, when
+    /// the watch has it.
+    pub driver: Option<(&'a str, Option<&'a CSIDriver>)>,
     pub central: &'a CentralPolicy,
     pub node_draining: bool,
 }
@@ -98,6 +104,46 @@ pub fn eligible(v: &Volume) -> Result<&str, &'static str> {
     v.device.as_deref().ok_or("device unknown")
 }
 
+/// Why the node agent never trims a block-mode claim: said in its `headroom.dev/reclaim` record
+/// and a `ReclaimNotPossible` Event when it asks to be trimmed.
+pub const BLOCK_MODE: &str = "block-mode volume: there is no filesystem on the node to trim (FITRIM trims a mounted filesystem); a raw device's freed space is reclaimed by the storage system's controller (csi-addons' ReclaimSpace runs rbd sparsify for it there), not by a node agent";
+
+fn is_block_mode(t: &Target<'_>) -> bool {
+    t.volume.mode == VolumeMode::Block || crate::k8s::claim::is_block_mode(t.pvc)
+}
+
+fn annotations<'a>(
+    m: &'a ObjectMeta,
+    empty: &'a BTreeMap<String, String>,
+) -> &'a BTreeMap<String, String> {
+    m.annotations.as_ref().unwrap_or(empty)
+}
+
+/// What the claim, its Namespace, its StorageClass, its CSIDriver and the ConfigMap say about
+/// trimming it.
+fn resolve_target(t: &Target<'_>, key: &str) -> Resolved {
+    let empty = BTreeMap::new();
+    let ns = t.pvc.metadata.namespace.as_deref().unwrap_or_default();
+    let class_name = t
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.storage_class_name.as_deref());
+    let class = t.storage_class.map(|c| annotations(&c.metadata, &empty));
+    resolve_objects(
+        &Objects {
+            pvc: key,
+            pvc_annotations: annotations(&t.pvc.metadata, &empty),
+            namespace: t.namespace.map(|n| (ns, annotations(&n.metadata, &empty))),
+            storage_class: class_name.map(|n| (n, class.unwrap_or(&empty))),
+            driver: t
+                .driver
+                .map(|(name, d)| (name, d.map(|d| annotations(&d.metadata, &empty)))),
+        },
+        t.central,
+    )
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave these maps inconsistent: keep going.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -134,6 +180,12 @@ impl Reclaimer {
         &self.inner.metrics
     }
 
+    /// The problem last announced for a claim (tests).
+    #[cfg(test)]
+    pub(super) fn announced(&self, key: &str) -> Option<String> {
+        lock(&self.inner.announced).get(key).cloned()
+    }
+
     /// Trims the volume if its schedule is due; returns at once (the trim runs in the
     /// background, queued behind any other trim on this node).
     pub async fn run_due(&self, t: &Target<'_>, now: Timestamp) -> Plan {
@@ -142,26 +194,18 @@ impl Reclaimer {
         let ns = t.pvc.metadata.namespace.clone().unwrap_or_default();
         let name = t.pvc.metadata.name.clone().unwrap_or_default();
         let key = format!("{ns}/{name}");
+        let resolved = resolve_target(t, &key);
+        if is_block_mode(t) {
+            // Trimming asked for: say once why this agent cannot, instead of a bare failure.
+            if matches!(resolved, Resolved::Scheduled(_)) {
+                self.not_possible(&key, t.pvc, now).await;
+            }
+            return Plan::NotEligible(BLOCK_MODE);
+        }
         let device = match eligible(t.volume) {
             Ok(d) => d.to_string(),
             Err(why) => return Plan::NotEligible(why),
         };
-        let class_name = t
-            .pvc
-            .spec
-            .as_ref()
-            .and_then(|s| s.storage_class_name.as_deref());
-        let empty = Default::default();
-        let class_annotations = t
-            .storage_class
-            .and_then(|c| c.metadata.annotations.as_ref())
-            .unwrap_or(&empty);
-        let resolved = resolve(
-            &key,
-            t.pvc.metadata.annotations.as_ref().unwrap_or(&empty),
-            class_name.map(|n| (n, class_annotations)),
-            t.central,
-        );
         let schedule = match resolved {
             Resolved::Off(why) => {
                 self.announce(&key, t.pvc, None).await;
@@ -269,6 +313,39 @@ impl Reclaimer {
         }
     }
 
+    /// A block-mode claim asks to be trimmed: one `ReclaimNotPossible` Warning per agent and
+    /// claim, and the reason in its `headroom.dev/reclaim` record (written once: not again while
+    /// the record already says it).
+    async fn not_possible(&self, key: &str, pvc: &PersistentVolumeClaim, now: Timestamp) {
+        let first = lock(&self.inner.announced)
+            .insert(key.to_string(), BLOCK_MODE.to_string())
+            .as_deref()
+            != Some(BLOCK_MODE);
+        if first {
+            tracing::info!(pvc = %key, "block-mode claim asks to be trimmed; a node agent cannot");
+            self.publish(pvc, true, "ReclaimNotPossible", BLOCK_MODE.to_string())
+                .await;
+        }
+        let said = state::read(pvc)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.result == Outcome::NotPossible);
+        if said || self.inner.dry_run {
+            return;
+        }
+        let record = ReclaimRecord {
+            at: now,
+            bytes: 0,
+            duration_ms: 0,
+            result: Outcome::NotPossible,
+            node: self.inner.node.clone(),
+            error: Some(BLOCK_MODE.to_string()),
+        };
+        let ns = pvc.metadata.namespace.clone().unwrap_or_default();
+        let name = pvc.metadata.name.clone().unwrap_or_default();
+        self.write_record(key, &ns, &name, &record).await;
+    }
+
     async fn publish(
         &self,
         pvc: &PersistentVolumeClaim,
@@ -303,7 +380,7 @@ impl Reclaimer {
             let _permit = permit;
             fitrim::fitrim_device(&path, &device)
         });
-        let limit = Duration::try_from(job.timeout).unwrap_or(Duration::from_secs(1800));
+        let limit = Duration::try_from(job.timeout).unwrap_or(Duration::from_secs(600));
         let result: Result<u64, String> = match tokio::time::timeout(limit, blocking).await {
             Ok(Ok(Ok(bytes))) => Ok(bytes),
             Ok(Ok(Err(e))) => Err(e.to_string()),
@@ -345,28 +422,29 @@ impl Reclaimer {
             Err(e) => (true, "ReclaimFailed", format!("trim failed: {e}")),
         };
         tracing::info!(pvc = %job.key, %note, "reclaim");
-        self.write(&job, &record).await;
+        self.write_record(&job.key, &job.ns, &job.name, &record)
+            .await;
         self.publish(&job.pvc, warning, reason, note).await;
     }
 
-    async fn write(&self, job: &Job, record: &ReclaimRecord) {
+    async fn write_record(&self, key: &str, ns: &str, name: &str, record: &ReclaimRecord) {
         let body = match state::patch(record) {
             Ok(b) => b,
             Err(e) => {
-                tracing::warn!(pvc = %job.key, error = %e, "could not encode the reclaim record");
+                tracing::warn!(pvc = %key, error = %e, "could not encode the reclaim record");
                 return;
             }
         };
-        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.inner.client.clone(), &job.ns);
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.inner.client.clone(), ns);
         let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
-        let call = api.patch(&job.name, &params, &patch);
+        let call = api.patch(name, &params, &patch);
         match tokio::time::timeout(self.inner.api_timeout, call).await {
             Ok(Ok(_)) => {}
             // The in-memory record still holds off a repeat until this agent restarts.
             Ok(Err(e)) => {
-                tracing::warn!(pvc = %job.key, error = %e, "could not record the trim")
+                tracing::warn!(pvc = %key, error = %e, "could not record the trim")
             }
-            Err(_) => tracing::warn!(pvc = %job.key, "could not record the trim: API timeout"),
+            Err(_) => tracing::warn!(pvc = %key, "could not record the trim: API timeout"),
         }
     }
 }

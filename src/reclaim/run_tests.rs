@@ -58,6 +58,8 @@ fn t<'a>(
         volume,
         pvc,
         storage_class: None,
+        namespace: None,
+        driver: None,
         central,
         node_draining,
     }
@@ -74,10 +76,7 @@ async fn decides_per_scan_without_touching_the_api() {
     let owned = volume(VolumeMode::Filesystem, VolumeClass::OwnedBlock);
 
     for (v, why) in [
-        (
-            volume(VolumeMode::Block, VolumeClass::OwnedBlock),
-            "block-mode",
-        ),
+        // Covered below: a block-mode claim that asks to be trimmed is told why (an Event).
         (
             volume(VolumeMode::Filesystem, VolumeClass::SharedNetwork),
             "shared",
@@ -156,6 +155,8 @@ async fn decides_per_scan_without_touching_the_api() {
         "headroom/headroom",
     );
     let t2 = Target {
+        namespace: None,
+        driver: None,
         volume: &owned,
         pvc: &on,
         storage_class: None,
@@ -211,4 +212,41 @@ async fn a_last_trim_dated_in_the_far_future_is_ignored() {
         .await,
         Plan::NotDue(Some(ts("2026-01-07T00:00:00Z")))
     );
+}
+
+/// Issue 24 (ReclaimSpace design): a block-mode claim has no filesystem on the node; one that
+/// asks to be trimmed is told why the node agent cannot (the storage controller reclaims such
+/// volumes), once, instead of a bare failure. One that does not ask is left alone silently.
+/// (The `ReclaimNotPossible` Event is attempted against a refusing address here; the dry run
+/// writes no record.)
+#[tokio::test]
+async fn a_block_mode_claim_that_asks_to_be_trimmed_is_told_why() {
+    let r = reclaimer();
+    let central = CentralPolicy::default();
+    let block = volume(VolumeMode::Block, VolumeClass::OwnedBlock);
+    let on = pvc(&[(crate::policy::reclaim::CSI_ADDONS_SCHEDULE, "@daily")]);
+    match r
+        .run_due(&t(&block, &on, &central, false), ts("2026-01-05T10:00:00Z"))
+        .await
+    {
+        Plan::NotEligible(m) => {
+            assert_eq!(m, super::BLOCK_MODE);
+            assert!(m.contains("block-mode") && m.contains("controller"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Said once per claim: the agent remembers it.
+    assert_eq!(r.announced("db/data-0").as_deref(), Some(super::BLOCK_MODE));
+    let off = pvc(&[]);
+    let quiet = reclaimer();
+    assert!(matches!(
+        quiet
+            .run_due(
+                &t(&block, &off, &central, false),
+                ts("2026-01-05T10:00:00Z")
+            )
+            .await,
+        Plan::NotEligible(_)
+    ));
+    assert_eq!(quiet.announced("db/data-0"), None);
 }

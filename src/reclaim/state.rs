@@ -15,9 +15,12 @@ pub const ANNOTATION: &str = "headroom.dev/reclaim";
 pub enum Outcome {
     Succeeded,
     Failed,
+    /// The node agent cannot trim this claim (block mode); `error` says why. Never a trim.
+    NotPossible,
 }
 
-/// `{"at":…,"bytes":…,"durationMs":…,"result":"Succeeded","node":…}`; `error` only on failure.
+/// `{"at":…,"bytes":…,"durationMs":…,"result":"Succeeded","node":…}`; `error` only on failure
+/// (and, with `"result":"NotPossible"`, the reason no trim can happen).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReclaimRecord {

@@ -11,7 +11,7 @@ use crate::decide::{
     Action, BlockReason, ClaimState, GrowKind, Inputs, Measurement, PolicyInput, ResizeState,
     VolumeFacts, decide,
 };
-use crate::policy::Policy;
+use crate::policy::{Fallback, Policy};
 use trace::Trace;
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,15 @@ pub struct SimBlocked {
     pub reason: BlockReason,
 }
 
+/// A trigger stopped (or started again) being applied as written: `fallback` is what stands in
+/// from then on, `None` once the policy applies as written again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimFallback {
+    pub at: Timestamp,
+    pub seconds: f64,
+    pub fallback: Option<Fallback>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub actions: Vec<SimAction>,
@@ -70,6 +79,9 @@ pub struct Report {
     pub evaluations: u64,
     /// Distinct notes the engine made (e.g. WAL health unknown), in first-seen order.
     pub notes: Vec<crate::decide::Note>,
+    /// When a trigger stopped or started again being applied as written (an invalid or
+    /// unreachable `minAvailable`), as the claim's status and Events would say it.
+    pub fallbacks: Vec<SimFallback>,
 }
 
 /// Runs the trace from its first to its last row, one evaluation every `interval`.
@@ -96,6 +108,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
         full_seconds: 0.0,
         evaluations: 0,
         notes: Vec::new(),
+        fallbacks: Vec::new(),
     };
     let mut last_reason: Option<BlockReason> = None;
     let mut k: u64 = 0;
@@ -167,6 +180,14 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 report.notes.push(note.clone());
             }
         }
+        let said = report.fallbacks.last().and_then(|f| f.fallback);
+        if decision.fallback.map(Fallback::as_str) != said.map(Fallback::as_str) {
+            report.fallbacks.push(SimFallback {
+                at: now,
+                seconds: t - first,
+                fallback: decision.fallback,
+            });
+        }
         let reason = decision.blocked_reason();
         if let Some(r) = reason
             && last_reason != Some(r)
@@ -196,6 +217,10 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 node: "simulate".to_string(),
                 fs_before: None,
                 landed: None,
+                result: None,
+                instance: None,
+                volume_type: None,
+                tablespace: None,
             });
             pending = Some((t + delay, to, t));
         }

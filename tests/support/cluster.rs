@@ -121,7 +121,12 @@ impl DerefMut for Cluster {
 impl Cluster {
     /// A slice of the test binary's shared server, and a proxy of its own.
     pub fn new() -> Cluster {
-        let kube = KubeCluster::new();
+        Self::on(server::Server::shared())
+    }
+
+    /// A slice of `server` (one of the test's own: [`server::Server::start`]).
+    pub fn on(server: std::sync::Arc<server::Server>) -> Cluster {
+        let kube = KubeCluster::on(server);
         let proxy = FaultProxy::start(&kube.server);
         let kubeconfig = tempfile::NamedTempFile::new().expect("kubeconfig");
         proxy.kubeconfig(AGENT_TOKEN, kubeconfig.path());

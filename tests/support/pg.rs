@@ -477,6 +477,16 @@ impl Cluster {
         s
     }
 
+    /// `pg_is_in_recovery()`: a standby (or a server replaying archived WAL).
+    pub async fn in_recovery(&self) -> bool {
+        self.superuser()
+            .await
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
     /// Promotes a standby and waits until it takes writes.
     pub async fn promote(&self) {
         let out = self.run(

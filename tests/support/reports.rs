@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use headroom::agent::{MeasuredBy, VolumeReport};
 use headroom::decide::{
-    BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState, SlotActivity,
-    SlotRetention, State, Verdict, VolumeRole, WalDetail, WalHealth, WalSources,
+    Action, ActionResult, BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState,
+    SlotActivity, SlotRetention, State, Verdict, VolumeRole, WalDetail, WalHealth, WalSources,
 };
 use headroom::policy::merge::Source;
 
@@ -27,6 +27,8 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
         node: "node-a".into(),
         storage_class: Some("fast-ssd".into()),
         role: VolumeRole::Data,
+        tablespace: None,
+        instance: None,
         postgres_cluster: Some("orders".into()),
         mount_path: PathBuf::from(format!("/var/lib/kubelet/pods/x/volumes/{pvc}")),
         fs_class: "owned_block".into(),
@@ -48,6 +50,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
         ]),
         policy_errors: vec![],
         policy_warnings: vec![],
+        future_history: None,
         claim: ClaimState {
             request_bytes: 10 * GI,
             capacity_bytes: 10 * GI,
@@ -63,7 +66,11 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             next_window: None,
             seconds_to_full: Some(3_600.0),
             predicted: false,
+            emergency: false,
+            budget: Default::default(),
+            effective_bytes: None,
             notes: vec![],
+            fallback: None,
         },
         wal: Some(WalHealth {
             archive_configured: Some(true),
@@ -113,15 +120,33 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         next_window: None,
         seconds_to_full: None,
         predicted: false,
+        emergency: false,
+        budget: Default::default(),
+        effective_bytes: None,
         notes: vec![],
+        fallback: None,
     };
     r
 }
 
-/// A WAL volume at its limit, growing (the agent is about to resize it).
+/// A WAL volume at its limit, growing (the agent is about to resize it); its previous grow
+/// landed an hour ago.
 pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
     let mut r = pg_data(ns, pvc);
     r.role = VolumeRole::Wal;
+    r.last_action = Some(Action {
+        at: at("2025-03-01T08:58:00Z"),
+        kind: GrowKind::EmergencyGrow,
+        from: 8 * GI,
+        to: 10 * GI,
+        node: "node-a".into(),
+        fs_before: Some(8 * GI),
+        landed: Some(at("2025-03-01T09:00:00Z")),
+        result: Some(ActionResult::Succeeded),
+        instance: Some("orders-1".into()),
+        volume_type: Some(VolumeRole::Wal),
+        tablespace: None,
+    });
     r.limit_bytes = Some(10 * GI);
     r.decision.verdict = Verdict::Grow {
         to: 12 * GI,

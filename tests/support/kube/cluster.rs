@@ -212,6 +212,10 @@ impl KubeCluster {
                     let (c, n) = nsd(c);
                     create!(Pod, Api::<Pod>::namespaced(c, &n))
                 }
+                Some("CSIDriver") => create!(
+                    k8s_openapi::api::storage::v1::CSIDriver,
+                    Api::<k8s_openapi::api::storage::v1::CSIDriver>::all(c)
+                ),
                 Some("ConfigMap") => {
                     let (c, n) = nsd(c);
                     create!(
