@@ -118,18 +118,60 @@ pub struct Server {
     apiserver: Mutex<Option<Child>>,
 }
 
+static SHARED: OnceLock<Arc<Server>> = OnceLock::new();
+
+/// A static is never dropped: the shared server's processes and data directory (etcd's WAL alone
+/// preallocates 120 MB) go when the test process exits, failed tests included.
+extern "C" fn stop_shared_at_exit() {
+    if let Some(s) = SHARED.get() {
+        s.stop();
+    }
+}
+
+const DIR_PREFIX: &str = "headroom-kube-";
+
+/// Removes the data directories of servers whose test process is gone (killed before its exit
+/// handler ran, e.g. by a CI timeout).
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(DIR_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 impl Server {
     /// The server shared by every test of this process (each test works in its own namespace,
     /// node and class names, so tests run in parallel).
     pub fn shared() -> Arc<Server> {
-        static SHARED: OnceLock<Arc<Server>> = OnceLock::new();
-        SHARED.get_or_init(|| Arc::new(Server::start())).clone()
+        SHARED
+            .get_or_init(|| {
+                let server = Arc::new(Server::start());
+                // SAFETY: registers a plain function; it only touches the initialised static.
+                unsafe { libc::atexit(stop_shared_at_exit) };
+                server
+            })
+            .clone()
     }
 
     /// A server of its own, for tests that stop and restart it.
     pub fn start() -> Server {
+        remove_stale_dirs();
         let dir = std::env::temp_dir().join(format!(
-            "headroom-kube-{}-{}",
+            "{DIR_PREFIX}{}-{}",
             std::process::id(),
             free_port()
         ));
@@ -284,14 +326,21 @@ fn log_file(dir: &Path, name: &str) -> Stdio {
         .unwrap_or(Stdio::null())
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
+impl Server {
+    /// Kills both processes and removes the data directory (idempotent).
+    fn stop(&self) {
         self.stop_apiserver();
         if let Some(mut c) = self.etcd.lock().map(|mut e| e.take()).ok().flatten() {
             let _ = c.kill();
             let _ = c.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
