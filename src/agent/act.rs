@@ -207,11 +207,10 @@ impl Actor<'_> {
                     quantity::format(to)
                 );
                 tracing::info!(pvc = %key, %note, "resized");
-                let holds_wal = report.role == crate::decide::VolumeRole::Wal
-                    || report
-                        .wal
-                        .as_ref()
-                        .is_some_and(|w| w.detail.wal_on_volume == Some(true));
+                // WAL health is gathered for exactly the volumes that hold WAL (a WAL volume, a
+                // data volume with WAL on it), whether or not its read succeeded this scan.
+                let holds_wal =
+                    report.role == crate::decide::VolumeRole::Wal || report.wal.is_some();
                 if holds_wal
                     && eval
                         .policy

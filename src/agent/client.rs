@@ -2,7 +2,7 @@
 //! connection (ALPN `h2`), as the kubelet does for its per-object watches. kube's default client
 //! speaks HTTP/1.1, which costs one TLS connection per open watch: one per claim, on every node.
 //!
-//! Plain `http://` servers (the test suite's fake API) keep HTTP/1.1: h2 without TLS would need
+//! Plain `http://` servers (the test suite's fault proxy) keep HTTP/1.1: h2 without TLS would need
 //! prior knowledge, which no real API server endpoint advertises.
 
 use std::time::Duration;
