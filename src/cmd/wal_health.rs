@@ -9,7 +9,7 @@ use tokio_postgres::config::SslMode;
 
 use crate::cli::{Format, SslModeArg, WalHealthArgs};
 use crate::decide::WalHealth;
-use crate::postgres::health::{self, Limits, VolumeRead, combine, read_volumes};
+use crate::postgres::health::{self, Limits, VolumeRead, combine};
 use crate::postgres::slots::Tracker;
 use crate::postgres::{SqlError, SqlTarget};
 use crate::quantity::human;
@@ -63,7 +63,7 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalHealthError> {
     let limits = Limits::from(args.max_pending_wal_files);
     let (read, sql) = runtime.block_on(async {
         tokio::join!(
-            read_volume(args.pgdata.clone(), now),
+            health::read_bounded(args.pgdata.as_deref(), now),
             health::query(target.as_ref())
         )
     });
@@ -83,24 +83,6 @@ pub fn run(args: &WalHealthArgs) -> Result<ExitCode, WalHealthError> {
     };
     super::output::emit(&text).map_err(WalHealthError::Output)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Reads the data directory and its `pg_wal` on a blocking thread, within the same deadline the
-/// agent gives a volume: a hung mount is reported, not waited for.
-async fn read_volume(pgdata: Option<std::path::PathBuf>, now: jiff::Timestamp) -> VolumeRead {
-    let Some(path) = pgdata else {
-        return VolumeRead::default();
-    };
-    let shown = path.display().to_string();
-    let read = tokio::task::spawn_blocking(move || read_volumes(&path, Some(&path), now));
-    match tokio::time::timeout(health::VOLUME_READ_TIMEOUT, read).await {
-        Ok(Ok(read)) => read,
-        Ok(Err(e)) => health::failed(format!("volume reader task: {e}")),
-        Err(_) => health::failed(format!(
-            "{shown}: no answer within {}s",
-            health::VOLUME_READ_TIMEOUT.as_secs()
-        )),
-    }
 }
 
 fn target(args: &WalHealthArgs, dsn: &str) -> Result<SqlTarget, WalHealthError> {

@@ -81,30 +81,27 @@ pub async fn gather(
     limits: impl Into<Limits>,
     now: Timestamp,
 ) -> WalHealth {
-    let from_volume = async {
-        let path = volume?.to_path_buf();
-        let shown = path.display().to_string();
-        let read = tokio::task::spawn_blocking(move || read_volumes(&path, Some(&path), now));
-        // A stuck filesystem must not hold the command: the reader is left behind after this.
-        Some(
-            match tokio::time::timeout(VOLUME_READ_TIMEOUT, read).await {
-                Ok(Ok(read)) => read,
-                Ok(Err(e)) => failed(format!("volume reader task: {e}")),
-                Err(_) => failed(format!(
-                    "{shown}: no answer within {}s",
-                    VOLUME_READ_TIMEOUT.as_secs()
-                )),
-            },
-        )
+    let (v, s) = tokio::join!(read_bounded(volume, now), query(sql));
+    combine(v, s, &mut Tracker::default(), limits.into(), now)
+}
+
+/// [`read_volumes`] of a data directory holding its `pg_wal`, on a blocking thread within
+/// [`VOLUME_READ_TIMEOUT`]; nothing read for `None`. A stuck filesystem must not hold the
+/// command: the reader is left behind after the deadline.
+pub async fn read_bounded(volume: Option<&Path>, now: Timestamp) -> VolumeRead {
+    let Some(path) = volume.map(Path::to_path_buf) else {
+        return VolumeRead::default();
     };
-    let (v, s) = tokio::join!(from_volume, query(sql));
-    combine(
-        v.unwrap_or_default(),
-        s,
-        &mut Tracker::default(),
-        limits.into(),
-        now,
-    )
+    let shown = path.display().to_string();
+    let read = tokio::task::spawn_blocking(move || read_volumes(&path, Some(&path), now));
+    match tokio::time::timeout(VOLUME_READ_TIMEOUT, read).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => failed(format!("volume reader task: {e}")),
+        Err(_) => failed(format!(
+            "{shown}: no answer within {}s",
+            VOLUME_READ_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 /// A read that did not answer at all.
