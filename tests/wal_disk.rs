@@ -17,7 +17,7 @@ use std::time::Duration;
 use headroom::decide::{
     BlockReason, Decision, Note, ServerRole, SlotActivity, VolumeRole, WalHealth,
 };
-use headroom::postgres::datadir::{self, DiskRole};
+use headroom::postgres::datadir;
 use headroom::postgres::lsn::Lsn;
 use headroom::postgres::slots::Tracker;
 use headroom::postgres::{Limits, SqlTarget, combine, health, read_volumes};
@@ -470,7 +470,10 @@ async fn a_base_backup_in_progress_is_classified_and_not_a_fault() {
     let _ = std::fs::remove_file(target.join("postmaster.pid"));
     let h = volume_only(copy.path(), &mut Tracker::new(WINDOW), 100);
     assert!(h.detail.restoring_backup, "{h:?}");
-    assert_eq!(DiskRole::Primary, datadir::read(copy.path()).unwrap().role);
+    assert_eq!(
+        ServerRole::Primary,
+        datadir::read(copy.path()).unwrap().role
+    );
 }
 
 /// One, two and three instances: exactly one primary, every other member a standby, each from

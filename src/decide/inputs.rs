@@ -257,6 +257,11 @@ pub enum ServerRole {
 }
 
 impl ServerRole {
+    /// A standby, or a server replaying archived WAL.
+    pub fn in_recovery(self) -> bool {
+        self != ServerRole::Primary
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ServerRole::Primary => "primary",

@@ -20,29 +20,13 @@ use super::control::{self, Control};
 use super::lsn::{Lsn, Major};
 use super::slotfile::{self, SlotFile};
 use super::volume::{self, Rel, VolumeError, io_err};
+use crate::decide::ServerRole;
 use crate::probe::safe_open::{self, ReadError};
 
 /// Slots read at most (Postgres's `max_replication_slots` is 10 by default).
 pub const MAX_SLOTS: usize = 1000;
 /// Configuration files are read up to this size each.
 pub const MAX_CONF_BYTES: u64 = 1 << 20;
-
-/// Which server a data directory belongs to, as its files say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DiskRole {
-    Primary,
-    /// `standby.signal`: a streaming or log-shipping standby.
-    Standby,
-    /// `recovery.signal`: targeted recovery (point-in-time restore), not yet promoted.
-    Recovery,
-}
-
-impl DiskRole {
-    pub fn in_recovery(self) -> bool {
-        self != DiskRole::Primary
-    }
-}
 
 /// `archive_mode` and what archives, from the configuration files; `None` is unknown (a file
 /// that may set it was not read).
@@ -68,7 +52,9 @@ pub struct SlotRead {
 pub struct DataDir {
     pub path: PathBuf,
     pub major: Major,
-    pub role: DiskRole,
+    /// From the signal files: `standby.signal` a standby, `recovery.signal` a point-in-time
+    /// restore, neither a primary.
+    pub role: ServerRole,
     /// `backup_label`: a base backup restored here has not finished its recovery.
     pub backup_label: bool,
     pub control: Result<Control, String>,
@@ -107,11 +93,11 @@ pub fn read(mount: &Path) -> Result<DataDir, VolumeError> {
         source: std::io::Error::other(e.to_string()),
     })?;
     let role = if reader.exists("standby.signal") {
-        DiskRole::Standby
+        ServerRole::Standby
     } else if reader.exists("recovery.signal") {
-        DiskRole::Recovery
+        ServerRole::Recovery
     } else {
-        DiskRole::Primary
+        ServerRole::Primary
     };
     Ok(DataDir {
         path: reader.dir.shown.clone(),

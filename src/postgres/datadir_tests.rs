@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use jiff::{SignedDuration, Timestamp};
 
 use super::control;
-use super::datadir::{self, DiskRole};
+use super::datadir;
 use super::health::{self, VolumeRead};
 use super::lsn::Lsn;
 use super::slotfile;
@@ -62,7 +62,7 @@ fn reads_role_control_slots_and_archiving_of_every_major() {
         slot(&d, major, "standby_2", SEG);
         let r = datadir::read(t.path()).unwrap();
         assert_eq!(r.major.get(), major);
-        assert_eq!(r.role, DiskRole::Primary);
+        assert_eq!(r.role, ServerRole::Primary);
         assert!(!r.backup_label);
         assert_eq!(r.control.as_ref().unwrap().checkpoint, Lsn(3 * SEG + 0x100));
         let slots = r.slots.as_ref().unwrap();
@@ -89,18 +89,18 @@ fn signal_files_and_backup_label_give_the_role() {
     let t = tempfile::tempdir().unwrap();
     let d = cnpg(t.path(), 16, SEG);
     fs::write(d.join("recovery.signal"), "").unwrap();
-    assert_eq!(datadir::read(t.path()).unwrap().role, DiskRole::Recovery);
+    assert_eq!(datadir::read(t.path()).unwrap().role, ServerRole::Recovery);
     fs::write(d.join("standby.signal"), "").unwrap();
     fs::write(d.join("backup_label"), "START WAL LOCATION: 0/2000028").unwrap();
     let r = datadir::read(t.path()).unwrap();
-    assert_eq!(r.role, DiskRole::Standby);
+    assert_eq!(r.role, ServerRole::Standby);
     assert!(r.backup_label);
     // A signal that is a symlink or a directory is not the server's: no role from it.
     let t = tempfile::tempdir().unwrap();
     let d = cnpg(t.path(), 16, SEG);
     symlink("/etc/hostname", d.join("standby.signal")).unwrap();
     fs::create_dir(d.join("recovery.signal")).unwrap();
-    assert_eq!(datadir::read(t.path()).unwrap().role, DiskRole::Primary);
+    assert_eq!(datadir::read(t.path()).unwrap().role, ServerRole::Primary);
 }
 
 #[test]

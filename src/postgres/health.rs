@@ -22,7 +22,7 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
-use super::datadir::{self, DataDir, DiskRole};
+use super::datadir::{self, DataDir};
 use super::lsn::Lsn;
 use super::slots::Tracker;
 use super::sql::{self, SqlFacts, SqlTarget};
@@ -254,18 +254,10 @@ pub fn disk_view(
     }
 }
 
-fn role_of(d: &DataDir) -> ServerRole {
-    match d.role {
-        DiskRole::Primary => ServerRole::Primary,
-        DiskRole::Standby => ServerRole::Standby,
-        DiskRole::Recovery => ServerRole::Recovery,
-    }
-}
-
 /// What the data directory says, before SQL (if it answers) overrides it.
 fn from_disk(h: &mut WalHealth, d: &DiskView, problems: &mut Vec<String>) {
     h.sources.volume = true;
-    h.detail.role = Some(role_of(&d.dir));
+    h.detail.role = Some(d.dir.role);
     h.detail.in_recovery = Some(d.dir.role.in_recovery());
     h.detail.restoring_backup = d.dir.backup_label;
     if let Err(e) = &d.dir.control {
@@ -283,7 +275,7 @@ fn from_disk(h: &mut WalHealth, d: &DiskView, problems: &mut Vec<String>) {
     // next checkpoint): segments waiting say archiving is on by a setting the volume does not
     // show. Not "off", then: the markers decide.
     let waiting = h.pending_files.unwrap_or(0);
-    if h.archive_configured == Some(false) && d.dir.role == DiskRole::Primary && waiting > 0 {
+    if h.archive_configured == Some(false) && d.dir.role == ServerRole::Primary && waiting > 0 {
         h.archive_configured = None;
         h.detail.errors.push(format!(
             "archive_mode reads off, yet {waiting} segments wait to be archived: a setting the volume does not show turns archiving on"
