@@ -38,7 +38,7 @@ impl Serialize for Lsn {
 /// `None` for a name that is not a segment's, or a segment size that is not a power of two from
 /// 1 MiB to 1 GiB (what `initdb --wal-segsize` accepts).
 pub fn segment_start(name: &str, segment_size: u64) -> Option<Lsn> {
-    if name.len() != 24 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !is_segment_name(name) {
         return None;
     }
     if !valid_segment_size(segment_size) {
@@ -54,6 +54,11 @@ pub fn segment_start(name: &str, segment_size: u64) -> Option<Lsn> {
         .checked_add(seg)?
         .checked_mul(segment_size)
         .map(Lsn)
+}
+
+/// WAL segment file names are 24 hex digits (timeline, log, segment).
+pub fn is_segment_name(name: &str) -> bool {
+    name.len() == 24 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 pub fn valid_segment_size(size: u64) -> bool {

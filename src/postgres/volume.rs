@@ -18,6 +18,7 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 
+use super::lsn::is_segment_name;
 use crate::probe::safe_open;
 
 /// Entries read from one directory at most: a real `pg_wal` holds a few thousand even with
@@ -251,11 +252,6 @@ fn find_pg_version(root: &OwnedFd, top: &Rel, depth: u32) -> Result<Option<Rel>,
         level = next;
     }
     Ok(None)
-}
-
-/// WAL segment file names are 24 hex digits (timeline, log, segment).
-pub fn is_segment_name(name: &str) -> bool {
-    name.len() == 24 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Counts `.ready`/`.done` markers and WAL segment bytes in `pg_wal`, from metadata only.
