@@ -1,7 +1,7 @@
 //! headroom: a node agent that grows PersistentVolumeClaims before they fill.
 //!
-//! The pure core is [`policy`] and [`decide`]; everything else gathers their inputs or carries
-//! out their decisions.
+//! The pure core is [`policy`], [`decide`] and [`resolve`]; everything else gathers their inputs
+//! or carries out their decisions.
 //!
 //! Layers, lowest first. A module names only modules of lower layers, never one of its own
 //! layer or above, and no two files of one folder name each other, even around a circle (the
@@ -12,9 +12,12 @@
 //! - `quantity`, `ca`, `health`: leaves (storage sizes, CA bundles, the liveness rule)
 //! - `policy`: the policy keys, their layers and validation (pure)
 //! - `decide`: the engine (pure)
-//! - `probe`, `simulate`: statfs and the kubelet walk; the engine over a synthetic trace
+//! - `probe`: statfs and the kubelet walk
 //! - `postgres`, `report`: WAL health; what one scan measured and decided for one volume
 //! - `k8s`, `events`, `metrics`: claim state and annotations; a report as Events; as metrics
+//! - `resolve`: a claim's objects and measurements to the engine's inputs, the resize in flight,
+//!   which lines fire (pure)
+//! - `simulate`: the engine and the resize in flight over a synthetic trace (pure)
 //! - `reclaim`, `http`: fstrim on schedule; the admin endpoint
 //! - `cli`: the command line's arguments
 //! - `agent`: the node agent (watch stores, scan loop, act)
@@ -36,4 +39,5 @@ pub mod probe;
 pub mod quantity;
 pub mod reclaim;
 pub mod report;
+pub mod resolve;
 pub mod simulate;

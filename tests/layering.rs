@@ -319,7 +319,7 @@ fn the_checker_sees_upward_imports_and_circles() {
 }
 
 /// The pure core: modules that must do no I/O and read no clock (time is an argument).
-const CORE: &[&str] = &["policy", "decide", "resolve", "quantity"];
+const CORE: &[&str] = &["policy", "decide", "resolve", "simulate", "quantity"];
 
 /// What a core module may not name: the API client, the runtime, the filesystem, the network,
 /// a clock.

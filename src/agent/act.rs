@@ -10,17 +10,14 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::evaluate::Evaluation;
 use super::shutdown::Shutdown;
-use crate::decide::recover;
-use crate::decide::{
-    Action, ActionResult, BlockReason, FailureCause, GrowKind, ResizeState, Verdict,
-};
+use crate::decide::{Action, ActionResult, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::quantity;
 use crate::report::VolumeReport;
+use crate::resolve::Evaluation;
 
 /// The merge patch of a grow decided by `eval`: the new request, the history with this action
 /// (and the filesystem's size when it was decided, which ends the resize once a later
@@ -242,7 +239,7 @@ impl Actor<'_> {
         }
     }
 
-    /// KEP-1790: lower a refused request once, to the largest step history shows worked.
+    /// KEP-1790: carries out the engine's `lower_to`, once per refused request.
     async fn retry_infeasible(
         &self,
         key: &str,
@@ -252,13 +249,7 @@ impl Actor<'_> {
         now: Timestamp,
     ) -> Option<Applied> {
         let claim = &eval.report.claim;
-        let ResizeState::Failed { cause, .. } = &claim.resize else {
-            return None;
-        };
-        if *cause != FailureCause::Infeasible || self.dry_run {
-            return None;
-        }
-        let size = recover::retry_size(claim, &eval.history)?;
+        let size = eval.report.decision.lower_to.filter(|_| !self.dry_run)?;
         let attempt = format!("{key}@{}", claim.request_bytes);
         if !self
             .retried

@@ -266,9 +266,10 @@ fn a_panic_is_contained_to_its_claim() {
         kubelet: None,
         fill_rate: None,
     };
-    let e = contain(&s, w.now, &metrics, || {
+    let e = *contain(&s, w.now, &metrics, || -> Evaluation {
         panic!("index out of bounds: the len is 0")
-    });
+    })
+    .expect_err("the panic is contained");
     assert_eq!(
         e.report.decision.blocked_reason(),
         Some(BlockReason::InternalError)
@@ -300,7 +301,7 @@ fn a_panic_is_contained_to_its_claim() {
         "{text}"
     );
     // And without a panic the claim's own evaluation comes through.
-    let e = contain(&s, w.now, &metrics, || evaluate(&s, None, w.now));
+    let e = contain(&s, w.now, &metrics, || evaluate(&s, None, w.now)).expect("no panic");
     assert!(e.report.decision.grow_to().is_some());
 }
 

@@ -16,8 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::evaluate::{Evaluation, Subject, contain, evaluate};
-use super::kubelet::KubeletVolume;
+use super::contain::contain;
 use crate::decide::{Action, BlockReason, GrowKind, Measurement, Verdict};
 use crate::events::notice_for;
 use crate::k8s::state::{self, StatusAnnotation};
@@ -26,6 +25,7 @@ use crate::policy::fields::FIELDS;
 use crate::policy::hostile_tests::NASTY;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{Volume, VolumeClass, VolumeMode};
+use crate::resolve::{Evaluation, KubeletVolume, Subject, evaluate};
 
 const LABELS: &[&str] = &[
     "cnpg.io/cluster",

@@ -14,8 +14,7 @@ use crate::decide::Measurement;
 
 /// The kubelet refreshes volume stats every minute or two; asking more often buys nothing.
 pub const REFRESH: SignedDuration = SignedDuration::from_mins(1);
-/// Older numbers are not used at all.
-pub const MAX_AGE: SignedDuration = SignedDuration::from_mins(5);
+pub use crate::resolve::{KubeletVolume, MAX_AGE};
 
 #[derive(Debug, Deserialize)]
 struct Summary {
@@ -45,13 +44,6 @@ struct VolumeStats {
 struct PvcRef {
     name: String,
     namespace: String,
-}
-
-/// One claim's numbers as the kubelet last measured them.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KubeletVolume {
-    pub measurement: Measurement,
-    pub at: Option<Timestamp>,
 }
 
 pub type ByClaim = HashMap<(String, String), KubeletVolume>;
@@ -88,14 +80,6 @@ pub fn parse(body: &[u8]) -> Result<ByClaim, serde_json::Error> {
 pub fn disagreement(statfs: &Measurement, kubelet: &Measurement) -> f64 {
     let capacity = statfs.capacity_bytes.max(kubelet.capacity_bytes).max(1) as f64;
     (statfs.used_bytes as f64 - kubelet.used_bytes as f64).abs() / capacity
-}
-
-impl KubeletVolume {
-    /// Usable as a fallback at `now`: dated, and not older than [`MAX_AGE`].
-    pub fn fresh(&self, now: Timestamp) -> bool {
-        self.at
-            .is_some_and(|at| crate::decide::budget::minus(now, MAX_AGE) <= at)
-    }
 }
 
 /// Fetches and caches the summary of this node.

@@ -3,11 +3,10 @@
 mod act;
 pub mod api_metrics;
 pub mod client;
-pub mod evaluate;
+mod contain;
 mod heap;
 #[cfg(test)]
 mod hostile_tests;
-pub mod inflight;
 pub mod kubelet;
 pub mod kubelet_https;
 pub mod measure;

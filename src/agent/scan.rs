@@ -9,10 +9,9 @@ use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
-use super::evaluate::{Evaluation, Subject, guarded};
-use super::inflight;
+use super::contain::contain;
 use super::kubelet::{KubeletStats, KubeletVolume};
-use super::measure::{Trigger, Watchlist};
+use super::measure::Watchlist;
 use super::pgconn::{self, Credentials};
 use super::samples::Samples;
 use super::shutdown::Shutdown;
@@ -24,6 +23,8 @@ use crate::http::AdminState;
 use crate::k8s::roles;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
+use crate::resolve::trigger::Trigger;
+use crate::resolve::{Evaluation, Subject, inflight, prepare};
 
 /// A conflicting writer (another agent on an RWX claim, an old pod during a move) gets at most
 /// this many fresh reads and decisions per scan.
@@ -405,22 +406,7 @@ impl Work {
                 kubelet: ctx.kubelet,
                 fill_rate: ctx.fill_rate,
             };
-            let mut eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
-            if wal.is_none()
-                && let Some(health) = super::wal::health(
-                    &self.prober,
-                    &self.slots,
-                    &subject,
-                    eval.policy.as_ref(),
-                    &ctx.creds,
-                    ctx.data_mount.as_deref(),
-                    now,
-                )
-                .await
-            {
-                wal = Some(health);
-                eval = guarded(&subject, wal.clone(), now, self.admin.metrics());
-            }
+            let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
             attempt += 1;
             self.note_trigger(&ctx.vol.path, &eval);
             match actor.apply(&pvc, &eval, now).await {
@@ -434,6 +420,36 @@ impl Work {
                 Applied::Conflict => return eval.report,
             }
         }
+    }
+
+    /// Resolves the claim once, gathers WAL health for the policy it resolved to (once per
+    /// scan: a conflict's fresh read reuses it), and decides once.
+    async fn evaluate(
+        &self,
+        ctx: &VolumeCtx,
+        subject: &Subject<'_>,
+        wal: &mut Option<WalHealth>,
+        now: Timestamp,
+    ) -> Evaluation {
+        let metrics = self.admin.metrics();
+        let prepared = match contain(subject, now, metrics, || prepare(subject, now)) {
+            Ok(p) => p,
+            Err(e) => return *e,
+        };
+        if wal.is_none() {
+            *wal = super::wal::health(
+                &self.prober,
+                &self.slots,
+                subject,
+                &prepared,
+                &ctx.creds,
+                ctx.data_mount.as_deref(),
+                now,
+            )
+            .await;
+        }
+        let wal = wal.clone();
+        contain(subject, now, metrics, || prepared.finish(subject, wal, now)).unwrap_or_else(|e| *e)
     }
 
     fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {

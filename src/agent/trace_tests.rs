@@ -14,12 +14,11 @@ use serde_json::{Value, json};
 
 use super::MeasuredBy;
 use super::act::grow_body;
-use super::evaluate::{Subject, evaluate};
-use super::kubelet::KubeletVolume;
 use crate::decide::{BlockReason, Measurement};
 use crate::k8s::state::StatusAnnotation;
 use crate::policy::merge::CentralPolicy;
 use crate::probe::{Volume, VolumeClass, VolumeMode};
+use crate::resolve::{KubeletVolume, Subject, evaluate};
 
 const GI: u64 = 1 << 30;
 
@@ -258,7 +257,7 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
 }
 
 /// One scan of `pvc` whose filesystem measures `capacity` (9Gi used).
-fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> super::evaluate::Evaluation {
+fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> crate::resolve::Evaluation {
     let (pod, class, central) = (pod(), class(), CentralPolicy::default());
     let claim: PersistentVolumeClaim = serde_json::from_value(pvc.clone()).expect("pvc");
     let mut vol = Volume::new(PathBuf::from("/v"), VolumeMode::Filesystem);

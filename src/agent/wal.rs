@@ -8,14 +8,13 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::evaluate::{Subject, postgres_facts};
 use super::pgconn::{self, Credentials};
 use crate::decide::{VolumeRole, WalHealth};
 use crate::k8s::roles;
-use crate::policy::Policy;
 use crate::postgres::health::{self, Limits};
 use crate::postgres::slots::Tracker;
 use crate::probe::{self, Volume};
+use crate::resolve::{Prepared, Subject};
 
 /// WAL health for a volume that holds its instance's WAL; `None` for any other volume.
 /// `data_mount` is the instance's data volume when WAL has a volume of its own: the slots,
@@ -24,15 +23,15 @@ pub async fn health(
     prober: &probe::Prober,
     slots: &Mutex<Tracker>,
     s: &Subject<'_>,
-    policy: Option<&Policy>,
+    prepared: &Prepared,
     creds: &Credentials,
     data_mount: Option<&Path>,
     now: Timestamp,
 ) -> Option<WalHealth> {
     // Only a claim that opted in (a valid, enabled policy) has its volume read or its server
     // asked: the others are measured for metrics and nothing more.
-    let policy = policy.filter(|p| p.enabled)?;
-    let (role, wal_on_data, _) = postgres_facts(s).ok()?;
+    let policy = prepared.policy().filter(|p| p.enabled)?;
+    let (role, wal_on_data) = prepared.postgres_role();
     let data_mount = match role {
         VolumeRole::Data if wal_on_data => Some(s.volume.path.clone()),
         VolumeRole::Wal => data_mount.map(Path::to_path_buf),

@@ -161,6 +161,11 @@ pub struct Decision {
     /// stands in for it: the claim's status, an Event and a metric say it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<crate::policy::Fallback>,
+    /// KEP-1790: the storage refused the claim's request; lower it to this size, once (the
+    /// largest step history shows worked, else the capacity the volume has). The verdict stays
+    /// `resize_failed` until the lowered request lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_to: Option<u64>,
 }
 
 impl Decision {

@@ -83,7 +83,10 @@ pub fn decide(inputs: &Inputs) -> Decision {
         effective_bytes: None,
         notes: Vec::new(),
         fallback: None,
+        lower_to: None,
     };
+    // Lowering a refused request cancels a resize: no gate of growth applies to it.
+    decision.lower_to = super::recover::lower_to(inputs.claim, inputs.history);
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
     decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
     decision
@@ -120,6 +123,7 @@ fn bare(verdict: Verdict) -> Decision {
         effective_bytes: None,
         notes: Vec::new(),
         fallback: None,
+        lower_to: None,
     }
 }
 

@@ -2,7 +2,19 @@
 //! system refused may be lowered again while it stays above `status.capacity`. headroom retries
 //! once, at the largest step its history shows the storage system accepted.
 
-use super::inputs::{Action, ClaimState, GrowKind};
+use super::inputs::{Action, ClaimState, FailureCause, GrowKind, ResizeState};
+
+/// KEP-1790: the size to lower the claim's request to when the storage refused it as infeasible
+/// (see [`retry_size`]); `None` for any other state.
+pub fn lower_to(claim: &ClaimState, history: &[Action]) -> Option<u64> {
+    match &claim.resize {
+        ResizeState::Failed {
+            cause: FailureCause::Infeasible,
+            ..
+        } => retry_size(claim, history),
+        _ => None,
+    }
+}
 
 /// The size to retry an infeasible request at, or `None` when there is nothing to retry (no
 /// request above capacity, or this request was already a retry). Without a step known to have
@@ -84,5 +96,53 @@ mod tests {
         let h = [act(GrowKind::Retry, 65 * GI, 18 * GI)];
         assert_eq!(retry_size(&claim(18 * GI, 15 * GI), &h), None);
         assert_eq!(retry_size(&claim(15 * GI, 15 * GI), &[]), None);
+    }
+
+    /// The engine says the retry, whatever else it says; the actor only carries it out.
+    #[test]
+    fn the_engine_returns_the_retry_with_its_verdict() {
+        use crate::decide::{BlockReason, Inputs, PolicyInput, VolumeFacts, decide};
+        let mut p = crate::policy::Policy::with_limit(100 * GI);
+        p.enabled = true;
+        let h = [act(GrowKind::Grow, 12 * GI, 15 * GI)];
+        let run = |claim: &ClaimState, p: &crate::policy::Policy, facts: VolumeFacts| {
+            decide(&Inputs {
+                policy: PolicyInput::Valid(p),
+                measurement: Default::default(),
+                claim,
+                history: &h,
+                wal: None,
+                facts,
+                now: "2026-01-02T00:00:00Z".parse().expect("ts"),
+                fill_rate: None,
+            })
+        };
+        let facts = VolumeFacts {
+            expandable: true,
+            ..Default::default()
+        };
+        let d = run(&claim(65 * GI, 15 * GI), &p, facts);
+        assert_eq!(d.blocked_reason(), Some(BlockReason::ResizeFailed));
+        assert_eq!(d.lower_to, Some(18 * GI));
+        // Even on a volume it could not measure or grow: lowering cancels, it grows nothing.
+        let shared = VolumeFacts {
+            shared: true,
+            unmeasured: true,
+            ..facts
+        };
+        assert_eq!(
+            run(&claim(65 * GI, 15 * GI), &p, shared).lower_to,
+            Some(18 * GI)
+        );
+        // A resize that failed otherwise has nothing to lower.
+        let mut stuck = claim(65 * GI, 15 * GI);
+        stuck.resize = ResizeState::Failed {
+            cause: FailureCause::Stuck,
+            detail: String::new(),
+        };
+        assert_eq!(run(&stuck, &p, facts).lower_to, None);
+        // A claim that did not opt in is never written: no retry either.
+        p.enabled = false;
+        assert_eq!(run(&claim(65 * GI, 15 * GI), &p, facts).lower_to, None);
     }
 }

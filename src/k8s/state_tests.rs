@@ -259,6 +259,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             effective_bytes: None,
             notes: vec![],
             fallback: None,
+            lower_to: None,
         },
         wal: None,
         last_action: None,

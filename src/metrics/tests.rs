@@ -60,6 +60,7 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
             effective_bytes: None,
             notes: vec![],
             fallback: None,
+            lower_to: None,
         },
         wal: None,
         last_action: None,

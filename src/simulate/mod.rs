@@ -8,10 +8,12 @@ use serde::Serialize;
 
 use crate::decide::rate::{self, FillRate, Sample};
 use crate::decide::{
-    Action, BlockReason, ClaimState, GrowKind, Inputs, Measurement, PolicyInput, ResizeState,
-    VolumeFacts, decide,
+    Action, ActionResult, BlockReason, ClaimState, Decision, GrowKind, Inputs, Measurement,
+    PolicyInput, ResizeState, VolumeFacts, decide,
 };
 use crate::policy::{Fallback, Policy};
+use crate::report::MeasuredBy;
+use crate::resolve::inflight::{self, Seen};
 use trace::Trace;
 
 #[derive(Debug, thiserror::Error)]
@@ -84,33 +86,159 @@ pub struct Report {
     pub fallbacks: Vec<SimFallback>,
 }
 
+/// The agent's `--resize-timeout` default: a resize not seen landed by then is reported failed.
+pub const RESIZE_TIMEOUT: SignedDuration = SignedDuration::from_mins(10);
+
+/// The simulated claim and storage around the engine: a resize lands `resize_delay` after it was
+/// requested; what is in flight and what landed is read from the history by the agent's own
+/// model ([`inflight`]), as the agent would read it from the claim.
+struct World {
+    capacity: u64,
+    request: u64,
+    /// When the requested size lands on the filesystem.
+    lands_at: Option<f64>,
+    /// The rate estimator sees the trace's own rows as the agent would see its samples.
+    samples: Vec<Sample>,
+    next_row: usize,
+    history: Vec<Action>,
+}
+
+impl World {
+    /// Lands a resize that is due, and takes the trace's rows up to `t` as samples.
+    fn advance(&mut self, trace: &Trace, t: f64) {
+        if self.lands_at.is_some_and(|at| t >= at) {
+            self.capacity = self.request;
+            self.lands_at = None;
+        }
+        while let Some(row) = trace
+            .rows
+            .get(self.next_row)
+            .filter(|r| r.seconds <= t + 1e-9)
+        {
+            self.samples.push(Sample {
+                seconds: row.seconds,
+                used_bytes: (row.used_bytes.round().max(0.0) as u64).min(self.capacity),
+            });
+            self.next_row += 1;
+        }
+        if self.samples.len() > 2 * rate::MAX_SAMPLES {
+            self.samples.drain(..self.samples.len() - rate::MAX_SAMPLES);
+        }
+    }
+
+    /// The claim as the agent resolves it from this measurement, and the fill rate.
+    fn resolve(&mut self, m: Measurement, now: Timestamp) -> (ClaimState, Option<FillRate>) {
+        let seen = Seen {
+            measurement: m,
+            by: MeasuredBy::Statfs,
+            at: now,
+        };
+        inflight::stamp_landing(&mut self.history, Some(&seen));
+        let claim = ClaimState {
+            request_bytes: self.request,
+            capacity_bytes: self.capacity,
+            resize: if self.request > self.capacity {
+                ResizeState::InProgress { since: None }
+            } else {
+                ResizeState::Idle
+            },
+        };
+        let claim = inflight::resize_state(claim, &self.history, Some(&seen), RESIZE_TIMEOUT, now);
+        inflight::stamp_failure(&mut self.history, &claim);
+        let fill_rate = rate::estimate(&self.samples).map(|r| FillRate {
+            bytes_per_second: r,
+            resize_lead: inflight::learned_lead(&self.history),
+        });
+        (claim, fill_rate)
+    }
+
+    /// Requests the grow the engine decided, as the actor's PATCH would.
+    fn grow(&mut self, (to, kind): (u64, GrowKind), from: u64, now: Timestamp, lands_at: f64) {
+        self.history.push(Action {
+            at: now,
+            kind,
+            from,
+            to,
+            node: "simulate".to_string(),
+            fs_before: Some(self.capacity),
+            landed: None,
+            result: Some(ActionResult::Requested),
+            instance: None,
+            volume_type: None,
+            tablespace: None,
+        });
+        self.request = to;
+        self.lands_at = Some(lands_at);
+    }
+}
+
+impl Report {
+    fn new(capacity: u64) -> Report {
+        Report {
+            actions: Vec::new(),
+            blocked: Vec::new(),
+            final_capacity_bytes: capacity,
+            peak_used_percent: 0.0,
+            peak_used_bytes: 0,
+            full_seconds: 0.0,
+            evaluations: 0,
+            notes: Vec::new(),
+            fallbacks: Vec::new(),
+        }
+    }
+
+    /// Keeps what one evaluation at `seconds` said that the report shows: its notes, a change of
+    /// fallback, a block reason other than the last one (`last_reason`).
+    fn record(
+        &mut self,
+        decision: &Decision,
+        (now, seconds): (Timestamp, f64),
+        last_reason: &mut Option<BlockReason>,
+    ) {
+        self.evaluations += 1;
+        for note in &decision.notes {
+            if !self.notes.contains(note) {
+                self.notes.push(note.clone());
+            }
+        }
+        let said = self.fallbacks.last().and_then(|f| f.fallback);
+        if decision.fallback.map(Fallback::as_str) != said.map(Fallback::as_str) {
+            self.fallbacks.push(SimFallback {
+                at: now,
+                seconds,
+                fallback: decision.fallback,
+            });
+        }
+        let reason = decision.blocked_reason();
+        if let Some(r) = reason
+            && *last_reason != Some(r)
+        {
+            self.blocked.push(SimBlocked {
+                at: now,
+                seconds,
+                reason: r,
+            });
+        }
+        *last_reason = reason;
+    }
+}
+
 /// Runs the trace from its first to its last row, one evaluation every `interval`.
 pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
     let first = trace.rows[0].seconds;
     let last = trace.rows[trace.rows.len() - 1].seconds;
     let step = opts.interval.as_secs_f64().max(0.001);
     let delay = opts.resize_delay.as_secs_f64().max(0.0);
-
-    let mut capacity = opts.capacity;
-    // (when the new size lands, the size, when it was decided)
-    let mut pending: Option<(f64, u64, f64)> = None;
-    // The rate estimator sees the trace's own rows as the agent would see its samples.
-    let mut samples: Vec<Sample> = Vec::new();
-    let mut next_row = 0;
-    let mut resize_times: Vec<SignedDuration> = Vec::new();
-    let mut history: Vec<Action> = Vec::new();
-    let mut report = Report {
-        actions: Vec::new(),
-        blocked: Vec::new(),
-        final_capacity_bytes: capacity,
-        peak_used_percent: 0.0,
-        peak_used_bytes: 0,
-        full_seconds: 0.0,
-        evaluations: 0,
-        notes: Vec::new(),
-        fallbacks: Vec::new(),
+    let mut world = World {
+        capacity: opts.capacity,
+        request: opts.capacity,
+        lands_at: None,
+        samples: Vec::new(),
+        next_row: 0,
+        history: Vec::new(),
     };
-    let mut last_reason: Option<BlockReason> = None;
+    let mut report = Report::new(opts.capacity);
+    let mut last_reason = None;
     let mut k: u64 = 0;
     loop {
         let t = first + step * k as f64;
@@ -118,87 +246,36 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
             break;
         }
         k += 1;
-        if let Some((ready_at, to, decided)) = pending
-            && t >= ready_at
-        {
-            capacity = to;
-            pending = None;
-            resize_times.push(SignedDuration::from_secs_f64(t - decided));
-        }
-        while let Some(row) = trace.rows.get(next_row).filter(|r| r.seconds <= t + 1e-9) {
-            samples.push(Sample {
-                seconds: row.seconds,
-                used_bytes: (row.used_bytes.round().max(0.0) as u64).min(capacity),
-            });
-            next_row += 1;
-        }
-        if samples.len() > 2 * rate::MAX_SAMPLES {
-            samples.drain(..samples.len() - rate::MAX_SAMPLES);
-        }
-        let fill_rate = rate::estimate(&samples).map(|r| FillRate {
-            bytes_per_second: r,
-            resize_lead: rate::learned_lead_time(&resize_times),
-        });
+        world.advance(trace, t);
         let now = opts.start + SignedDuration::from_secs_f64(t - first);
         let demand = trace.used_at(t).round().max(0.0) as u64;
-        let used = demand.min(capacity);
+        let used = demand.min(world.capacity);
         let (inodes_used, inodes_total) = trace.inodes_at(t).unwrap_or((0, 0));
         let measurement = Measurement {
-            capacity_bytes: capacity,
+            capacity_bytes: world.capacity,
             used_bytes: used,
-            available_bytes: capacity - used,
+            available_bytes: world.capacity - used,
             inodes_total,
             inodes_used,
         };
         report.peak_used_percent = report.peak_used_percent.max(measurement.used_percent());
         report.peak_used_bytes = report.peak_used_bytes.max(used);
-        if demand >= capacity {
+        if demand >= world.capacity {
             report.full_seconds += step.min(last - t);
         }
-        let claim = ClaimState {
-            request_bytes: pending.map_or(capacity, |(_, to, _)| to),
-            capacity_bytes: capacity,
-            resize: match pending {
-                Some(_) => ResizeState::InProgress { since: None },
-                None => ResizeState::Idle,
-            },
-        };
+        let (claim, fill_rate) = world.resolve(measurement, now);
         let wal = trace.wal_at(t);
         let decision = decide(&Inputs {
             policy: PolicyInput::Valid(policy),
             measurement,
             claim: &claim,
-            history: &history,
+            history: &world.history,
             wal: wal.as_ref(),
             facts: opts.facts,
             now,
             fill_rate,
         });
-        report.evaluations += 1;
-        for note in &decision.notes {
-            if !report.notes.contains(note) {
-                report.notes.push(note.clone());
-            }
-        }
-        let said = report.fallbacks.last().and_then(|f| f.fallback);
-        if decision.fallback.map(Fallback::as_str) != said.map(Fallback::as_str) {
-            report.fallbacks.push(SimFallback {
-                at: now,
-                seconds: t - first,
-                fallback: decision.fallback,
-            });
-        }
-        let reason = decision.blocked_reason();
-        if let Some(r) = reason
-            && last_reason != Some(r)
-        {
-            report.blocked.push(SimBlocked {
-                at: now,
-                seconds: t - first,
-                reason: r,
-            });
-        }
-        last_reason = reason;
+        report.record(&decision, (now, t - first), &mut last_reason);
         if let Some((to, kind)) = decision.grow_to() {
             let from = claim.current_bytes();
             report.actions.push(SimAction {
@@ -209,28 +286,13 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 to_bytes: to,
                 predicted: decision.predicted,
             });
-            history.push(Action {
-                at: now,
-                kind,
-                from,
-                to,
-                node: "simulate".to_string(),
-                fs_before: None,
-                landed: None,
-                result: None,
-                instance: None,
-                volume_type: None,
-                tablespace: None,
-            });
-            pending = Some((t + delay, to, t));
+            world.grow((to, kind), from, now, t + delay);
         }
     }
-    if let Some((ready_at, to, _)) = pending
-        && ready_at <= last
-    {
-        capacity = to;
+    if world.lands_at.is_some_and(|at| at <= last) {
+        world.capacity = world.request;
     }
-    report.final_capacity_bytes = capacity;
+    report.final_capacity_bytes = world.capacity;
     report.peak_used_percent = (report.peak_used_percent * 100.0).round() / 100.0;
     report
 }

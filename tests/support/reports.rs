@@ -71,6 +71,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             effective_bytes: None,
             notes: vec![],
             fallback: None,
+            lower_to: None,
         },
         wal: Some(WalHealth {
             archive_configured: Some(true),
@@ -125,6 +126,7 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
         effective_bytes: None,
         notes: vec![],
         fallback: None,
+        lower_to: None,
     };
     r
 }

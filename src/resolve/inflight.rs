@@ -5,11 +5,11 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::MeasuredBy;
-use super::kubelet::KubeletVolume;
+use super::KubeletVolume;
 use crate::decide::budget;
 use crate::decide::{Action, ActionResult, ClaimState, FailureCause, Measurement, ResizeState};
 use crate::quantity;
+use crate::report::MeasuredBy;
 
 /// Filesystems keep a few percent for metadata; under this share of the claim, it did not grow.
 /// Only for history entries written before `fs_before` was recorded.

@@ -1,0 +1,418 @@
+//! One volume, one decision: the engine's inputs from the claim's objects and the measurement
+//! ([`prepare`]), then, with the WAL health the shell gathered for the policy it resolved, the
+//! decision and its report ([`Prepared::finish`]). No I/O: the loop fetches, this resolves and
+//! decides, each once per volume and scan.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::KubeletVolume;
+use super::inflight::{self, Seen};
+use crate::decide::rate::FillRate;
+use crate::decide::{
+    Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
+    VolumeRole, WalHealth, decide,
+};
+use crate::decide::{Note, budget};
+use crate::k8s::{claim, roles, state};
+use crate::policy::merge::{CentralPolicy, Source, effective_with_limits};
+use crate::policy::validate::{Context, Finding, validate};
+use crate::policy::{Policy, merge::Merged};
+use crate::probe::{Volume, VolumeMode};
+use crate::report::{FutureHistory, MeasuredBy, VolumeReport};
+
+/// Everything known about one mounted claim at one scan.
+pub struct Subject<'a> {
+    pub volume: &'a Volume,
+    pub pod: &'a Pod,
+    pub pvc: &'a PersistentVolumeClaim,
+    /// Every claim the pod mounts (to tell whether WAL has its own volume).
+    pub pod_claims: &'a [&'a PersistentVolumeClaim],
+    pub storage_class: Option<&'a StorageClass>,
+    pub central: &'a CentralPolicy,
+    pub node: &'a str,
+    pub node_draining: bool,
+    pub resize_timeout: SignedDuration,
+    /// The largest request among the claim's group (see `k8s::roles::group_key`), if grouped.
+    pub group_size: Option<u64>,
+    /// The kubelet's numbers for this claim, if it reported any.
+    pub kubelet: Option<KubeletVolume>,
+    /// The volume's fill rate (bytes per second) from its recent samples, when known.
+    pub fill_rate: Option<f64>,
+}
+
+#[derive(Debug)]
+pub struct Evaluation {
+    pub report: VolumeReport,
+    pub policy: Option<Policy>,
+    pub history: Vec<Action>,
+    /// `history`'s newest action was first seen landed (or failed) by this evaluation: the
+    /// history is written back with the time and result, so the claim keeps how long its
+    /// resizes take and what became of them.
+    pub history_changed: bool,
+}
+
+fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    pvc_or_class.cloned().unwrap_or_default()
+}
+
+/// The volume's Postgres role, whether its instance keeps WAL on it, and its cluster. An invalid
+/// role annotation is an error for the caller to report.
+fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>), String> {
+    match roles::postgres_volume(s.pvc, Some(s.pod)).map_err(|e| e.to_string())? {
+        Some(pg) => {
+            let wal_on_data =
+                pg.role == VolumeRole::Data && roles::wal_on_data(s.pod, s.pod_claims);
+            Ok((pg.role, wal_on_data, pg.cluster.or(pg.instance)))
+        }
+        None => Ok((VolumeRole::Other, false, None)),
+    }
+}
+
+/// Splits off history entries dated beyond the clock-skew allowance: no action happened then, so
+/// they are not counted (they would block the claim until that date).
+fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<FutureHistory>) {
+    let (future, valid): (Vec<Action>, Vec<Action>) =
+        history.into_iter().partition(|a| budget::is_future(a, now));
+    let ignored = future
+        .iter()
+        .map(|a| a.at)
+        .max()
+        .map(|latest| FutureHistory {
+            entries: future.len(),
+            latest,
+        });
+    (valid, ignored)
+}
+
+/// What a volume resolves to before the engine runs: its claim state and history (with what the
+/// latest measurement says of the resize in flight), its Postgres role and its policy. The shell
+/// gathers WAL health for [`Prepared::policy`], then [`Prepared::finish`] decides.
+pub struct Prepared {
+    claim: ClaimState,
+    history: Vec<Action>,
+    ignored: Option<FutureHistory>,
+    seen: Option<Seen>,
+    history_changed: bool,
+    fill_rate: Option<FillRate>,
+    block_mode: bool,
+    capacity_unknown: bool,
+    role: VolumeRole,
+    wal_on_data: bool,
+    cluster: Option<String>,
+    class_name: Option<String>,
+    provenance: BTreeMap<String, Source>,
+    warnings: Vec<Finding>,
+    errors: Vec<Finding>,
+    wants_enabled: bool,
+    policy: Option<Policy>,
+}
+
+/// [`prepare`] then [`Prepared::finish`]: the whole evaluation when WAL health is at hand.
+pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
+    prepare(s, now).finish(s, wal, now)
+}
+
+/// The claim's size and resize state as its own objects say them; an unreadable size is an
+/// error, and the claim then counts as empty and idle.
+fn claim_of(s: &Subject, now: Timestamp, errors: &mut Vec<Finding>) -> ClaimState {
+    claim::claim_state(s.pvc, now, s.resize_timeout).unwrap_or_else(|e| {
+        errors.push(Finding {
+            field: "spec.resources.requests.storage".into(),
+            message: e.to_string(),
+        });
+        ClaimState {
+            request_bytes: 0,
+            capacity_bytes: 0,
+            resize: ResizeState::Idle,
+        }
+    })
+}
+
+fn history_of(
+    s: &Subject,
+    now: Timestamp,
+    errors: &mut Vec<Finding>,
+) -> (Vec<Action>, Option<FutureHistory>) {
+    let history = state::read_history(s.pvc).unwrap_or_else(|e| {
+        errors.push(Finding {
+            field: state::HISTORY.into(),
+            message: e.to_string(),
+        });
+        Vec::new()
+    });
+    split_future(history, now)
+}
+
+/// The claim's policy layers merged: its annotations, its StorageClass's, its own
+/// `spec.resources.limits.storage` (topolvm users set the ceiling there) and the central one.
+fn merged_policy(s: &Subject, class_name: Option<&str>) -> Merged {
+    let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
+    let pvc_name = format!("{ns}/{}", s.pvc.metadata.name.as_deref().unwrap_or(""));
+    let class_annotations = annotations(
+        s.storage_class
+            .and_then(|c| c.metadata.annotations.as_ref()),
+    );
+    let spec_limit = s
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("storage"))
+        .map(|q| q.0.as_str());
+    effective_with_limits(
+        &pvc_name,
+        &annotations(s.pvc.metadata.annotations.as_ref()),
+        class_name.map(|n| (n, &class_annotations)),
+        spec_limit,
+        s.central,
+    )
+}
+
+/// Resolves everything the engine needs but WAL health.
+pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
+    let mut errors: Vec<Finding> = Vec::new();
+    let claim = claim_of(s, now, &mut errors);
+    let (mut history, ignored) = history_of(s, now, &mut errors);
+    let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
+    let last_write = history.iter().map(|a| a.at).max();
+    let seen = inflight::usable(s.volume.measurement, s.kubelet, block_mode, last_write, now);
+    let landed = inflight::stamp_landing(&mut history, seen.as_ref());
+    let fill_rate = s.fill_rate.map(|bytes_per_second| FillRate {
+        bytes_per_second,
+        resize_lead: inflight::learned_lead(&history),
+    });
+    let claim = inflight::resize_state(claim, &history, seen.as_ref(), s.resize_timeout, now);
+    let failed = inflight::stamp_failure(&mut history, &claim);
+    // Bound (it has a volume) yet no size reported: nothing to grow from, nothing to compare with.
+    let capacity_unknown = claim::storage_capacity(s.pvc).is_ok_and(|c| c.is_none())
+        && (claim::is_bound(s.pvc) || s.volume.pv.is_some());
+    let (role, wal_on_data, cluster) = postgres_facts(s).unwrap_or_else(|message| {
+        errors.push(Finding {
+            field: "headroom.dev/postgres-role".into(),
+            message,
+        });
+        (VolumeRole::Other, false, None)
+    });
+    let class_name = s
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.storage_class_name.clone());
+    let merged = merged_policy(s, class_name.as_deref());
+    let ctx = Context {
+        current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
+        wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
+    };
+    let mut validation = validate(&merged.spec, &ctx);
+    errors.extend(validation.errors.iter().cloned());
+    validation
+        .warnings
+        .extend(ignored.map(|h| h.finding(state::HISTORY, budget::CLOCK_SKEW)));
+    Prepared {
+        policy: validation.policy.filter(|_| errors.is_empty()),
+        // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are
+        // not worth an Event on every claim of the cluster; a claim pvc-autoresizer would resize
+        // is in.
+        wants_enabled: merged.wants_enabled(),
+        provenance: merged.provenance,
+        warnings: validation.warnings,
+        claim,
+        history,
+        ignored,
+        seen,
+        history_changed: landed || failed,
+        fill_rate,
+        block_mode,
+        capacity_unknown,
+        role,
+        wal_on_data,
+        cluster,
+        class_name,
+        errors,
+    }
+}
+
+impl Prepared {
+    /// The claim's valid effective policy, if it has one (what WAL health is gathered for).
+    pub fn policy(&self) -> Option<&Policy> {
+        self.policy.as_ref()
+    }
+
+    /// The volume's Postgres role, and whether its instance keeps WAL on it.
+    pub fn postgres_role(&self) -> (VolumeRole, bool) {
+        (self.role, self.wal_on_data)
+    }
+
+    fn facts(&self, s: &Subject) -> VolumeFacts {
+        VolumeFacts {
+            role: self.role,
+            wal_on_data: self.wal_on_data,
+            shared: s.volume.class.is_shared(),
+            expandable: s
+                .storage_class
+                .and_then(|c| c.allow_volume_expansion)
+                .unwrap_or(false),
+            block_mode: self.block_mode,
+            unmeasured: self.seen.is_none() && !self.block_mode,
+            capacity_unknown: self.capacity_unknown,
+            node_draining: s.node_draining,
+            group_size: s.group_size,
+        }
+    }
+
+    /// Decides, with the WAL health the shell gathered (if any), and reports.
+    pub fn finish(self, s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluation {
+        let disabled = Policy::with_limit(0);
+        let input = match (&self.policy, self.wants_enabled) {
+            (Some(p), _) => PolicyInput::Valid(p),
+            (None, true) => PolicyInput::Invalid,
+            (None, false) => PolicyInput::Valid(&disabled),
+        };
+        // statfs first; the kubelet's (older) numbers only when statfs could not see the volume.
+        let measurement = self.seen.map(|m| m.measurement);
+        let mut decision = decide(&Inputs {
+            policy: input,
+            measurement: measurement.unwrap_or_default(),
+            claim: &self.claim,
+            history: &self.history,
+            wal: wal.as_ref(),
+            facts: self.facts(s),
+            now,
+            fill_rate: self.fill_rate,
+        });
+        if let Some(m) = self.seen.filter(|m| m.by == MeasuredBy::Kubelet) {
+            decision.notes.push(Note::KubeletNumbers { at: m.at });
+        } else if s.volume.measurement.is_none()
+            && !self.block_mode
+            && s.kubelet.is_some_and(|k| k.fresh(now))
+        {
+            decision.notes.push(Note::KubeletNumbersStale);
+        }
+        self.report(s, decision, wal, now)
+    }
+
+    fn report(
+        self,
+        s: &Subject,
+        decision: Decision,
+        wal: Option<WalHealth>,
+        now: Timestamp,
+    ) -> Evaluation {
+        let measured_by = self.seen.map_or(MeasuredBy::None, |m| m.by);
+        let role = self.role;
+        let report = VolumeReport {
+            namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
+            pvc: s.pvc.metadata.name.clone().unwrap_or_default(),
+            pv: s.volume.pv.clone().unwrap_or_default(),
+            node: s.node.to_string(),
+            storage_class: self.class_name,
+            role,
+            tablespace: roles::tablespace(s.pvc).filter(|_| role == VolumeRole::Tablespace),
+            instance: s.pod.metadata.name.clone(),
+            postgres_cluster: self.cluster,
+            mount_path: s.volume.path.clone(),
+            fs_class: s.volume.class.as_str().to_string(),
+            shared_with: s.volume.shared_with.clone(),
+            measurement: self.seen.map(|m| m.measurement),
+            measured_by,
+            measured_at: self.seen.map(|m| m.at),
+            not_measured: s
+                .volume
+                .unmeasured
+                .filter(|_| measured_by == MeasuredBy::None),
+            limit_bytes: self.policy.as_ref().map(|p| p.limit),
+            provenance: self.provenance,
+            policy_errors: if self.wants_enabled {
+                self.errors
+            } else {
+                Vec::new()
+            },
+            policy_warnings: self.warnings,
+            future_history: self.ignored,
+            claim: self.claim,
+            decision,
+            wal,
+            last_action: self.history.iter().max_by_key(|a| a.at).cloned(),
+            fill_rate: self.fill_rate,
+            evaluated_at: now,
+        };
+        Evaluation {
+            report,
+            policy: self.policy,
+            history: self.history,
+            history_changed: self.history_changed,
+        }
+    }
+}
+
+/// The evaluation of a claim whose evaluation panicked (`message`): blocked as `internal_error`,
+/// with nothing read from its objects that could trip the same bug again.
+pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluation {
+    let namespace = s.pvc.metadata.namespace.clone().unwrap_or_default();
+    let pvc = s.pvc.metadata.name.clone().unwrap_or_default();
+    let decision = Decision {
+        verdict: crate::decide::Verdict::Blocked {
+            reason: BlockReason::InternalError,
+        },
+        target_bytes: None,
+        budget_left: 0,
+        next_slot: None,
+        next_window: None,
+        seconds_to_full: None,
+        predicted: false,
+        emergency: false,
+        budget: Default::default(),
+        effective_bytes: None,
+        notes: vec![Note::InternalError(message)],
+        fallback: None,
+        lower_to: None,
+    };
+    let report = VolumeReport {
+        namespace,
+        pvc,
+        pv: s.volume.pv.clone().unwrap_or_default(),
+        node: s.node.to_string(),
+        storage_class: None,
+        role: VolumeRole::Other,
+        tablespace: None,
+        instance: None,
+        postgres_cluster: None,
+        mount_path: s.volume.path.clone(),
+        fs_class: s.volume.class.as_str().to_string(),
+        shared_with: s.volume.shared_with.clone(),
+        measurement: s.volume.measurement,
+        measured_by: if s.volume.measurement.is_some() {
+            MeasuredBy::Statfs
+        } else {
+            MeasuredBy::None
+        },
+        measured_at: s.volume.measurement.map(|_| now),
+        not_measured: s.volume.unmeasured,
+        limit_bytes: None,
+        provenance: BTreeMap::new(),
+        policy_errors: Vec::new(),
+        policy_warnings: Vec::new(),
+        future_history: None,
+        claim: ClaimState {
+            request_bytes: 0,
+            capacity_bytes: 0,
+            resize: ResizeState::Idle,
+        },
+        decision,
+        wal: None,
+        last_action: None,
+        fill_rate: None,
+        evaluated_at: now,
+    };
+    Evaluation {
+        report,
+        policy: None,
+        history: Vec::new(),
+        history_changed: false,
+    }
+}
