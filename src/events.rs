@@ -81,30 +81,8 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
         .unwrap_or_else(|| "?".into());
     Some(match reason {
         BlockReason::Disabled | BlockReason::ResizeInProgress => return None,
-        BlockReason::InvalidPolicy => {
-            let detail: Vec<String> = report
-                .policy_errors
-                .iter()
-                .map(|f| format!("{}: {}", f.field, f.message))
-                .collect();
-            Notice::warning(
-                "InvalidPolicy",
-                format!("policy refused, no action: {}", detail.join("; ")),
-            )
-        }
-        BlockReason::InternalError => Notice::warning(
-            "InternalError",
-            format!(
-                "headroom hit an internal error evaluating this claim and leaves it alone: {}",
-                report
-                    .decision
-                    .notes
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        ),
+        BlockReason::InvalidPolicy => invalid_policy(report),
+        BlockReason::InternalError => internal_error(report),
         BlockReason::CapacityUnknown => Notice::warning(
             "CapacityUnknown",
             "the claim is bound but has no status.capacity.storage: its size is unknown, so headroom will not resize it".to_string(),
@@ -122,50 +100,83 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
                 None => "growth needed but the daily action budget is spent".to_string(),
             },
         ),
-        BlockReason::SharedFilesystem => {
-            let others: Vec<String> = report
-                .shared_with
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            Notice::warning(
-                "SharedFilesystem",
-                format!(
-                    "the volume's filesystem is shared ({}{}): its numbers are not this claim's, headroom will not resize it",
-                    report.fs_class,
-                    if others.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" with {}", others.join(", "))
-                    }
-                ),
-            )
-        }
+        BlockReason::SharedFilesystem => shared_filesystem(report),
         BlockReason::OutsideWindow | BlockReason::Cooldown => Notice {
             warning: false,
             reason: "ResizeBlocked",
             note: format!("growth planned, waiting: {reason}"),
         },
-        BlockReason::ResizeFailed => {
-            let (cause, detail) = match &report.claim.resize {
-                ResizeState::Failed { cause, detail } => (Some(*cause), detail.as_str()),
-                _ => (None, ""),
-            };
-            let reason = match cause {
-                Some(FailureCause::Infeasible) => "ExpansionInfeasible",
-                Some(FailureCause::FilesystemNotExpanded) => "FilesystemNotExpanded",
-                _ => "ExpansionStuck",
-            };
-            Notice::warning(
-                reason,
-                format!("no further growth until this is resolved: {detail}"),
-            )
-        }
+        BlockReason::ResizeFailed => resize_failed(report),
         other => Notice::warning(
             "ResizeBlocked",
             format!("growth needed but blocked: {other}"),
         ),
     })
+}
+
+fn invalid_policy(report: &VolumeReport) -> Notice {
+    let detail: Vec<String> = report
+        .policy_errors
+        .iter()
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect();
+    Notice::warning(
+        "InvalidPolicy",
+        format!("policy refused, no action: {}", detail.join("; ")),
+    )
+}
+
+fn internal_error(report: &VolumeReport) -> Notice {
+    let notes: Vec<String> = report
+        .decision
+        .notes
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Notice::warning(
+        "InternalError",
+        format!(
+            "headroom hit an internal error evaluating this claim and leaves it alone: {}",
+            notes.join("; ")
+        ),
+    )
+}
+
+fn shared_filesystem(report: &VolumeReport) -> Notice {
+    let others: Vec<String> = report
+        .shared_with
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let with = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", others.join(", "))
+    };
+    Notice::warning(
+        "SharedFilesystem",
+        format!(
+            "the volume's filesystem is shared ({}{with}): its numbers are not this claim's, headroom will not resize it",
+            report.fs_class,
+        ),
+    )
+}
+
+/// The Event's reason names the failure's cause.
+fn resize_failed(report: &VolumeReport) -> Notice {
+    let (cause, detail) = match &report.claim.resize {
+        ResizeState::Failed { cause, detail } => (Some(*cause), detail.as_str()),
+        _ => (None, ""),
+    };
+    let reason = match cause {
+        Some(FailureCause::Infeasible) => "ExpansionInfeasible",
+        Some(FailureCause::FilesystemNotExpanded) => "FilesystemNotExpanded",
+        _ => "ExpansionStuck",
+    };
+    Notice::warning(
+        reason,
+        format!("no further growth until this is resolved: {detail}"),
+    )
 }
 
 /// Publishes notices through the kube-runtime recorder, remembering the last one per claim.

@@ -13,7 +13,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use headroom::decide::GrowKind;
+use headroom::decide::VolumeRole;
 use headroom::metrics::Metrics;
+use headroom::metrics::labels::{ResizeResult, VolumeLabels};
 use headroom::reclaim::ReclaimMetrics;
 use headroom::reclaim::state::{Outcome, ReclaimRecord};
 use support::reports::*;
@@ -127,10 +129,17 @@ fn exported() -> BTreeSet<String> {
         Duration::from_millis(50),
         at("2025-03-01T10:00:00Z"),
     );
-    m.resize("shop", "pgdata-orders-1", "data", GrowKind::Grow, "ok");
+    m.resize(
+        VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),
+        GrowKind::Grow,
+        ResizeResult::Success,
+    );
     m.api_request("patch", 200);
     m.watch_restart("pods");
-    m.kubelet_disagreement("shop", "pgdata-orders-1", "data", 0.01);
+    m.kubelet_disagreement(
+        VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),
+        0.01,
+    );
     // The agent registers the trim metrics into the same registry (src/agent/mod.rs).
     let reclaim = ReclaimMetrics::new().unwrap();
     reclaim.register(m.registry()).unwrap();

@@ -7,8 +7,10 @@ mod support {
 
 use std::time::Duration;
 
+use headroom::decide::VolumeRole;
 use headroom::decide::{BlockReason, GrowKind};
 use headroom::metrics::Metrics;
+use headroom::metrics::labels::{ResizeResult, VolumeLabels};
 use support::reports::*;
 
 const PG: &[(&str, &str)] = &[
@@ -284,10 +286,21 @@ fn series_of_volumes_that_left_the_node_are_removed() {
         Duration::ZERO,
         t,
     );
-    m.resize("shop", "pgdata-orders-1", "data", GrowKind::Grow, "ok");
-    m.resize("shop", "scratch", "other", GrowKind::EmergencyGrow, "error");
-    m.kubelet_disagreement("shop", "pgdata-orders-1", "data", 0.02);
-    m.kubelet_disagreement("shop", "scratch", "other", 0.3);
+    m.resize(
+        VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),
+        GrowKind::Grow,
+        ResizeResult::Success,
+    );
+    m.resize(
+        VolumeLabels::new("shop", "scratch", VolumeRole::Other),
+        GrowKind::EmergencyGrow,
+        ResizeResult::Error,
+    );
+    m.kubelet_disagreement(
+        VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),
+        0.02,
+    );
+    m.kubelet_disagreement(VolumeLabels::new("shop", "scratch", VolumeRole::Other), 0.3);
     let before = scrape(&m);
     assert!(!find(&before, "headroom_resizes_total", PG).is_empty());
     assert!(!find(&before, "headroom_wal_slot_retention_bytes", PG).is_empty());
@@ -332,26 +345,22 @@ fn counters_for_resizes_api_requests_and_watch_restarts() {
     );
     for _ in 0..3 {
         m.resize(
-            "shop",
-            "pgdata-orders-1",
-            "data",
+            VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),
             GrowKind::ScheduledGrow,
-            "ok",
+            ResizeResult::Success,
         );
     }
     m.resize(
-        "shop",
-        "pgdata-orders-1",
-        "data",
+        VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),
         GrowKind::ScheduledGrow,
-        "conflict",
+        ResizeResult::Conflict,
     );
     m.api_request("patch", 200);
     m.api_request("patch", 200);
     m.api_request("list", 403);
     m.watch_restart("pods");
     let s = scrape(&m);
-    let ok = [PG, &[("kind", "ScheduledGrow"), ("result", "ok")]].concat();
+    let ok = [PG, &[("kind", "ScheduledGrow"), ("result", "success")]].concat();
     assert_eq!(value(&s, "headroom_resizes_total", &ok), 3.0);
     let conflict = [PG, &[("kind", "ScheduledGrow"), ("result", "conflict")]].concat();
     assert_eq!(value(&s, "headroom_resizes_total", &conflict), 1.0);
@@ -409,8 +418,8 @@ fn tablespace_volumes_carry_their_tablespace_label() {
         Duration::ZERO,
         at("2025-03-01T10:00:00Z"),
     );
-    m.resize_of(&tbs, GrowKind::Grow, "success");
-    m.resize_of(&data, GrowKind::Grow, "success");
+    m.resize_of(&tbs, GrowKind::Grow, ResizeResult::Success);
+    m.resize_of(&data, GrowKind::Grow, ResizeResult::Success);
     let s = scrape(&m);
     let per_volume = |pvc: &str| -> Vec<Sample> {
         s.iter()

@@ -15,6 +15,7 @@ use crate::decide::{Action, ActionResult, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
+use crate::metrics::labels::ResizeResult;
 use crate::quantity;
 use crate::report::VolumeReport;
 use crate::resolve::Evaluation;
@@ -118,18 +119,7 @@ impl Actor<'_> {
     ) -> Applied {
         let report = &eval.report;
         let key = format!("{}/{}", report.namespace, report.pvc);
-        let name = report.pvc.as_str();
-        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        // After an internal error opt-in is unknown: write nothing to the claim.
-        let opted_in = !matches!(
-            report.decision.verdict,
-            Verdict::Blocked {
-                reason: BlockReason::Disabled | BlockReason::InternalError
-            }
-        );
-        // Opt-in is a hard boundary: a claim whose owner never enabled headroom gets no patch and
-        // no Event, whatever state it is in (a KEP-1790 infeasible resize included).
-        if !opted_in {
+        if !Self::opted_in(report) {
             self.events.update(&key, pvc, None).await;
             self.events.update(&format!("{key}#wal"), pvc, None).await;
             self.events
@@ -150,34 +140,74 @@ impl Actor<'_> {
         }
         let Some((to, kind)) = report.decision.grow_to() else {
             self.events.update(&key, pvc, notice_for(report)).await;
-            let unchanged = state::read_status(pvc)
-                .ok()
-                .flatten()
-                .is_some_and(|old| !status.differs(&old));
-            // A resize seen landed: its time goes into the history (once per resize), which is
-            // what the predictive trigger learns this claim's lead time from; a failed one is
-            // marked so.
-            let history = eval.history_changed.then_some(eval.history.as_slice());
-            if !self.dry_run && (!unchanged || history.is_some()) {
-                match state::status_patch(Some(&rv), &status, history) {
-                    // A 409 here only means the next scan writes the status.
-                    Ok(body) => {
-                        if let Err(PatchError::Other(e)) = self.patch(name, &body).await {
-                            tracing::warn!(pvc = %key, error = %e, "could not write status");
-                        }
-                    }
-                    Err(e) => tracing::warn!(pvc = %key, error = %e, "could not encode status"),
-                }
-            }
+            self.write_status(&key, pvc, eval, &status).await;
             return Applied::Done;
         };
+        self.grow(&key, pvc, eval, (to, kind), &status, now).await
+    }
 
+    /// Opt-in is a hard boundary: a claim whose owner never enabled headroom gets no patch and
+    /// no Event, whatever state it is in (a KEP-1790 infeasible resize included); after an
+    /// internal error opt-in is unknown.
+    fn opted_in(report: &VolumeReport) -> bool {
+        !matches!(
+            report.decision.verdict,
+            Verdict::Blocked {
+                reason: BlockReason::Disabled | BlockReason::InternalError
+            }
+        )
+    }
+
+    /// No grow: writes the status when it changed, and the history when a resize was seen
+    /// landed or failed.
+    async fn write_status(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        status: &StatusAnnotation,
+    ) {
+        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
+        let unchanged = state::read_status(pvc)
+            .ok()
+            .flatten()
+            .is_some_and(|old| !status.differs(&old));
+        // A resize seen landed: its time goes into the history (once per resize), which is
+        // what the predictive trigger learns this claim's lead time from; a failed one is
+        // marked so.
+        let history = eval.history_changed.then_some(eval.history.as_slice());
+        if !self.dry_run && (!unchanged || history.is_some()) {
+            match state::status_patch(Some(&rv), status, history) {
+                // A 409 here only means the next scan writes the status.
+                Ok(body) => {
+                    if let Err(PatchError::Other(e)) = self.patch(&eval.report.pvc, &body).await {
+                        tracing::warn!(pvc = %key, error = %e, "could not write status");
+                    }
+                }
+                Err(e) => tracing::warn!(pvc = %key, error = %e, "could not encode status"),
+            }
+        }
+    }
+
+    /// Carries out the engine's grow: the PATCH, its metric, its Events.
+    async fn grow(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        (to, kind): (u64, GrowKind),
+        status: &StatusAnnotation,
+        now: Timestamp,
+    ) -> Applied {
+        let report = &eval.report;
+        let name = report.pvc.as_str();
+        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
         let from = report.claim.current_bytes();
         if self.dry_run {
             tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
             return Applied::Done;
         }
-        let body = match grow_body(eval, &rv, (to, kind), self.node, &status, now) {
+        let body = match grow_body(eval, &rv, (to, kind), self.node, status, now) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(pvc = %key, error = %e, "could not encode the resize patch");
@@ -186,9 +216,9 @@ impl Actor<'_> {
         };
         let result = self.patch(name, &body).await;
         let label = match &result {
-            Ok(_) => "success",
-            Err(PatchError::Conflict) => "conflict",
-            Err(PatchError::Other(_)) => "error",
+            Ok(_) => ResizeResult::Success,
+            Err(PatchError::Conflict) => ResizeResult::Conflict,
+            Err(PatchError::Other(_)) => ResizeResult::Error,
         };
         self.metrics.resize_of(report, kind, label);
         match result {
@@ -228,7 +258,7 @@ impl Actor<'_> {
                         },
                     )
                     .await;
-                self.events.update(&key, pvc, None).await;
+                self.events.update(key, pvc, None).await;
                 Applied::Done
             }
             Err(PatchError::Conflict) => Applied::Conflict,
@@ -278,7 +308,8 @@ impl Actor<'_> {
         let report = &eval.report;
         match self.patch(&report.pvc, &body).await {
             Ok(_) => {
-                self.metrics.resize_of(report, GrowKind::Retry, "success");
+                self.metrics
+                    .resize_of(report, GrowKind::Retry, ResizeResult::Success);
                 let note = format!(
                     "request {from} was infeasible; lowered to {to}, the largest step known to work"
                 );
@@ -296,7 +327,8 @@ impl Actor<'_> {
             }
             Err(PatchError::Conflict) => Some(Applied::Conflict),
             Err(PatchError::Other(e)) => {
-                self.metrics.resize_of(report, GrowKind::Retry, "error");
+                self.metrics
+                    .resize_of(report, GrowKind::Retry, ResizeResult::Error);
                 tracing::warn!(pvc = %key, error = %e, "could not lower the infeasible request (needs Kubernetes 1.34 or RecoverVolumeExpansionFailure)");
                 None
             }

@@ -1,16 +1,18 @@
 //! One scan of this node: probe the kubelet's volumes, map them to claims, decide, act.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
 use super::contain::contain;
-use super::kubelet::{KubeletStats, KubeletVolume};
+use super::kubelet::{ByClaim, KubeletStats, KubeletVolume};
 use super::measure::Watchlist;
 use super::pgconn::{self, Credentials};
 use super::samples::Samples;
@@ -21,6 +23,7 @@ use crate::decide::WalHealth;
 use crate::events::Events;
 use crate::http::AdminState;
 use crate::k8s::roles;
+use crate::metrics::labels::VolumeLabels;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
 use crate::resolve::trigger::Trigger;
@@ -118,21 +121,7 @@ impl Scanner {
             .metrics()
             .stuck_calls(self.work.prober.stuck_calls());
         let volumes = probed?;
-        let measured_at = tokio::time::Instant::now();
-        let samples = &self.work.samples;
-        let mounted: std::collections::HashSet<&std::path::Path> =
-            volumes.iter().map(|v| v.path.as_path()).collect();
-        samples.retain(|p| mounted.contains(p));
-        let rates: HashMap<&std::path::Path, f64> = volumes
-            .iter()
-            .filter_map(|v| {
-                let m = v.measurement?;
-                Some((
-                    v.path.as_path(),
-                    samples.record(&v.path, m.used_bytes, measured_at)?,
-                ))
-            })
-            .collect();
+        let rates = self.record_samples(&volumes);
         // Volumes of pods being deleted are left alone: the workload is leaving this node.
         let pods: HashMap<String, Arc<Pod>> = world
             .pods
@@ -150,7 +139,69 @@ impl Scanner {
         world
             .sync_namespaces(&wanted, self.work.cfg.api_timeout)
             .await;
+        let (central, creds) = self.central_policy(world);
+        // The kubelet is asked only for what statfs could not measure.
+        let blind = volumes
+            .iter()
+            .any(|v| v.measurement.is_none() && v.mode == probe::VolumeMode::Filesystem);
+        let kubelet = self.kubelet.get(now, blind).await.clone();
+        let common = Common {
+            central: Arc::new(central),
+            creds: Arc::new(creds),
+            draining: node_draining(world.node().as_deref()),
+            now,
+        };
+        let mut started = Vec::new();
+        let mut reclaims = Vec::new();
+        let mut reports = Vec::new();
+        for (pv, vols) in by_pv(&volumes) {
+            let Some(claim) = Claim::of(world, &pods, pv, &vols) else {
+                continue;
+            };
+            reclaims.push(claim.reclaim_target(world));
+            if let Some(report) = self.collect_running(&claim.key).await {
+                // Still busy from an earlier scan: its last word stands, nothing new starts.
+                reports.extend(report);
+                continue;
+            }
+            let ctx = claim.ctx(world, &volumes, &kubelet, &rates, &common);
+            let work = self.work.clone();
+            let pvc = claim.pvc;
+            // All of the scan's tasks exist at once: each stays small (the claim shared, the
+            // volume's work boxed when it starts) so 500 of them are not 500 full futures.
+            started.push((
+                claim.key,
+                tokio::spawn(async move {
+                    let pvc = (*pvc).clone();
+                    Box::pin(work.volume(&ctx, pvc, now)).await
+                }),
+            ));
+        }
+        reports.extend(self.collect(started).await);
+        self.cross_check(&reports, &kubelet);
+        self.reclaim(reclaims, &common).await;
+        self.forget_gone(&reports, &volumes, &rates);
+        Ok(reports)
+    }
 
+    /// Records each measured volume's usage; returns the fill rates the samples give.
+    fn record_samples(&self, volumes: &[Volume]) -> HashMap<PathBuf, f64> {
+        let measured_at = tokio::time::Instant::now();
+        let samples = &self.work.samples;
+        let mounted: HashSet<&Path> = volumes.iter().map(|v| v.path.as_path()).collect();
+        samples.retain(|p| mounted.contains(p));
+        volumes
+            .iter()
+            .filter_map(|v| {
+                let m = v.measurement?;
+                let rate = samples.record(&v.path, m.used_bytes, measured_at)?;
+                Some((v.path.clone(), rate))
+            })
+            .collect()
+    }
+
+    /// The central policy and the Postgres credentials, from the agent's ConfigMap.
+    fn central_policy(&self, world: &World) -> (CentralPolicy, Credentials) {
         let cm_name = format!("{}/{}", self.work.cfg.namespace, self.work.cfg.configmap);
         let data = world
             .configmap()
@@ -168,97 +219,17 @@ impl Scanner {
             }),
             None => Credentials::default(),
         };
-        let draining = node_draining(world.node().as_deref());
-        // The kubelet is asked only for what statfs could not measure.
-        let blind = volumes
-            .iter()
-            .any(|v| v.measurement.is_none() && v.mode == probe::VolumeMode::Filesystem);
-        let kubelet = self.kubelet.get(now, blind).await.clone();
+        (central, creds)
+    }
 
-        let mut by_pv: BTreeMap<&str, Vec<&Volume>> = BTreeMap::new();
-        for v in &volumes {
-            if let Some(pv) = v.pv.as_deref() {
-                by_pv.entry(pv).or_default().push(v);
-            }
-        }
-        let central = Arc::new(central);
-        let creds = Arc::new(creds);
-        let mut started = Vec::new();
-        let mut reclaims = Vec::new();
-        let mut reports = Vec::new();
-        for (pv, vols) in by_pv {
-            let Some((vol, pod)) = vols
-                .iter()
-                .find_map(|v| Some((*v, pods.get(v.pod_uid.as_deref()?)?.clone())))
-            else {
-                continue;
-            };
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let claims: Vec<Arc<PersistentVolumeClaim>> = roles::pod_claim_names(&pod)
-                .iter()
-                .filter_map(|c| world.claim(&ns, c))
-                .collect();
-            let Some(pvc) = claims
-                .iter()
-                .find(|c| c.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(pv))
-                .cloned()
-            else {
-                continue; // not a claim, or its watch has not listed yet
-            };
-            let class = pvc
-                .spec
-                .as_ref()
-                .and_then(|s| s.storage_class_name.as_deref())
-                .and_then(|n| world.storage_class(n));
-            let driver = class
-                .as_ref()
-                .map(|c| c.provisioner.clone())
-                .map(|d| (world.csi_driver(&d), d));
-            reclaims.push((
-                vol,
-                pvc.clone(),
-                class.clone(),
-                world.namespace(&ns),
-                driver,
-            ));
-            let key = format!("{ns}/{}", pvc.metadata.name.as_deref().unwrap_or_default());
-            if let Some(report) = self.collect_running(&key).await {
-                // Still busy from an earlier scan: its last word stands, nothing new starts.
-                reports.extend(report);
-                continue;
-            }
-            let ctx = VolumeCtx {
-                vol: vol.clone(),
-                group_size: roles::group_key(&pvc, Some(&pod))
-                    .and_then(|k| world.group_size(&ns, &k)),
-                kubelet: pvc
-                    .metadata
-                    .name
-                    .as_ref()
-                    .and_then(|n| kubelet.get(&(ns.clone(), n.clone())).copied()),
-                fill_rate: rates.get(vol.path.as_path()).copied(),
-                data_mount: super::wal::data_mount(&pod, &claims, &volumes),
-                pod,
-                claims,
-                class,
-                central: central.clone(),
-                creds: creds.clone(),
-                draining,
-            };
-            let work = self.work.clone();
-            // All of the scan's tasks exist at once: each stays small (the claim shared, the
-            // volume's work boxed when it starts) so 500 of them are not 500 full futures.
-            started.push((
-                key,
-                tokio::spawn(async move {
-                    let pvc = (*pvc).clone();
-                    Box::pin(work.volume(&ctx, pvc, now)).await
-                }),
-            ));
-        }
-        // Every volume's work runs at once; the scan waits for it up to one interval, and what
-        // is still running then reports at a later scan.
+    /// Every volume's work runs at once; the scan waits for it up to one interval, and what is
+    /// still running then reports at a later scan.
+    async fn collect(
+        &mut self,
+        started: Vec<(String, JoinHandle<VolumeReport>)>,
+    ) -> Vec<VolumeReport> {
         let deadline = tokio::time::Instant::now() + self.work.cfg.interval;
+        let mut reports = Vec::new();
         for (key, mut task) in started {
             match tokio::time::timeout_at(deadline, &mut task).await {
                 Ok(Ok(report)) => {
@@ -273,40 +244,56 @@ impl Scanner {
                 }
             }
         }
-        for report in &reports {
+        reports
+    }
+
+    /// How far the kubelet's numbers are from statfs's, per volume both measured.
+    fn cross_check(&self, reports: &[VolumeReport], kubelet: &ByClaim) {
+        for report in reports {
             let Some(k) = kubelet.get(&(report.namespace.clone(), report.pvc.clone())) else {
                 continue;
             };
             if let (MeasuredBy::Statfs, Some(m)) = (report.measured_by, report.measurement) {
                 let ratio = super::kubelet::disagreement(&m, &k.measurement);
-                self.work.admin.metrics().kubelet_disagreement(
-                    &report.namespace,
-                    &report.pvc,
-                    report.role.as_str(),
-                    ratio,
-                );
+                self.work
+                    .admin
+                    .metrics()
+                    .kubelet_disagreement(VolumeLabels::of(report), ratio);
             }
         }
-        // A due trim runs in the background, one per node at a time.
-        for (vol, pvc, class, namespace, driver) in reclaims {
+    }
+
+    /// A due trim runs in the background, one per node at a time.
+    async fn reclaim(&mut self, targets: Vec<ReclaimTarget>, common: &Common) {
+        for (vol, pvc, class, namespace, driver) in targets {
             let target = crate::reclaim::Target {
-                volume: vol,
+                volume: &vol,
                 pvc: &pvc,
                 storage_class: class.as_deref(),
                 namespace: namespace.as_deref(),
                 driver: driver
                     .as_ref()
                     .map(|(d, name)| (name.as_str(), d.as_deref())),
-                central: &central,
-                node_draining: draining,
+                central: &common.central,
+                node_draining: common.draining,
             };
             // FITRIM on a mount whose statfs is stuck would hang too, and hold the node's one
             // trim slot until the mount answers.
             if !self.work.shutdown.is_stopping() && vol.unmeasured.is_none() {
-                let plan = self.reclaimer.run_due(&target, now).await;
+                let plan = self.reclaimer.run_due(&target, common.now).await;
                 tracing::debug!(pv = ?vol.pv, ?plan, "reclaim");
             }
         }
+    }
+
+    /// Forgets what belongs to claims no longer on this node, and hands the fast loop what to
+    /// watch until the next scan.
+    fn forget_gone(
+        &mut self,
+        reports: &[VolumeReport],
+        volumes: &[Volume],
+        rates: &HashMap<PathBuf, f64>,
+    ) {
         let keys: BTreeSet<String> = reports
             .iter()
             .map(|r| format!("{}/{}", r.namespace, r.pvc))
@@ -319,6 +306,7 @@ impl Scanner {
         // handle once done (a task still running finishes on its own).
         self.running
             .retain(|k, t| keys.contains(k) || !t.is_finished());
+        let mounted: HashSet<&Path> = volumes.iter().map(|v| v.path.as_path()).collect();
         let triggers = {
             let mut t = self
                 .work
@@ -328,8 +316,8 @@ impl Scanner {
             t.retain(|path, _| mounted.contains(path.as_path()));
             t.clone()
         };
-        self.watchlist.set(&volumes, &triggers, &rates);
-        Ok(reports)
+        let rates: HashMap<&Path, f64> = rates.iter().map(|(p, r)| (p.as_path(), *r)).collect();
+        self.watchlist.set(volumes, &triggers, &rates);
     }
 
     /// The volumes the fast measurement loop watches, and the prober it measures them with.
@@ -482,4 +470,131 @@ struct VolumeCtx {
     fill_rate: Option<f64>,
     /// The pod's Postgres data volume, for a WAL volume's data directory.
     data_mount: Option<std::path::PathBuf>,
+}
+
+/// What every volume of one scan shares.
+struct Common {
+    central: Arc<CentralPolicy>,
+    creds: Arc<Credentials>,
+    draining: bool,
+    now: Timestamp,
+}
+
+/// A volume, its claim, the claim's class and Namespace and CSI driver: what a trim needs.
+type ReclaimTarget = (
+    Volume,
+    Arc<PersistentVolumeClaim>,
+    Option<Arc<StorageClass>>,
+    Option<Arc<k8s_openapi::api::core::v1::Namespace>>,
+    Option<(
+        Option<Arc<k8s_openapi::api::storage::v1::CSIDriver>>,
+        String,
+    )>,
+);
+
+/// The probed volumes by PersistentVolume (a volume mounted by several pods appears once).
+fn by_pv(volumes: &[Volume]) -> BTreeMap<&str, Vec<&Volume>> {
+    let mut by_pv: BTreeMap<&str, Vec<&Volume>> = BTreeMap::new();
+    for v in volumes {
+        if let Some(pv) = v.pv.as_deref() {
+            by_pv.entry(pv).or_default().push(v);
+        }
+    }
+    by_pv
+}
+
+/// One PersistentVolume's claim on this node, with the pod that mounts it.
+struct Claim<'v> {
+    key: String,
+    vol: &'v Volume,
+    pod: Arc<Pod>,
+    pvc: Arc<PersistentVolumeClaim>,
+    claims: Vec<Arc<PersistentVolumeClaim>>,
+    class: Option<Arc<StorageClass>>,
+}
+
+impl<'v> Claim<'v> {
+    /// `None` when no live pod here mounts it, or it is not a claim (or its watch has not
+    /// listed yet).
+    fn of(
+        world: &World,
+        pods: &HashMap<String, Arc<Pod>>,
+        pv: &str,
+        vols: &[&'v Volume],
+    ) -> Option<Claim<'v>> {
+        let (vol, pod) = vols
+            .iter()
+            .find_map(|v| Some((*v, pods.get(v.pod_uid.as_deref()?)?.clone())))?;
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let claims: Vec<Arc<PersistentVolumeClaim>> = roles::pod_claim_names(&pod)
+            .iter()
+            .filter_map(|c| world.claim(&ns, c))
+            .collect();
+        let pvc = claims
+            .iter()
+            .find(|c| c.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(pv))
+            .cloned()?;
+        let class = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+            .and_then(|n| world.storage_class(n));
+        Some(Claim {
+            key: format!("{ns}/{}", pvc.metadata.name.as_deref().unwrap_or_default()),
+            vol,
+            pod,
+            pvc,
+            claims,
+            class,
+        })
+    }
+
+    fn namespace(&self) -> String {
+        self.pod.metadata.namespace.clone().unwrap_or_default()
+    }
+
+    fn reclaim_target(&self, world: &World) -> ReclaimTarget {
+        let driver = self
+            .class
+            .as_ref()
+            .map(|c| c.provisioner.clone())
+            .map(|d| (world.csi_driver(&d), d));
+        (
+            self.vol.clone(),
+            self.pvc.clone(),
+            self.class.clone(),
+            world.namespace(&self.namespace()),
+            driver,
+        )
+    }
+
+    fn ctx(
+        &self,
+        world: &World,
+        volumes: &[Volume],
+        kubelet: &ByClaim,
+        rates: &HashMap<PathBuf, f64>,
+        common: &Common,
+    ) -> VolumeCtx {
+        let ns = self.namespace();
+        VolumeCtx {
+            vol: self.vol.clone(),
+            group_size: roles::group_key(&self.pvc, Some(&self.pod))
+                .and_then(|k| world.group_size(&ns, &k)),
+            kubelet: self
+                .pvc
+                .metadata
+                .name
+                .as_ref()
+                .and_then(|n| kubelet.get(&(ns.clone(), n.clone())).copied()),
+            fill_rate: rates.get(&self.vol.path).copied(),
+            data_mount: super::wal::data_mount(&self.pod, &self.claims, volumes),
+            pod: self.pod.clone(),
+            claims: self.claims.clone(),
+            class: self.class.clone(),
+            central: common.central.clone(),
+            creds: common.creds.clone(),
+            draining: common.draining,
+        }
+    }
 }

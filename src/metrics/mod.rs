@@ -11,26 +11,25 @@ use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Encoder, Histogram, HistogramOpts, Registry, TextEncoder};
 
 use crate::decide::GrowKind;
 use crate::report::VolumeReport;
 
+pub mod labels;
 mod resizes;
 #[cfg(test)]
 mod tests;
 mod volume;
 
+use labels::{
+    ApiRequestLabels, Counters, Gauges, ResizeLabels, ResizeResult, VolumeLabels, WatchLabels,
+};
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
-
-/// Labels of every per-volume series (the registry adds `node`).
-const VOLUME: &[&str] = &["namespace", "persistentvolumeclaim", "volume_role"];
 
 /// The pseudo-state of a volume whose growth is blocked, next to [`State::ALL`].
 pub const BLOCKED_STATE: &str = "Blocked";
@@ -61,17 +60,17 @@ pub struct Metrics {
     scan_lock: RwLock<()>,
     volumes: VolumeGauges,
     resizes: resizes::Resizes,
-    disagreement: GaugeVec,
+    disagreement: Gauges<VolumeLabels, 3>,
     /// Label values of the series above that are set outside scans; removed when their volume
     /// leaves the node.
-    disagreement_series: Mutex<BTreeSet<[String; 3]>>,
+    disagreement_series: Mutex<BTreeSet<VolumeLabels>>,
     /// Each volume's last measurement time, kept across scans that could not measure it.
-    measured_at: Mutex<HashMap<[String; 3], f64>>,
+    measured_at: Mutex<HashMap<VolumeLabels, f64>>,
     scan_duration: Histogram,
     volumes_seen: prometheus::Gauge,
     last_scan: prometheus::Gauge,
-    api_requests: IntCounterVec,
-    watch_restarts: IntCounterVec,
+    api_requests: Counters<ApiRequestLabels, 2>,
+    watch_restarts: Counters<WatchLabels, 1>,
     internal_errors: prometheus::IntCounter,
     scan_failures: prometheus::IntCounter,
     stuck_calls: prometheus::Gauge,
@@ -96,43 +95,11 @@ impl Builder<'_> {
             .map_err(|source| MetricsError::Register { name, source })
     }
 
-    fn gauge_vec(
-        &self,
-        name: &'static str,
-        help: &str,
-        extra: &[&str],
-    ) -> Result<GaugeVec, MetricsError> {
-        let labels: Vec<&str> = VOLUME.iter().chain(extra).copied().collect();
-        let v = GaugeVec::new(Opts::new(name, help), &labels)
-            .map_err(|source| MetricsError::Register { name, source })?;
-        self.register(name, v.clone())?;
-        Ok(v)
-    }
-
-    fn counter_vec(
-        &self,
-        name: &'static str,
-        help: &str,
-        labels: &[&str],
-    ) -> Result<IntCounterVec, MetricsError> {
-        let v = IntCounterVec::new(Opts::new(name, help), labels)
-            .map_err(|source| MetricsError::Register { name, source })?;
-        self.register(name, v.clone())?;
-        Ok(v)
-    }
-
     fn gauge(&self, name: &'static str, help: &str) -> Result<prometheus::Gauge, MetricsError> {
         let g = prometheus::Gauge::new(name, help)
             .map_err(|source| MetricsError::Register { name, source })?;
         self.register(name, g.clone())?;
         Ok(g)
-    }
-}
-
-fn set(vec: &GaugeVec, labels: &[&str], value: f64) {
-    // Fails only on a wrong label count, which the unit tests would show as a missing series.
-    if let Ok(g) = vec.get_metric_with_label_values(labels) {
-        g.set(value);
     }
 }
 
@@ -154,10 +121,10 @@ impl Metrics {
         };
         let volumes = VolumeGauges::new(&b)?;
         let resizes = resizes::Resizes::new(&b)?;
-        let disagreement = b.gauge_vec(
+        let disagreement = Gauges::new(
+            &b,
             "headroom_kubelet_statfs_disagreement_ratio",
             "How far the kubelet's used bytes are from statfs's, as a fraction of capacity (0 = agree).",
-            &[],
         )?;
         let scan_duration = Histogram::with_opts(
             HistogramOpts::new(
@@ -179,15 +146,15 @@ impl Metrics {
             "headroom_last_successful_scan_timestamp_seconds",
             "Unix time the last successful scan finished.",
         )?;
-        let api_requests = b.counter_vec(
+        let api_requests = Counters::new(
+            &b,
             "headroom_api_requests_total",
             "Kubernetes API requests, by verb and HTTP status code.",
-            &["verb", "code"],
         )?;
-        let watch_restarts = b.counter_vec(
+        let watch_restarts = Counters::new(
+            &b,
             "headroom_watch_restarts_total",
             "Times a Kubernetes watch was restarted, by watcher.",
-            &["watcher"],
         )?;
         let internal_errors = prometheus::IntCounter::new(
             "headroom_internal_errors_total",
@@ -242,21 +209,14 @@ impl Metrics {
             .scan_lock
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let present: BTreeSet<[&str; 3]> = reports
-            .iter()
-            .map(|r| [r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()])
-            .collect();
+        let present: BTreeSet<VolumeLabels> = reports.iter().map(VolumeLabels::of).collect();
         let samples = {
             let mut seen = lock(&self.measured_at);
-            seen.retain(|l, _| present.contains(&l.each_ref().map(String::as_str)));
+            seen.retain(|l, _| present.contains(l));
             let measured: Vec<Option<f64>> = reports
                 .iter()
                 .map(|r| {
-                    let key = [
-                        r.namespace.clone(),
-                        r.pvc.clone(),
-                        r.role.as_str().to_string(),
-                    ];
+                    let key = VolumeLabels::of(r);
                     match r.measured_at {
                         Some(t) => {
                             let secs = t.as_millisecond() as f64 / 1000.0;
@@ -270,14 +230,11 @@ impl Metrics {
             volume::Samples::of(reports.iter().zip(measured))
         };
         self.volumes.replace(samples);
-        self.resizes
-            .retain(|l| present.contains(&[l[0].as_str(), l[1].as_str(), l[2].as_str()]));
+        self.resizes.retain(|l| present.contains(l));
         lock(&self.disagreement_series).retain(|l| {
-            let keep = present.contains(&l.each_ref().map(String::as_str));
+            let keep = present.contains(l);
             if !keep {
-                let _ = self
-                    .disagreement
-                    .remove_label_values(&l.each_ref().map(String::as_str));
+                self.disagreement.remove(l);
             }
             keep
         });
@@ -298,34 +255,31 @@ impl Metrics {
         self.stuck_calls.set(n as f64);
     }
 
-    /// Counts one resize request; `result` is a short stable word (`success`, `conflict`,
-    /// `error`).
-    pub fn resize(&self, ns: &str, pvc: &str, role: &str, kind: GrowKind, result: &str) {
-        self.resizes
-            .inc([ns, pvc, role, kind.as_str(), result], None);
+    /// Counts one resize request.
+    pub fn resize(&self, volume: VolumeLabels, kind: GrowKind, result: ResizeResult) {
+        self.resizes.inc(
+            ResizeLabels {
+                volume,
+                kind,
+                result,
+            },
+            None,
+        );
     }
 
     /// [`Metrics::resize`] for a volume as reported: a tablespace volume's series carry its
     /// `tablespace` label, as the per-volume series do.
-    pub fn resize_of(&self, r: &VolumeReport, kind: GrowKind, result: &str) {
-        let labels = [
-            r.namespace.as_str(),
-            &r.pvc,
-            r.role.as_str(),
-            kind.as_str(),
+    pub fn resize_of(&self, r: &VolumeReport, kind: GrowKind, result: ResizeResult) {
+        let labels = ResizeLabels {
+            volume: VolumeLabels::of(r),
+            kind,
             result,
-        ];
-        self.resizes.inc(labels, r.tablespace.as_deref());
+        };
+        self.resizes.inc(labels, r.tablespace.clone());
     }
 
-    pub fn api_request(&self, verb: &str, code: u16) {
-        let code = code.to_string();
-        if let Ok(c) = self
-            .api_requests
-            .get_metric_with_label_values(&[verb, code.as_str()])
-        {
-            c.inc();
-        }
+    pub fn api_request(&self, verb: &'static str, code: u16) {
+        self.api_requests.inc(&ApiRequestLabels { verb, code });
     }
 
     /// One claim evaluation that panicked.
@@ -334,16 +288,15 @@ impl Metrics {
     }
 
     pub fn watch_restart(&self, watcher: &str) {
-        if let Ok(c) = self.watch_restarts.get_metric_with_label_values(&[watcher]) {
-            c.inc();
-        }
+        self.watch_restarts.inc(&WatchLabels {
+            watcher: watcher.to_string(),
+        });
     }
 
     /// `ratio`: |kubelet used - statfs used| / capacity, for a volume both measured.
-    pub fn kubelet_disagreement(&self, ns: &str, pvc: &str, role: &str, ratio: f64) {
-        let labels = [ns, pvc, role];
-        set(&self.disagreement, &labels, ratio);
-        lock(&self.disagreement_series).insert(labels.map(str::to_string));
+    pub fn kubelet_disagreement(&self, volume: VolumeLabels, ratio: f64) {
+        self.disagreement.set(&volume, ratio);
+        lock(&self.disagreement_series).insert(volume);
     }
 
     /// The registry, for collectors kept elsewhere (the reclaim metrics) to join `/metrics`.

@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Counter, LabelPair, Metric, MetricFamily, MetricType};
 
-use super::{Builder, MetricsError, VOLUME};
+use super::labels::{LabelSet, ResizeLabels, VolumeLabels};
+use super::{Builder, MetricsError};
 
 const NAME: &str = "headroom_resizes_total";
 const HELP: &str = "Resize requests sent, by kind (Grow, ScheduledGrow, EmergencyGrow, GroupGrow, Retry) and result.";
 
-/// namespace, persistentvolumeclaim, volume_role, kind, result; then the tablespace, if any.
-type Key = ([String; 5], Option<String>);
+/// The series' labels; then the tablespace, if any.
+type Key = (ResizeLabels, Option<String>);
 
 #[derive(Clone)]
 pub(super) struct Resizes(Arc<Inner>);
@@ -26,11 +27,7 @@ struct Inner {
 
 impl Resizes {
     pub(super) fn new(b: &Builder) -> Result<Resizes, MetricsError> {
-        let labels = VOLUME
-            .iter()
-            .chain(&["kind", "result"])
-            .map(|l| l.to_string())
-            .collect();
+        let labels = ResizeLabels::NAMES.iter().map(|l| l.to_string()).collect();
         let desc = Desc::new(NAME.into(), HELP.into(), labels, HashMap::new())
             .map_err(|source| MetricsError::Register { name: NAME, source })?;
         let r = Resizes(Arc::new(Inner {
@@ -45,14 +42,13 @@ impl Resizes {
         self.0.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn inc(&self, labels: [&str; 5], tablespace: Option<&str>) {
-        let key = (labels.map(str::to_string), tablespace.map(str::to_string));
-        *self.counts().entry(key).or_insert(0) += 1;
+    pub(super) fn inc(&self, labels: ResizeLabels, tablespace: Option<String>) {
+        *self.counts().entry((labels, tablespace)).or_insert(0) += 1;
     }
 
-    /// Drops the series of volumes (namespace, claim, role) not in `keep`.
-    pub(super) fn retain(&self, keep: impl Fn(&[String; 5]) -> bool) {
-        self.counts().retain(|(labels, _), _| keep(labels));
+    /// Drops the series of volumes not in `keep`.
+    pub(super) fn retain(&self, keep: impl Fn(&VolumeLabels) -> bool) {
+        self.counts().retain(|(labels, _), _| keep(&labels.volume));
     }
 }
 
@@ -62,15 +58,15 @@ impl Collector for Resizes {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let names = VOLUME.iter().chain(&["kind", "result"]);
         let metrics = self
             .counts()
             .iter()
-            .map(|((values, tablespace), n)| {
-                let mut labels: Vec<LabelPair> = names
-                    .clone()
+            .map(|((key, tablespace), n)| {
+                let values = key.values();
+                let mut labels: Vec<LabelPair> = ResizeLabels::NAMES
+                    .iter()
                     .zip(values.iter())
-                    .map(|(k, v)| (*k, v.as_str()))
+                    .map(|(k, v)| (*k, v.as_ref()))
                     .chain(tablespace.as_deref().map(|t| ("tablespace", t)))
                     .map(|(k, v)| {
                         let mut l = LabelPair::default();

@@ -12,199 +12,277 @@ use std::sync::{Arc, Mutex, PoisonError};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
-use super::{BLOCKED_STATE, Builder, EMERGENCY_STATE, MetricsError, VOLUME, bool_f};
+use super::labels::{LabelSet, VolumeLabels};
+use super::{BLOCKED_STATE, Builder, EMERGENCY_STATE, MetricsError, bool_f};
 use crate::decide::{BlockReason, Decision, State, Verdict};
 use crate::report::VolumeReport;
 
-struct Family {
+/// A family of per-volume series with `N` labels after the volume's own ([`VolumeLabels`]):
+/// a sample of it gives exactly `N` values, by type.
+struct Family<const N: usize> {
+    /// Its place in [`FAMILIES`].
+    index: usize,
     name: &'static str,
     help: &'static str,
-    /// Labels after [`VOLUME`]'s.
+    extra: [&'static str; N],
+}
+
+/// A family without its label count, for the collector's table.
+struct Meta {
+    name: &'static str,
+    help: &'static str,
     extra: &'static [&'static str],
 }
 
-const INFO: usize = 0;
-const CAPACITY: usize = 1;
-const USED: usize = 2;
-const AVAILABLE: usize = 3;
-const USED_RATIO: usize = 4;
-const INODES_TOTAL: usize = 5;
-const INODES_USED: usize = 6;
-const INODES_FREE: usize = 7;
-const LIMIT: usize = 8;
-const AT_LIMIT: usize = 9;
-const SHARED: usize = 10;
-const EFFECTIVE_SIZE: usize = 11;
-const TARGET_SIZE: usize = 12;
-const SECONDS_TO_FULL: usize = 13;
-const STATE: usize = 14;
-const BUDGET: usize = 15;
-const BLOCKED: usize = 16;
-const WAL_ARCHIVE_CONFIGURED: usize = 17;
-const WAL_ARCHIVE_HEALTHY: usize = 18;
-const WAL_PENDING: usize = 19;
-const WAL_OLDEST_PENDING: usize = 20;
-const WAL_INACTIVE_SLOTS: usize = 21;
-const WAL_SLOT_RETENTION: usize = 22;
-const WAL_SIZE: usize = 23;
-const HISTORY_IGNORED: usize = 24;
-const MEASURED_AT: usize = 25;
-const NOT_MEASURED: usize = 26;
-const LAST_RESIZE: usize = 27;
-const POLICY_FALLBACK: usize = 28;
+impl<const N: usize> Family<N> {
+    const fn meta(&'static self) -> Meta {
+        Meta {
+            name: self.name,
+            help: self.help,
+            extra: &self.extra,
+        }
+    }
+}
 
-const FAMILIES: [Family; 29] = [
-    Family {
-        name: "headroom_volume_info",
-        help: "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
-        extra: &[
-            "pv",
-            "storage_class",
-            "fs_class",
-            "measured_by",
-            "postgres_cluster",
-        ],
-    },
-    Family {
-        name: "headroom_volume_capacity_bytes",
-        help: "Filesystem size seen by statfs (or the kubelet as fallback).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_used_bytes",
-        help: "Bytes used.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_available_bytes",
-        help: "Bytes available to unprivileged users (statfs f_bavail).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_used_ratio",
-        help: "Fraction used, 0-1, like df: used / (used + available).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_inodes",
-        help: "Inodes in total.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_inodes_used",
-        help: "Inodes used.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_inodes_free",
-        help: "Inodes free.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_limit_bytes",
-        help: "The policy's limit: headroom never grows the claim past it.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_at_limit",
-        help: "1 when the claim's size has reached the policy's limit.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_shared_filesystem",
-        help: "1 when the filesystem is shared (network share, directory on a larger filesystem): its numbers are not the claim's own and headroom does not act.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_effective_size_bytes",
-        help: "The claim's size: the larger of its request and its reported capacity.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_target_size_bytes",
-        help: "Convergent mode: the size the volume converges to.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_seconds_to_full",
-        help: "At the volume's estimated fill rate, seconds until it is full; absent when the rate is unknown or the volume is not filling.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_state",
-        help: "1 for the volume's current state, 0 for the others.",
-        extra: &["state"],
-    },
-    Family {
-        name: "headroom_volume_resize_budget_remaining",
-        help: "Resizes left in the rolling 24 h budget (emergency reserve included).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_resize_blocked",
-        help: "1 for the reason growth is blocked, 0 for the other reasons.",
-        extra: &["reason"],
-    },
-    Family {
-        name: "headroom_wal_archive_configured",
-        help: "1 when WAL archiving is configured on the Postgres instance of this volume.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_wal_archive_healthy",
-        help: "1 when WAL archiving keeps up (last failure older than last success, backlog within bounds).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_wal_pending_archive_files",
-        help: "WAL segments waiting to be archived (.ready files).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_wal_oldest_pending_seconds",
-        help: "Age of the oldest WAL segment waiting to be archived.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_wal_inactive_slots",
-        help: "Inactive replication slots holding WAL back.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_wal_slot_retention_bytes",
-        help: "WAL an inactive replication slot retains.",
-        extra: &["slot"],
-    },
-    Family {
-        name: "headroom_wal_size_bytes",
-        help: "Bytes of WAL segments in pg_wal on this volume.",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_invalid_history",
-        help: "1 when entries of the claim's headroom.dev/history were ignored (dated too far in the future).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_measured_timestamp_seconds",
-        help: "Unix time of the volume's last measurement; older than the last scan means its numbers are stale (probe timed out or failed).",
-        extra: &[],
-    },
-    Family {
-        name: "headroom_volume_not_measured",
-        help: "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
-        extra: &["reason"],
-    },
-    Family {
-        name: "headroom_volume_last_resize_timestamp_seconds",
-        help: "Unix time the claim's newest resize reached the filesystem (its history's landed time), by kind; absent until it has.",
-        extra: &["kind"],
-    },
-    Family {
-        name: "headroom_volume_policy_fallback",
-        help: "1 for the reason a trigger is not applied as written (min_available_invalid: minAvailable could not be read; min_available_unreachable: the claim could not meet it even empty), 0 for the other reason; the percent trigger stands in.",
-        extra: &["reason"],
-    },
+const INFO: Family<5> = Family {
+    index: 0,
+    name: "headroom_volume_info",
+    help: "Always 1; labels describe the volume (pv, storage_class, fs_class, measured_by, postgres_cluster).",
+    extra: [
+        "pv",
+        "storage_class",
+        "fs_class",
+        "measured_by",
+        "postgres_cluster",
+    ],
+};
+
+const CAPACITY: Family<0> = Family {
+    index: 1,
+    name: "headroom_volume_capacity_bytes",
+    help: "Filesystem size seen by statfs (or the kubelet as fallback).",
+    extra: [],
+};
+
+const USED: Family<0> = Family {
+    index: 2,
+    name: "headroom_volume_used_bytes",
+    help: "Bytes used.",
+    extra: [],
+};
+
+const AVAILABLE: Family<0> = Family {
+    index: 3,
+    name: "headroom_volume_available_bytes",
+    help: "Bytes available to unprivileged users (statfs f_bavail).",
+    extra: [],
+};
+
+const USED_RATIO: Family<0> = Family {
+    index: 4,
+    name: "headroom_volume_used_ratio",
+    help: "Fraction used, 0-1, like df: used / (used + available).",
+    extra: [],
+};
+
+const INODES_TOTAL: Family<0> = Family {
+    index: 5,
+    name: "headroom_volume_inodes",
+    help: "Inodes in total.",
+    extra: [],
+};
+
+const INODES_USED: Family<0> = Family {
+    index: 6,
+    name: "headroom_volume_inodes_used",
+    help: "Inodes used.",
+    extra: [],
+};
+
+const INODES_FREE: Family<0> = Family {
+    index: 7,
+    name: "headroom_volume_inodes_free",
+    help: "Inodes free.",
+    extra: [],
+};
+
+const LIMIT: Family<0> = Family {
+    index: 8,
+    name: "headroom_volume_limit_bytes",
+    help: "The policy's limit: headroom never grows the claim past it.",
+    extra: [],
+};
+
+const AT_LIMIT: Family<0> = Family {
+    index: 9,
+    name: "headroom_volume_at_limit",
+    help: "1 when the claim's size has reached the policy's limit.",
+    extra: [],
+};
+
+const SHARED: Family<0> = Family {
+    index: 10,
+    name: "headroom_volume_shared_filesystem",
+    help: "1 when the filesystem is shared (network share, directory on a larger filesystem): its numbers are not the claim's own and headroom does not act.",
+    extra: [],
+};
+
+const EFFECTIVE_SIZE: Family<0> = Family {
+    index: 11,
+    name: "headroom_volume_effective_size_bytes",
+    help: "The claim's size: the larger of its request and its reported capacity.",
+    extra: [],
+};
+
+const TARGET_SIZE: Family<0> = Family {
+    index: 12,
+    name: "headroom_volume_target_size_bytes",
+    help: "Convergent mode: the size the volume converges to.",
+    extra: [],
+};
+
+const SECONDS_TO_FULL: Family<0> = Family {
+    index: 13,
+    name: "headroom_volume_seconds_to_full",
+    help: "At the volume's estimated fill rate, seconds until it is full; absent when the rate is unknown or the volume is not filling.",
+    extra: [],
+};
+
+const STATE: Family<1> = Family {
+    index: 14,
+    name: "headroom_volume_state",
+    help: "1 for the volume's current state, 0 for the others.",
+    extra: ["state"],
+};
+
+const BUDGET: Family<0> = Family {
+    index: 15,
+    name: "headroom_volume_resize_budget_remaining",
+    help: "Resizes left in the rolling 24 h budget (emergency reserve included).",
+    extra: [],
+};
+
+const BLOCKED: Family<1> = Family {
+    index: 16,
+    name: "headroom_volume_resize_blocked",
+    help: "1 for the reason growth is blocked, 0 for the other reasons.",
+    extra: ["reason"],
+};
+
+const WAL_ARCHIVE_CONFIGURED: Family<0> = Family {
+    index: 17,
+    name: "headroom_wal_archive_configured",
+    help: "1 when WAL archiving is configured on the Postgres instance of this volume.",
+    extra: [],
+};
+
+const WAL_ARCHIVE_HEALTHY: Family<0> = Family {
+    index: 18,
+    name: "headroom_wal_archive_healthy",
+    help: "1 when WAL archiving keeps up (last failure older than last success, backlog within bounds).",
+    extra: [],
+};
+
+const WAL_PENDING: Family<0> = Family {
+    index: 19,
+    name: "headroom_wal_pending_archive_files",
+    help: "WAL segments waiting to be archived (.ready files).",
+    extra: [],
+};
+
+const WAL_OLDEST_PENDING: Family<0> = Family {
+    index: 20,
+    name: "headroom_wal_oldest_pending_seconds",
+    help: "Age of the oldest WAL segment waiting to be archived.",
+    extra: [],
+};
+
+const WAL_INACTIVE_SLOTS: Family<0> = Family {
+    index: 21,
+    name: "headroom_wal_inactive_slots",
+    help: "Inactive replication slots holding WAL back.",
+    extra: [],
+};
+
+const WAL_SLOT_RETENTION: Family<1> = Family {
+    index: 22,
+    name: "headroom_wal_slot_retention_bytes",
+    help: "WAL an inactive replication slot retains.",
+    extra: ["slot"],
+};
+
+const WAL_SIZE: Family<0> = Family {
+    index: 23,
+    name: "headroom_wal_size_bytes",
+    help: "Bytes of WAL segments in pg_wal on this volume.",
+    extra: [],
+};
+
+const HISTORY_IGNORED: Family<0> = Family {
+    index: 24,
+    name: "headroom_volume_invalid_history",
+    help: "1 when entries of the claim's headroom.dev/history were ignored (dated too far in the future).",
+    extra: [],
+};
+
+const MEASURED_AT: Family<0> = Family {
+    index: 25,
+    name: "headroom_volume_measured_timestamp_seconds",
+    help: "Unix time of the volume's last measurement; older than the last scan means its numbers are stale (probe timed out or failed).",
+    extra: [],
+};
+
+const NOT_MEASURED: Family<1> = Family {
+    index: 26,
+    name: "headroom_volume_not_measured",
+    help: "1 with the reason the probe could not measure a volume it should have (probe_timeout: statfs did not answer in time).",
+    extra: ["reason"],
+};
+
+const LAST_RESIZE: Family<1> = Family {
+    index: 27,
+    name: "headroom_volume_last_resize_timestamp_seconds",
+    help: "Unix time the claim's newest resize reached the filesystem (its history's landed time), by kind; absent until it has.",
+    extra: ["kind"],
+};
+
+const POLICY_FALLBACK: Family<1> = Family {
+    index: 28,
+    name: "headroom_volume_policy_fallback",
+    help: "1 for the reason a trigger is not applied as written (min_available_invalid: minAvailable could not be read; min_available_unreachable: the claim could not meet it even empty), 0 for the other reason; the percent trigger stands in.",
+    extra: ["reason"],
+};
+
+const FAMILIES: [Meta; 29] = [
+    INFO.meta(),
+    CAPACITY.meta(),
+    USED.meta(),
+    AVAILABLE.meta(),
+    USED_RATIO.meta(),
+    INODES_TOTAL.meta(),
+    INODES_USED.meta(),
+    INODES_FREE.meta(),
+    LIMIT.meta(),
+    AT_LIMIT.meta(),
+    SHARED.meta(),
+    EFFECTIVE_SIZE.meta(),
+    TARGET_SIZE.meta(),
+    SECONDS_TO_FULL.meta(),
+    STATE.meta(),
+    BUDGET.meta(),
+    BLOCKED.meta(),
+    WAL_ARCHIVE_CONFIGURED.meta(),
+    WAL_ARCHIVE_HEALTHY.meta(),
+    WAL_PENDING.meta(),
+    WAL_OLDEST_PENDING.meta(),
+    WAL_INACTIVE_SLOTS.meta(),
+    WAL_SLOT_RETENTION.meta(),
+    WAL_SIZE.meta(),
+    HISTORY_IGNORED.meta(),
+    MEASURED_AT.meta(),
+    NOT_MEASURED.meta(),
+    LAST_RESIZE.meta(),
+    POLICY_FALLBACK.meta(),
 ];
 
 /// One series of the last scan.
@@ -217,27 +295,27 @@ struct Sample {
     value: f64,
 }
 
-/// A scan's series: each volume's [`VOLUME`] label values once (and its tablespace, the
+/// A scan's series: each volume's [`VolumeLabels`] once (and its tablespace, the
 /// `tablespace` label of a tablespace volume's series only), and its samples.
 #[derive(Default)]
 pub(super) struct Samples {
-    volumes: Vec<([String; 3], Option<String>)>,
+    volumes: Vec<(VolumeLabels, Option<String>)>,
     samples: Vec<Sample>,
 }
 
 impl Samples {
-    fn put(&mut self, family: usize, extra: &[Cow<'static, str>], value: f64) {
+    fn put<const N: usize>(&mut self, f: &Family<N>, extra: [Cow<'static, str>; N], value: f64) {
         self.samples.push(Sample {
-            family: family as u8,
+            family: f.index as u8,
             volume: self.volumes.len().saturating_sub(1) as u32,
             extra: extra.into(),
             value,
         });
     }
 
-    fn put_opt(&mut self, family: usize, value: Option<f64>) {
+    fn put_opt(&mut self, f: &Family<0>, value: Option<f64>) {
         if let Some(v) = value {
-            self.put(family, &[], v);
+            self.put(f, [], v);
         }
     }
 
@@ -247,14 +325,14 @@ impl Samples {
         reports: impl IntoIterator<Item = (&'a VolumeReport, Option<f64>)>,
     ) -> Samples {
         let reports: Vec<_> = reports.into_iter().collect();
-        let last: HashMap<[&str; 3], usize> = reports
+        let last: HashMap<VolumeLabels, usize> = reports
             .iter()
             .enumerate()
-            .map(|(i, (r, _))| ([r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()], i))
+            .map(|(i, (r, _))| (VolumeLabels::of(r), i))
             .collect();
         let mut s = Samples::default();
         for (i, (r, at)) in reports.iter().enumerate() {
-            if last.get(&[r.namespace.as_str(), r.pvc.as_str(), r.role.as_str()]) == Some(&i) {
+            if last.get(&VolumeLabels::of(r)) == Some(&i) {
                 s.add(r, *at);
             }
         }
@@ -265,17 +343,11 @@ impl Samples {
 
     /// `measured_at`: the report's measurement time, or the last one remembered for the volume.
     fn add(&mut self, r: &VolumeReport, measured_at: Option<f64>) {
-        self.volumes.push((
-            [
-                r.namespace.clone(),
-                r.pvc.clone(),
-                r.role.as_str().to_string(),
-            ],
-            r.tablespace.clone(),
-        ));
-        self.put_opt(MEASURED_AT, measured_at);
+        self.volumes
+            .push((VolumeLabels::of(r), r.tablespace.clone()));
+        self.put_opt(&MEASURED_AT, measured_at);
         if let Some(why) = r.not_measured {
-            self.put(NOT_MEASURED, &[why.as_str().into()], 1.0);
+            self.put(&NOT_MEASURED, [why.as_str().into()], 1.0);
         }
         let measured_by = serde_json::to_value(r.measured_by)
             .ok()
@@ -288,39 +360,39 @@ impl Samples {
             measured_by.into(),
             r.postgres_cluster.clone().unwrap_or_default().into(),
         ];
-        self.put(INFO, &info, 1.0);
+        self.put(&INFO, info, 1.0);
         if let Some(m) = &r.measurement {
-            self.put(CAPACITY, &[], m.capacity_bytes as f64);
-            self.put(USED, &[], m.used_bytes as f64);
-            self.put(AVAILABLE, &[], m.available_bytes as f64);
-            self.put(USED_RATIO, &[], m.used_percent() / 100.0);
+            self.put(&CAPACITY, [], m.capacity_bytes as f64);
+            self.put(&USED, [], m.used_bytes as f64);
+            self.put(&AVAILABLE, [], m.available_bytes as f64);
+            self.put(&USED_RATIO, [], m.used_percent() / 100.0);
             // Filesystems without an inode limit (btrfs) report 0 inodes: unknown, not full.
             if m.inodes_total > 0 {
-                self.put(INODES_TOTAL, &[], m.inodes_total as f64);
-                self.put(INODES_USED, &[], m.inodes_used as f64);
+                self.put(&INODES_TOTAL, [], m.inodes_total as f64);
+                self.put(&INODES_USED, [], m.inodes_used as f64);
                 let free = m.inodes_total.saturating_sub(m.inodes_used);
-                self.put(INODES_FREE, &[], free as f64);
+                self.put(&INODES_FREE, [], free as f64);
             }
         }
-        self.put(HISTORY_IGNORED, &[], bool_f(r.future_history.is_some()));
+        self.put(&HISTORY_IGNORED, [], bool_f(r.future_history.is_some()));
         let fallback = r.decision.fallback.map(|f| f.as_str());
         for reason in crate::policy::Fallback::REASONS {
             self.put(
-                POLICY_FALLBACK,
-                &[reason.into()],
+                &POLICY_FALLBACK,
+                [reason.into()],
                 bool_f(fallback == Some(reason)),
             );
         }
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
-            self.put(LIMIT, &[], limit as f64);
-            self.put(AT_LIMIT, &[], bool_f(size >= limit));
+            self.put(&LIMIT, [], limit as f64);
+            self.put(&AT_LIMIT, [], bool_f(size >= limit));
         }
-        self.put(SHARED, &[], bool_f(is_shared(r)));
+        self.put(&SHARED, [], bool_f(is_shared(r)));
         if size > 0 {
-            self.put(EFFECTIVE_SIZE, &[], size as f64);
+            self.put(&EFFECTIVE_SIZE, [], size as f64);
         }
-        self.put_opt(TARGET_SIZE, r.decision.target_bytes.map(|b| b as f64));
+        self.put_opt(&TARGET_SIZE, r.decision.target_bytes.map(|b| b as f64));
         // From the claim's own history, so a restarted agent or a moved pod still says it.
         if let Some((a, landed)) = r
             .last_action
@@ -328,13 +400,13 @@ impl Samples {
             .and_then(|a| a.landed.map(|l| (a, l)))
         {
             let secs = landed.as_millisecond() as f64 / 1000.0;
-            self.put(LAST_RESIZE, &[a.kind.as_str().into()], secs);
+            self.put(&LAST_RESIZE, [a.kind.as_str().into()], secs);
         }
-        self.put_opt(SECONDS_TO_FULL, r.decision.seconds_to_full);
+        self.put_opt(&SECONDS_TO_FULL, r.decision.seconds_to_full);
         let current = state_label(&r.decision);
         let states = State::ALL.iter().map(|s| s.as_str());
         for s in states.chain([BLOCKED_STATE, EMERGENCY_STATE]) {
-            self.put(STATE, &[s.into()], bool_f(s == current));
+            self.put(&STATE, [s.into()], bool_f(s == current));
         }
         let reason = r.decision.blocked_reason();
         // A disabled or invalid policy (or an evaluation that failed) has no budget; its 0 would
@@ -343,26 +415,26 @@ impl Samples {
             reason,
             Some(BlockReason::Disabled | BlockReason::InvalidPolicy | BlockReason::InternalError)
         ) {
-            self.put(BUDGET, &[], f64::from(r.decision.budget_left));
+            self.put(&BUDGET, [], f64::from(r.decision.budget_left));
         }
         for b in BlockReason::ALL {
-            self.put(BLOCKED, &[b.as_str().into()], bool_f(reason == Some(b)));
+            self.put(&BLOCKED, [b.as_str().into()], bool_f(reason == Some(b)));
         }
         if let Some(w) = &r.wal {
-            self.put_opt(WAL_ARCHIVE_CONFIGURED, w.archive_configured.map(bool_f));
-            self.put_opt(WAL_ARCHIVE_HEALTHY, w.archive_healthy.map(bool_f));
-            self.put_opt(WAL_PENDING, w.pending_files.map(|n| n as f64));
+            self.put_opt(&WAL_ARCHIVE_CONFIGURED, w.archive_configured.map(bool_f));
+            self.put_opt(&WAL_ARCHIVE_HEALTHY, w.archive_healthy.map(bool_f));
+            self.put_opt(&WAL_PENDING, w.pending_files.map(|n| n as f64));
             self.put_opt(
-                WAL_OLDEST_PENDING,
+                &WAL_OLDEST_PENDING,
                 w.oldest_pending_seconds.map(|n| n as f64),
             );
-            self.put_opt(WAL_SIZE, w.detail.wal_bytes.map(|n| n as f64));
+            self.put_opt(&WAL_SIZE, w.detail.wal_bytes.map(|n| n as f64));
             if let Some(slots) = &w.inactive_slots {
-                self.put(WAL_INACTIVE_SLOTS, &[], slots.len() as f64);
+                self.put(&WAL_INACTIVE_SLOTS, [], slots.len() as f64);
                 for s in slots {
                     self.put(
-                        WAL_SLOT_RETENTION,
-                        &[s.name.clone().into()],
+                        &WAL_SLOT_RETENTION,
+                        [s.name.clone().into()],
                         s.retained_bytes as f64,
                     );
                 }
@@ -385,7 +457,7 @@ impl VolumeGauges {
         let descs = FAMILIES
             .iter()
             .map(|f| {
-                let labels = VOLUME
+                let labels = VolumeLabels::NAMES
                     .iter()
                     .chain(f.extra)
                     .map(|l| l.to_string())
@@ -433,10 +505,11 @@ impl Collector for VolumeGauges {
                 continue;
             };
             let (volume, tablespace) = volume;
-            let names = VOLUME.iter().chain(family.extra);
+            let names = VolumeLabels::NAMES.iter().chain(family.extra);
+            let volume = volume.values();
             let values = volume
                 .iter()
-                .map(String::as_str)
+                .map(|v| v.as_ref())
                 .chain(s.extra.iter().map(|v| v.as_ref()));
             // Sorted by name, as a vec's child sorts its pairs.
             let mut labels: Vec<LabelPair> = names

@@ -92,20 +92,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let enabled = c.value("enabled", boolean).unwrap_or(ENABLED);
     let mode = c.value("mode", value::mode).unwrap_or(MODE);
 
-    let limit = c.value("limit", size);
-    if spec.get("limit").is_none() {
-        c.error(
-            "limit",
-            "required: write the largest size headroom may grow this volume to, e.g. limit: 100Gi"
-                .into(),
-        );
-    } else if limit == Some(0) {
-        c.error(
-            "limit",
-            "must be more than zero; write the largest size for this volume, e.g. 100Gi".into(),
-        );
-    }
-
+    let limit = limit(&mut c);
     let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
     let inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
     let step = c.value("step", value::step).unwrap_or(STEP);
@@ -123,32 +110,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
 
     let wal_safety = wal_safety(&mut c);
 
-    // Cross-key errors.
-    if min_step > max_step {
-        let (field, other) = if spec.get("minStep").is_some() {
-            ("minStep", "maxStep")
-        } else {
-            ("maxStep", "minStep")
-        };
-        c.error(
-            field,
-            format!("minStep ({}) is larger than maxStep ({}); make minStep at most {} or raise {other}", q(min_step), q(max_step), q(max_step)),
-        );
-    }
-    if let (Some(r), Some(l)) = (request, limit)
-        && r > l
-    {
-        c.error(
-            "request",
-            format!(
-                "{} is larger than limit ({}); write a request at most {}",
-                q(r),
-                q(l),
-                q(l)
-            ),
-        );
-    }
-
+    cross_key_errors(&mut c, (min_step, max_step), request, limit);
     // Warnings.
     if enabled && max_actions == 0 && mode == Mode::Threshold {
         c.warn(
@@ -157,23 +119,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
                 .into(),
         );
     }
-    match step {
-        Step::Percent(p) if p > 100 => c.warn(
-            "step",
-            format!("{p}% more than doubles the volume per action; write 100% or less unless that is intended"),
-        ),
-        Step::Bytes(_) => {
-            for k in ["minStep", "maxStep"] {
-                if spec.get(k).is_some() {
-                    c.warn(k, format!("{k} only bounds a percent step, and step is a fixed size; remove {k} or write step as a percent like 20%"));
-                }
-            }
-        }
-        Step::Percent(_) => {}
-    }
-    if let Some(l) = limit.filter(|&l| spec.get("minStep").is_some() && min_step > l) {
-        c.warn("minStep", format!("{} is larger than limit ({}), so every step is capped at the limit; write a minStep below {}", q(min_step), q(l), q(l)));
-    }
+    step_warnings(&mut c, step, min_step, limit);
     mode_warnings(&mut c, mode);
     if wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
         c.warn(
@@ -182,10 +128,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         );
     }
     if let Some(current) = ctx.current_size {
-        if let Some(l) = limit.filter(|&l| l > 0 && l <= current) {
-            c.warn("limit", format!("{} is at or below the current size ({}), so headroom can never grow this volume; write a limit above {}", q(l), q(current), q(current)));
-        }
-        floor_warning(&mut c, min_available, usage_threshold, current);
+        size_warnings(&mut c, current, limit, (min_available, usage_threshold));
         // The emergency line also decides what proceeds during a node drain: on a volume not much
         // larger than criticalMinimumFree, nearly every growth counts as an emergency.
         let critical_minimum_free = emergency_grow.critical_minimum_free;
@@ -222,6 +165,92 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         errors: c.errors,
         warnings: c.warnings,
     }
+}
+
+/// `limit`: required, and more than zero.
+fn limit(c: &mut Checker<'_>) -> Option<u64> {
+    let limit = c.value("limit", size);
+    if c.spec.get("limit").is_none() {
+        c.error(
+            "limit",
+            "required: write the largest size headroom may grow this volume to, e.g. limit: 100Gi"
+                .into(),
+        );
+    } else if limit == Some(0) {
+        c.error(
+            "limit",
+            "must be more than zero; write the largest size for this volume, e.g. 100Gi".into(),
+        );
+    }
+    limit
+}
+
+/// Errors that involve two keys: steps that contradict each other, a request over the limit.
+fn cross_key_errors(
+    c: &mut Checker<'_>,
+    (min_step, max_step): (u64, u64),
+    request: Option<u64>,
+    limit: Option<u64>,
+) {
+    if min_step > max_step {
+        let (field, other) = if c.spec.get("minStep").is_some() {
+            ("minStep", "maxStep")
+        } else {
+            ("maxStep", "minStep")
+        };
+        c.error(
+            field,
+            format!("minStep ({}) is larger than maxStep ({}); make minStep at most {} or raise {other}", q(min_step), q(max_step), q(max_step)),
+        );
+    }
+    if let (Some(r), Some(l)) = (request, limit)
+        && r > l
+    {
+        c.error(
+            "request",
+            format!(
+                "{} is larger than limit ({}); write a request at most {}",
+                q(r),
+                q(l),
+                q(l)
+            ),
+        );
+    }
+}
+
+/// A step that more than doubles the volume, bounds that do not apply to a fixed step, a
+/// minStep over the limit.
+fn step_warnings(c: &mut Checker<'_>, step: Step, min_step: u64, limit: Option<u64>) {
+    match step {
+        Step::Percent(p) if p > 100 => c.warn(
+            "step",
+            format!("{p}% more than doubles the volume per action; write 100% or less unless that is intended"),
+        ),
+        Step::Bytes(_) => {
+            for k in ["minStep", "maxStep"] {
+                if c.spec.get(k).is_some() {
+                    c.warn(k, format!("{k} only bounds a percent step, and step is a fixed size; remove {k} or write step as a percent like 20%"));
+                }
+            }
+        }
+        Step::Percent(_) => {}
+    }
+    if let Some(l) = limit.filter(|&l| c.spec.get("minStep").is_some() && min_step > l) {
+        c.warn("minStep", format!("{} is larger than limit ({}), so every step is capped at the limit; write a minStep below {}", q(min_step), q(l), q(l)));
+    }
+}
+
+/// Warnings that need the claim's size: a limit it already reaches, a floor it cannot meet.
+fn size_warnings(
+    c: &mut Checker<'_>,
+    current: u64,
+    limit: Option<u64>,
+    (min_available, usage_threshold): (MinAvailable, Option<u8>),
+) {
+    if let Some(l) = limit.filter(|&l| l > 0 && l <= current) {
+        c.warn("limit", format!("{} is at or below the current size ({}), so headroom can never grow this volume; write a limit above {}", q(l), q(current), q(current)));
+    }
+    floor_warning(c, min_available, usage_threshold, current);
 }
 
 fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {

@@ -329,31 +329,7 @@ async fn ask(client: &Client, timeout: Duration) -> Result<SqlFacts, SqlError> {
         ..Default::default()
     };
 
-    let what = "pg_stat_archiver";
-    let row = client
-        .query_one(
-            "SELECT archived_count, extract(epoch FROM last_archived_time)::float8, \
-                    failed_count, extract(epoch FROM last_failed_time)::float8, last_failed_wal \
-             FROM pg_stat_archiver",
-            &[],
-        )
-        .await
-        .map_err(q(what))?;
-    facts.archiver = ArchiverStats {
-        archived_count: count(get(&row, what, 0, "archived_count")?),
-        last_archived_time: epoch(
-            what,
-            "last_archived_time",
-            get(&row, what, 1, "last_archived_time")?,
-        )?,
-        failed_count: count(get(&row, what, 2, "failed_count")?),
-        last_failed_time: epoch(
-            what,
-            "last_failed_time",
-            get(&row, what, 3, "last_failed_time")?,
-        )?,
-        last_failed_wal: get(&row, what, 4, "last_failed_wal")?,
-    };
+    facts.archiver = archiver(client).await?;
 
     let what = "pg_ls_archive_statusdir";
     let row = client
@@ -377,9 +353,42 @@ async fn ask(client: &Client, timeout: Duration) -> Result<SqlFacts, SqlError> {
         .map_err(q(what))?;
     facts.wal_bytes = count(get(&row, what, 0, "size")?);
 
+    facts.slots = slots(client, facts.in_recovery).await?;
+    Ok(facts)
+}
+
+async fn archiver(client: &Client) -> Result<ArchiverStats, SqlError> {
+    let what = "pg_stat_archiver";
+    let row = client
+        .query_one(
+            "SELECT archived_count, extract(epoch FROM last_archived_time)::float8, \
+                    failed_count, extract(epoch FROM last_failed_time)::float8, last_failed_wal \
+             FROM pg_stat_archiver",
+            &[],
+        )
+        .await
+        .map_err(q(what))?;
+    Ok(ArchiverStats {
+        archived_count: count(get(&row, what, 0, "archived_count")?),
+        last_archived_time: epoch(
+            what,
+            "last_archived_time",
+            get(&row, what, 1, "last_archived_time")?,
+        )?,
+        failed_count: count(get(&row, what, 2, "failed_count")?),
+        last_failed_time: epoch(
+            what,
+            "last_failed_time",
+            get(&row, what, 3, "last_failed_time")?,
+        )?,
+        last_failed_wal: get(&row, what, 4, "last_failed_wal")?,
+    })
+}
+
+async fn slots(client: &Client, in_recovery: bool) -> Result<Vec<SlotInfo>, SqlError> {
     // pg_current_wal_lsn() raises an error during recovery: a standby measures against what it
     // has received (or replayed, when it restores from an archive rather than streaming).
-    let reference = if facts.in_recovery {
+    let reference = if in_recovery {
         "coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"
     } else {
         "pg_current_wal_lsn()"
@@ -396,8 +405,9 @@ async fn ask(client: &Client, timeout: Duration) -> Result<SqlFacts, SqlError> {
         )
         .await
         .map_err(q(what))?;
+    let mut slots = Vec::new();
     for row in &rows {
-        facts.slots.push(SlotInfo {
+        slots.push(SlotInfo {
             name: get(row, what, 0, "slot_name")?,
             slot_type: get(row, what, 1, "slot_type")?,
             active: get(row, what, 2, "active")?,
@@ -405,7 +415,7 @@ async fn ask(client: &Client, timeout: Duration) -> Result<SqlFacts, SqlError> {
             retained_bytes: get::<Option<i64>>(row, what, 4, "retained_bytes")?.map(count),
         });
     }
-    Ok(facts)
+    Ok(slots)
 }
 
 fn get<'a, T: tokio_postgres::types::FromSql<'a>>(

@@ -1,0 +1,184 @@
+//! Typed label sets: each series family names its labels once, in a type, and a sample gives a
+//! value of that type; a label count that does not match its names cannot compile (the
+//! `prometheus` crate's vecs take `&[&str]` and refuse a wrong count only at run time).
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use prometheus::{GaugeVec, IntCounterVec, Opts};
+
+use super::{Builder, MetricsError};
+use crate::decide::{GrowKind, VolumeRole};
+use crate::report::VolumeReport;
+
+/// `N` label names and, for each value of the type, `N` label values.
+pub trait LabelSet<const N: usize> {
+    const NAMES: [&'static str; N];
+    fn values(&self) -> [Cow<'_, str>; N];
+}
+
+/// One volume's series: joins with the kubelet's `kubelet_volume_stats_*` on `namespace` and
+/// `persistentvolumeclaim` (the registry adds `node`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VolumeLabels {
+    pub namespace: String,
+    pub persistentvolumeclaim: String,
+    pub volume_role: VolumeRole,
+}
+
+impl VolumeLabels {
+    pub fn new(namespace: &str, persistentvolumeclaim: &str, volume_role: VolumeRole) -> Self {
+        VolumeLabels {
+            namespace: namespace.to_string(),
+            persistentvolumeclaim: persistentvolumeclaim.to_string(),
+            volume_role,
+        }
+    }
+
+    pub fn of(r: &VolumeReport) -> Self {
+        VolumeLabels::new(&r.namespace, &r.pvc, r.role)
+    }
+}
+
+impl LabelSet<3> for VolumeLabels {
+    const NAMES: [&'static str; 3] = ["namespace", "persistentvolumeclaim", "volume_role"];
+    fn values(&self) -> [Cow<'_, str>; 3] {
+        [
+            Cow::Borrowed(&self.namespace),
+            Cow::Borrowed(&self.persistentvolumeclaim),
+            Cow::Borrowed(self.volume_role.as_str()),
+        ]
+    }
+}
+
+/// What became of a resize request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResizeResult {
+    Success,
+    /// The claim changed since it was read (409): another writer, decided again.
+    Conflict,
+    Error,
+}
+
+impl ResizeResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResizeResult::Success => "success",
+            ResizeResult::Conflict => "conflict",
+            ResizeResult::Error => "error",
+        }
+    }
+}
+
+/// `headroom_resizes_total`: a volume's resize requests by kind and result.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResizeLabels {
+    pub volume: VolumeLabels,
+    pub kind: GrowKind,
+    pub result: ResizeResult,
+}
+
+impl LabelSet<5> for ResizeLabels {
+    const NAMES: [&'static str; 5] = [
+        "namespace",
+        "persistentvolumeclaim",
+        "volume_role",
+        "kind",
+        "result",
+    ];
+    fn values(&self) -> [Cow<'_, str>; 5] {
+        let [ns, pvc, role] = self.volume.values();
+        [
+            ns,
+            pvc,
+            role,
+            Cow::Borrowed(self.kind.as_str()),
+            Cow::Borrowed(self.result.as_str()),
+        ]
+    }
+}
+
+/// `headroom_api_requests_total`: by verb and HTTP status code.
+pub struct ApiRequestLabels {
+    pub verb: &'static str,
+    pub code: u16,
+}
+
+impl LabelSet<2> for ApiRequestLabels {
+    const NAMES: [&'static str; 2] = ["verb", "code"];
+    fn values(&self) -> [Cow<'_, str>; 2] {
+        [Cow::Borrowed(self.verb), Cow::Owned(self.code.to_string())]
+    }
+}
+
+/// `headroom_watch_restarts_total`: by watcher.
+pub struct WatchLabels {
+    pub watcher: String,
+}
+
+impl LabelSet<1> for WatchLabels {
+    const NAMES: [&'static str; 1] = ["watcher"];
+    fn values(&self) -> [Cow<'_, str>; 1] {
+        [Cow::Borrowed(&self.watcher)]
+    }
+}
+
+/// A counter family whose label set is the type `L`.
+pub struct Counters<L, const N: usize> {
+    vec: IntCounterVec,
+    labels: PhantomData<fn(&L)>,
+}
+
+impl<L: LabelSet<N>, const N: usize> Counters<L, N> {
+    pub(super) fn new(b: &Builder, name: &'static str, help: &str) -> Result<Self, MetricsError> {
+        let vec = IntCounterVec::new(Opts::new(name, help), &L::NAMES)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        b.register(name, vec.clone())?;
+        Ok(Counters {
+            vec,
+            labels: PhantomData,
+        })
+    }
+
+    pub fn inc(&self, labels: &L) {
+        let values = labels.values();
+        let values: [&str; N] = values.each_ref().map(|v| v.as_ref());
+        // Cannot fail: the names and the values are both `N` long, by type.
+        if let Ok(c) = self.vec.get_metric_with_label_values(&values) {
+            c.inc();
+        }
+    }
+}
+
+/// A gauge family whose label set is the type `L`.
+pub struct Gauges<L, const N: usize> {
+    vec: GaugeVec,
+    labels: PhantomData<fn(&L)>,
+}
+
+impl<L: LabelSet<N>, const N: usize> Gauges<L, N> {
+    pub(super) fn new(b: &Builder, name: &'static str, help: &str) -> Result<Self, MetricsError> {
+        let vec = GaugeVec::new(Opts::new(name, help), &L::NAMES)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        b.register(name, vec.clone())?;
+        Ok(Gauges {
+            vec,
+            labels: PhantomData,
+        })
+    }
+
+    pub fn set(&self, labels: &L, value: f64) {
+        let values = labels.values();
+        let values: [&str; N] = values.each_ref().map(|v| v.as_ref());
+        // Cannot fail: the names and the values are both `N` long, by type.
+        if let Ok(g) = self.vec.get_metric_with_label_values(&values) {
+            g.set(value);
+        }
+    }
+
+    pub fn remove(&self, labels: &L) {
+        let values = labels.values();
+        let values: [&str; N] = values.each_ref().map(|v| v.as_ref());
+        let _ = self.vec.remove_label_values(&values);
+    }
+}
