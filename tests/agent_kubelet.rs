@@ -14,7 +14,7 @@ mod support {
 
 use std::time::Duration;
 
-use headroom::agent::kubelet_https::{KubeletEndpoint, KubeletError, fetch_summary};
+use headroom::agent::kubelet_stats_https::{KubeletEndpoint, KubeletError, fetch_summary};
 use serde_json::json;
 use support::cluster::{Cluster, ENABLED, available, status_field};
 use support::http::{claim_metric, free_port, get};
@@ -141,7 +141,7 @@ async fn the_kubelet_client_checks_the_ca_and_sends_the_token() {
     let body = fetch_summary(&ep(&kubelet.ca, &kubelet.token), t)
         .await
         .expect("summary");
-    let parsed = headroom::agent::kubelet::parse(&body).expect("parse");
+    let parsed = headroom::agent::kubelet_stats::parse(&body).expect("parse");
     assert_eq!(parsed.len(), 1);
 
     // Another CA: the TLS handshake fails before any request (so no token is sent).

@@ -103,7 +103,7 @@ const NEEDS: &[Need] = &[
         group: "",
         resource: "nodes/stats",
         verbs: &["get"],
-        file: "src/agent/kubelet_https.rs",
+        file: "src/agent/kubelet_stats_https.rs",
         evidence: &[
             "http::Request::get(\"/stats/summary\")",
             "header::AUTHORIZATION",

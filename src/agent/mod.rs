@@ -7,16 +7,16 @@ mod contain;
 mod heap;
 #[cfg(test)]
 mod hostile_tests;
-pub mod kubelet;
-pub mod kubelet_https;
+pub mod kubelet_stats;
+pub mod kubelet_stats_https;
 pub mod measure;
 pub mod pgconn;
 pub mod samples;
 mod scan;
 pub mod shutdown;
+mod slim;
 #[cfg(test)]
 mod trace_tests;
-mod trim;
 mod wal;
 pub mod world;
 
@@ -64,7 +64,7 @@ pub struct AgentConfig {
     pub configmap: String,
     pub kubelet_root: std::path::PathBuf,
     /// This node's kubelet, when `HOST_IP` is known.
-    pub kubelet: Option<kubelet_https::KubeletEndpoint>,
+    pub kubelet: Option<kubelet_stats_https::KubeletEndpoint>,
     pub interval: Duration,
     pub dry_run: bool,
     pub resize_timeout: SignedDuration,
@@ -109,7 +109,7 @@ impl AgentConfig {
                 .as_deref()
                 .map(str::trim)
                 .filter(|h| !h.is_empty())
-                .map(|host| kubelet_https::KubeletEndpoint {
+                .map(|host| kubelet_stats_https::KubeletEndpoint {
                     host: host.to_string(),
                     port: a.kubelet_port,
                     ca_file: a.kubelet_ca.clone(),

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::act::{Actor, Applied};
 use super::contain::contain;
-use super::kubelet::{ByClaim, KubeletStats, KubeletVolume};
+use super::kubelet_stats::{ByClaim, KubeletStats, KubeletVolume};
 use super::measure::Watchlist;
 use super::pgconn::{self, Credentials};
 use super::samples::Samples;
@@ -254,7 +254,7 @@ impl Scanner {
                 continue;
             };
             if let (MeasuredBy::Statfs, Some(m)) = (report.measured_by, report.measurement) {
-                let ratio = super::kubelet::disagreement(&m, &k.measurement);
+                let ratio = super::kubelet_stats::disagreement(&m, &k.measurement);
                 self.work
                     .admin
                     .metrics()

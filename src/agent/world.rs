@@ -187,42 +187,42 @@ impl World {
             watcher::Config::default().fields(&format!("spec.nodeName={node}")),
             "pods".into(),
             observer.clone(),
-            super::trim::pod,
+            super::slim::pod,
         );
         let (nodes, t2) = spawn_reflector(
             Api::<Node>::all(client.clone()),
             by_name(node),
             "node".into(),
             observer.clone(),
-            super::trim::node,
+            super::slim::node,
         );
         let (classes, t3) = spawn_reflector(
             Api::<StorageClass>::all(client.clone()),
             watcher::Config::default(),
             "storageclasses".into(),
             observer.clone(),
-            super::trim::storage_class,
+            super::slim::storage_class,
         );
         let (configmaps, t4) = spawn_reflector(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             by_name(configmap),
             "configmap".into(),
             observer.clone(),
-            super::trim::configmap,
+            super::slim::configmap,
         );
         let (namespace_objects, t5) = spawn_reflector(
             Api::<Namespace>::all(client.clone()),
             watcher::Config::default(),
             "namespaces".into(),
             observer.clone(),
-            super::trim::namespace,
+            super::slim::namespace,
         );
         let (csi_drivers, t6) = spawn_reflector(
             Api::<CSIDriver>::all(client.clone()),
             watcher::Config::default(),
             "csidrivers".into(),
             observer.clone(),
-            super::trim::csi_driver,
+            super::slim::csi_driver,
         );
         World {
             pods,
@@ -265,7 +265,7 @@ impl World {
                     watcher::Config::default(),
                     watcher,
                     observer.clone(),
-                    super::trim::claim,
+                    super::slim::claim,
                 )
             },
         )

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::{claim, roles, state};
-use crate::agent::kubelet;
+use crate::agent::kubelet_stats as kubelet;
 use crate::agent::pgconn::Credentials;
 use crate::policy::hostile_tests::NASTY;
 use crate::reclaim::state as reclaim_state;

@@ -227,7 +227,7 @@ impl Metrics {
                     }
                 })
                 .collect();
-            volume::Samples::of(reports.iter().zip(measured))
+            volume::ScanSeries::of(reports.iter().zip(measured))
         };
         self.volumes.replace(samples);
         self.resizes.retain(|l| present.contains(l));

@@ -288,7 +288,7 @@ const FAMILIES: [Meta; 29] = [
 /// One series of the last scan.
 struct Sample {
     family: u8,
-    /// Index into [`Samples::volumes`].
+    /// Index into [`ScanSeries::volumes`].
     volume: u32,
     /// Values of the family's extra labels, in order.
     extra: Box<[Cow<'static, str>]>,
@@ -298,12 +298,12 @@ struct Sample {
 /// A scan's series: each volume's [`VolumeLabels`] once (and its tablespace, the
 /// `tablespace` label of a tablespace volume's series only), and its samples.
 #[derive(Default)]
-pub(super) struct Samples {
+pub(super) struct ScanSeries {
     volumes: Vec<(VolumeLabels, Option<String>)>,
     samples: Vec<Sample>,
 }
 
-impl Samples {
+impl ScanSeries {
     fn put<const N: usize>(&mut self, f: &Family<N>, extra: [Cow<'static, str>; N], value: f64) {
         self.samples.push(Sample {
             family: f.index as u8,
@@ -323,14 +323,14 @@ impl Samples {
     /// would.
     pub(super) fn of<'a>(
         reports: impl IntoIterator<Item = (&'a VolumeReport, Option<f64>)>,
-    ) -> Samples {
+    ) -> ScanSeries {
         let reports: Vec<_> = reports.into_iter().collect();
         let last: HashMap<VolumeLabels, usize> = reports
             .iter()
             .enumerate()
             .map(|(i, (r, _))| (VolumeLabels::of(r), i))
             .collect();
-        let mut s = Samples::default();
+        let mut s = ScanSeries::default();
         for (i, (r, at)) in reports.iter().enumerate() {
             if last.get(&VolumeLabels::of(r)) == Some(&i) {
                 s.add(r, *at);
@@ -449,7 +449,7 @@ pub(super) struct VolumeGauges(Arc<Inner>);
 
 struct Inner {
     descs: Vec<Desc>,
-    last: Mutex<Arc<Samples>>,
+    last: Mutex<Arc<ScanSeries>>,
 }
 
 impl VolumeGauges {
@@ -472,14 +472,14 @@ impl VolumeGauges {
             .collect::<Result<_, _>>()?;
         let g = VolumeGauges(Arc::new(Inner {
             descs,
-            last: Mutex::new(Arc::new(Samples::default())),
+            last: Mutex::new(Arc::new(ScanSeries::default())),
         }));
         b.register("headroom_volume_*", g.clone())?;
         Ok(g)
     }
 
     /// Replaces every per-volume series with these.
-    pub(super) fn replace(&self, samples: Samples) {
+    pub(super) fn replace(&self, samples: ScanSeries) {
         *self.0.last.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(samples);
     }
 }

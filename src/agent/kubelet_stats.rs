@@ -1,5 +1,5 @@
 //! The kubelet's own volume numbers (`/stats/summary` from this node's kubelet, see
-//! `kubelet_https`): the fallback when statfs cannot see a volume, and then a cross-check of the
+//! `kubelet_stats_https`): the fallback when statfs cannot see a volume, and then a cross-check of the
 //! volumes statfs did measure.
 
 use std::collections::HashMap;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
-use super::kubelet_https::{KubeletEndpoint, fetch_summary};
+use super::kubelet_stats_https::{KubeletEndpoint, fetch_summary};
 
 use crate::decide::Measurement;
 
