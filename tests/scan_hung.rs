@@ -13,7 +13,7 @@ mod support {
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::hung::HungMount;
 use support::node::{KubeletRoot, MI};
@@ -21,23 +21,32 @@ use support::node::{KubeletRoot, MI};
 /// Far above the probe's 5 s deadline: a command still running then is hung, not slow.
 const HUNG: Duration = Duration::from_secs(60);
 
-/// Runs `headroom ARGS`, killing it (and failing) if it does not return.
+/// Runs `headroom ARGS`, killing it (and failing) if it does not return. Its output is read
+/// while it runs: a host with many mounts prints more than a pipe holds.
 fn run_headroom(args: &[&std::ffi::OsStr]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_headroom"))
+    let child = Command::new(env!("CARGO_BIN_EXE_headroom"))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run headroom");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > HUNG {
-            let _ = child.kill();
-            panic!("headroom {args:?} did not return within {HUNG:?}: hung on the stopped mount");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let hung = finished.recv_timeout(HUNG).is_err();
+        if hung {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
+        hung
+    });
+    let out = child.wait_with_output().expect("output");
+    let _ = done.send(());
+    let hung = watchdog.join().expect("watchdog");
+    assert!(
+        !hung,
+        "headroom {args:?} did not return within {HUNG:?}: hung on the stopped mount"
+    );
+    out
 }
 
 /// `headroom scan ARGS --format json`.

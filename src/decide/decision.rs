@@ -169,6 +169,25 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The verdict and nothing else: no budget, no notes, no sizes.
+    pub fn bare(verdict: Verdict) -> Decision {
+        Decision {
+            verdict,
+            target_bytes: None,
+            budget_left: 0,
+            next_slot: None,
+            next_window: None,
+            seconds_to_full: None,
+            predicted: false,
+            emergency: false,
+            budget: Default::default(),
+            effective_bytes: None,
+            notes: Vec::new(),
+            fallback: None,
+            lower_to: None,
+        }
+    }
+
     pub fn blocked_reason(&self) -> Option<BlockReason> {
         match self.verdict {
             Verdict::Blocked { reason } => Some(reason),

@@ -50,13 +50,13 @@ pub fn decide(inputs: &Inputs) -> Decision {
     let policy = match inputs.policy {
         PolicyInput::Valid(p) => p,
         PolicyInput::Invalid => {
-            return bare(Verdict::Blocked {
+            return Decision::bare(Verdict::Blocked {
                 reason: BlockReason::InvalidPolicy,
             });
         }
     };
     if !policy.enabled {
-        return bare(Verdict::Blocked {
+        return Decision::bare(Verdict::Blocked {
             reason: BlockReason::Disabled,
         });
     }
@@ -107,24 +107,6 @@ fn effective_size(inputs: &Inputs, policy: &Policy, verdict: &Verdict) -> u64 {
         Mode::Threshold => 0,
     };
     current.max(growing).max(group).max(floor)
-}
-
-fn bare(verdict: Verdict) -> Decision {
-    Decision {
-        verdict,
-        target_bytes: None,
-        budget_left: 0,
-        next_slot: None,
-        next_window: None,
-        seconds_to_full: None,
-        predicted: false,
-        emergency: false,
-        budget: Default::default(),
-        effective_bytes: None,
-        notes: Vec::new(),
-        fallback: None,
-        lower_to: None,
-    }
 }
 
 fn blocked(reason: BlockReason) -> Verdict {

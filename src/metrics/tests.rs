@@ -46,21 +46,10 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
             resize: ResizeState::Idle,
         },
         decision: Decision {
-            verdict: Verdict::NoAction {
-                state: State::Balanced,
-            },
-            target_bytes: None,
             budget_left: 3,
-            next_slot: None,
-            next_window: None,
-            seconds_to_full: None,
-            predicted: false,
-            emergency: false,
-            budget: Default::default(),
-            effective_bytes: None,
-            notes: vec![],
-            fallback: None,
-            lower_to: None,
+            ..Decision::bare(Verdict::NoAction {
+                state: State::Balanced,
+            })
         },
         wal: None,
         last_action: None,

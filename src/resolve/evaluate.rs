@@ -356,21 +356,10 @@ pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluatio
     let namespace = s.pvc.metadata.namespace.clone().unwrap_or_default();
     let pvc = s.pvc.metadata.name.clone().unwrap_or_default();
     let decision = Decision {
-        verdict: crate::decide::Verdict::Blocked {
-            reason: BlockReason::InternalError,
-        },
-        target_bytes: None,
-        budget_left: 0,
-        next_slot: None,
-        next_window: None,
-        seconds_to_full: None,
-        predicted: false,
-        emergency: false,
-        budget: Default::default(),
-        effective_bytes: None,
         notes: vec![Note::InternalError(message)],
-        fallback: None,
-        lower_to: None,
+        ..Decision::bare(crate::decide::Verdict::Blocked {
+            reason: BlockReason::InternalError,
+        })
     };
     let report = VolumeReport {
         namespace,

@@ -112,21 +112,10 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
     r.limit_bytes = None;
     r.wal = None;
     r.decision = Decision {
-        verdict: Verdict::NoAction {
-            state: State::Balanced,
-        },
-        target_bytes: None,
         budget_left: 3,
-        next_slot: None,
-        next_window: None,
-        seconds_to_full: None,
-        predicted: false,
-        emergency: false,
-        budget: Default::default(),
-        effective_bytes: None,
-        notes: vec![],
-        fallback: None,
-        lower_to: None,
+        ..Decision::bare(Verdict::NoAction {
+            state: State::Balanced,
+        })
     };
     r
 }
