@@ -107,6 +107,7 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             note: format!("growth planned, waiting: {reason}"),
         },
         BlockReason::ResizeFailed => resize_failed(report),
+        BlockReason::QuotaExhausted => Notice::warning("QuotaExhausted", quota_note(report)),
         other => Notice::warning(
             "ResizeBlocked",
             format!("growth needed but blocked: {other}"),
@@ -159,6 +160,33 @@ fn shared_filesystem(report: &VolumeReport) -> Notice {
             "the volume's filesystem is shared ({}{with}): its numbers are not this claim's, headroom will not resize it",
             report.fs_class,
         ),
+    )
+}
+
+/// The quota that blocks, with its numbers. The step wanted is left out: it moves with the
+/// measurement, and the Event is said once per quota state, not once per scan.
+fn quota_note(report: &VolumeReport) -> String {
+    let Some(q) = &report.quota else {
+        return "growth needed but the API server refused it as over the namespace's ResourceQuota; \
+                no retry until the namespace's quotas change"
+            .to_string();
+    };
+    let l = &q.line;
+    let used = l
+        .used_bytes
+        .map_or_else(|| "not yet counted".to_string(), quantity::format);
+    let refused = if q.refused {
+        "; the API server refused the last grow, no retry until the namespace's quotas change"
+    } else {
+        ""
+    };
+    format!(
+        "growth needed but ResourceQuota {} leaves {} of {} (used {} of {}): no step that would do fits{refused}",
+        l.quota,
+        quantity::format(q.left_bytes),
+        l.resource,
+        used,
+        quantity::format(l.hard_bytes),
     )
 }
 

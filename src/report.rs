@@ -88,5 +88,8 @@ pub struct VolumeReport {
     /// The fill rate from recent samples and the resize lead time learned from the claim's
     /// history, when known (`/volumes`; the predictive trigger acts on it).
     pub fill_rate: Option<crate::decide::FillRate>,
+    /// The namespace's tightest ResourceQuota line on this claim, when one limits it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::decide::quota::QuotaView>,
     pub evaluated_at: Timestamp,
 }

@@ -47,6 +47,15 @@ const NEEDS: &[Need] = &[
         file: "src/agent/world.rs",
         evidence: &["Api::<PersistentVolumeClaim>::namespaced", REFLECTOR],
     },
+    // Beside each namespace's claims: what a grow there may still take.
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "resourcequotas",
+        verbs: &["list", "watch"],
+        file: "src/agent/world.rs",
+        evidence: &["Api::<ResourceQuota>::namespaced", REFLECTOR],
+    },
     Need {
         scope: "cluster",
         group: "",
@@ -133,6 +142,7 @@ const NEEDS: &[Need] = &[
 const TYPES: &[(&str, &str)] = &[
     ("Pod", "pods"),
     ("PersistentVolumeClaim", "persistentvolumeclaims"),
+    ("ResourceQuota", "resourcequotas"),
     ("PersistentVolume", "persistentvolumes"),
     ("Node", "nodes"),
     ("StorageClass", "storageclasses"),

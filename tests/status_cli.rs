@@ -155,6 +155,7 @@ fn rows(table: &str) -> Vec<(String, String, String)> {
         "STATE",
         "LAST ACTION",
         "BUDGET",
+        "QUOTA LEFT",
         "BLOCKED",
     ] {
         assert!(header.contains(col), "{header}");
@@ -250,7 +251,9 @@ fn status_lists_claims_by_namespace_selector_and_format() {
     let uploads: Vec<&str> = r[1].2.split_whitespace().collect();
     assert_eq!(
         uploads,
-        ["apps", "uploads", "-", "1Gi/-", "-", "-", "-", "-", "-"]
+        [
+            "apps", "uploads", "-", "1Gi/-", "-", "-", "-", "-", "-", "-"
+        ]
     );
     assert_eq!(
         pvc_lists(&c.proxy),
@@ -350,6 +353,8 @@ fn status_shows_the_rfcs_emergency_state_and_budget() {
         "budget": { "actionsLast24h": 3, "reservedForEmergency": 1, "availableForPlanned": 0,
                     "availableForEmergency": 1, "budgetResetsAt": "2026-03-03T03:00:05Z" },
         "conditions": [{ "type": "Emergency", "status": "True", "reason": "PastCriticalLine" }],
+        "quota": { "quota": "db-storage", "resource": "requests.storage", "hardBytes": 40 * GI,
+                   "usedBytes": 37 * GI, "leftBytes": 3 * GI },
     }))
     .expect("status annotation");
     pvc(
@@ -377,6 +382,8 @@ fn status_shows_the_rfcs_emergency_state_and_budget() {
             "Emergency",
             "-",
             "0/1",
+            "3Gi",
+            "(db-storage)",
             "resize_in_progress"
         ]
     );
@@ -386,6 +393,7 @@ fn status_shows_the_rfcs_emergency_state_and_budget() {
     assert_eq!(s["effectiveSizeBytes"], 20 * GI);
     assert_eq!(s["targetSizeBytes"], 15 * GI);
     assert_eq!(s["budget"]["availableForEmergency"], 1);
+    assert_eq!(s["quota"]["leftBytes"], 3 * GI);
     assert_eq!(s["budget"]["budgetResetsAt"], "2026-03-03T03:00:05Z");
     assert_eq!(s["conditions"][0]["type"], "Emergency");
 }

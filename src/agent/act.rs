@@ -70,6 +70,9 @@ pub enum Applied {
     Done,
     /// The claim changed under us (409): re-read it and decide again.
     Conflict,
+    /// The API server refused the grow as over the namespace's quota (a writer the quota view
+    /// had not seen yet): decide again with no quota room, and keep it so until quotas change.
+    QuotaRefused,
 }
 
 pub struct Actor<'a> {
@@ -87,7 +90,21 @@ pub struct Actor<'a> {
 
 enum PatchError {
     Conflict,
+    /// 403 from the `ResourceQuota` admission plugin.
+    Quota(String),
     Other(String),
+}
+
+/// A write the API server refused: over the namespace's quota, or anything else.
+fn refusal(e: kube::Error) -> PatchError {
+    let quota = match &e {
+        kube::Error::Api(s) => crate::k8s::quota::refused_by(s.code, &s.reason, &s.message),
+        _ => None,
+    };
+    match quota {
+        Some(q) => PatchError::Quota(format!("ResourceQuota {q}: {e}")),
+        None => PatchError::Other(e.to_string()),
+    }
 }
 
 impl Actor<'_> {
@@ -103,7 +120,7 @@ impl Actor<'_> {
         match tokio::time::timeout(self.timeout, self.api.patch(name, &params, &patch)).await {
             Ok(Ok(pvc)) => Ok(pvc),
             Ok(Err(kube::Error::Api(s))) if s.code == 409 => Err(PatchError::Conflict),
-            Ok(Err(e)) => Err(PatchError::Other(e.to_string())),
+            Ok(Err(e)) => Err(refusal(e)),
             Err(_) => Err(PatchError::Other(format!(
                 "no answer within {:?}",
                 self.timeout
@@ -180,7 +197,9 @@ impl Actor<'_> {
             match state::status_patch(Some(&rv), status, history) {
                 // A 409 here only means the next scan writes the status.
                 Ok(body) => {
-                    if let Err(PatchError::Other(e)) = self.patch(&eval.report.pvc, &body).await {
+                    if let Err(PatchError::Other(e) | PatchError::Quota(e)) =
+                        self.patch(&eval.report.pvc, &body).await
+                    {
                         tracing::warn!(pvc = %key, error = %e, "could not write status");
                     }
                 }
@@ -218,7 +237,7 @@ impl Actor<'_> {
         let label = match &result {
             Ok(_) => ResizeResult::Success,
             Err(PatchError::Conflict) => ResizeResult::Conflict,
-            Err(PatchError::Other(_)) => ResizeResult::Error,
+            Err(PatchError::Other(_) | PatchError::Quota(_)) => ResizeResult::Error,
         };
         self.metrics.resize_of(report, kind, label);
         match result {
@@ -262,6 +281,10 @@ impl Actor<'_> {
                 Applied::Done
             }
             Err(PatchError::Conflict) => Applied::Conflict,
+            Err(PatchError::Quota(e)) => {
+                tracing::warn!(pvc = %key, error = %e, "the namespace's quota refused the resize; no retry until its quotas change");
+                Applied::QuotaRefused
+            }
             Err(PatchError::Other(e)) => {
                 tracing::warn!(pvc = %key, error = %e, "resize patch failed; the next scan decides again");
                 Applied::Done
@@ -326,7 +349,7 @@ impl Actor<'_> {
                 Some(Applied::Done)
             }
             Err(PatchError::Conflict) => Some(Applied::Conflict),
-            Err(PatchError::Other(e)) => {
+            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
                 self.metrics
                     .resize_of(report, GrowKind::Retry, ResizeResult::Error);
                 tracing::warn!(pvc = %key, error = %e, "could not lower the infeasible request (needs Kubernetes 1.34 or RecoverVolumeExpansionFailure)");

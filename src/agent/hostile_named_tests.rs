@@ -265,6 +265,8 @@ fn a_panic_is_contained_to_its_claim() {
         group_size: None,
         kubelet: None,
         fill_rate: None,
+        quotas: &[],
+        quota_refused: false,
     };
     let e = *contain(&s, w.now, &metrics, || -> Evaluation {
         panic!("index out of bounds: the len is 0")

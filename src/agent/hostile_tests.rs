@@ -368,6 +368,8 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
         group_size: w.group_size,
         kubelet: w.kubelet,
         fill_rate: None,
+        quotas: &[],
+        quota_refused: false,
     };
     let e = evaluate(&s, None, w.now);
     downstream(&e, &p, w.now, metrics);

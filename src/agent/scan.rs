@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, ResourceQuota};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
@@ -62,7 +62,14 @@ struct Work {
     samples: Arc<Samples>,
     /// What earlier scans saw of each data directory's replication slots.
     slots: std::sync::Mutex<crate::postgres::slots::Tracker>,
+    /// Claims whose grow the API server refused as over quota: the namespace's quota versions
+    /// then, and when. No grow is tried again until those versions change (or [`REFUSAL_HOLD`]
+    /// has passed, in case the quota watch missed a change), never every interval.
+    refusals: std::sync::Mutex<HashMap<String, (String, tokio::time::Instant)>>,
 }
+
+/// The longest a quota refusal stands without the quotas changing.
+const REFUSAL_HOLD: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
 pub fn node_draining(node: Option<&Node>) -> bool {
@@ -95,6 +102,7 @@ impl Scanner {
                 retried: Default::default(),
                 triggers: Default::default(),
                 slots: Default::default(),
+                refusals: Default::default(),
                 samples,
                 cfg,
                 client,
@@ -355,6 +363,7 @@ impl Work {
     ) -> VolumeReport {
         let ns = pvc.metadata.namespace.clone().unwrap_or_default();
         let name = pvc.metadata.name.clone().unwrap_or_default();
+        let key = format!("{ns}/{name}");
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
         let actor = Actor {
             api: api.clone(),
@@ -393,6 +402,8 @@ impl Work {
                 group_size: ctx.group_size,
                 kubelet: ctx.kubelet,
                 fill_rate: ctx.fill_rate,
+                quotas: &ctx.quotas,
+                quota_refused: self.refused(&key, &ctx.quota_version),
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
             attempt += 1;
@@ -406,6 +417,13 @@ impl Work {
                     }
                 }
                 Applied::Conflict => return eval.report,
+                Applied::QuotaRefused if attempt < CONFLICT_RETRIES => {
+                    self.lock_refusals().insert(
+                        key.clone(),
+                        (ctx.quota_version.clone(), tokio::time::Instant::now()),
+                    );
+                }
+                Applied::QuotaRefused => return eval.report,
             }
         }
     }
@@ -440,6 +458,27 @@ impl Work {
         contain(subject, now, metrics, || prepared.finish(subject, wal, now)).unwrap_or_else(|e| *e)
     }
 
+    fn lock_refusals(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, tokio::time::Instant)>> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether claim `key`'s last grow was refused as over quota and the quotas (at `version`)
+    /// have not changed since; a refusal that no longer stands is forgotten.
+    fn refused(&self, key: &str, version: &str) -> bool {
+        let mut refusals = self.lock_refusals();
+        let stands = refusals
+            .get(key)
+            .is_some_and(|(v, at)| v == version && at.elapsed() < REFUSAL_HOLD);
+        if !stands {
+            refusals.remove(key);
+        }
+        stands
+    }
+
     fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
         let learned = inflight::learned_lead(&eval.history);
         let trigger = eval
@@ -457,8 +496,25 @@ impl Work {
     }
 }
 
+/// The namespace's quotas as names and resourceVersions: changes whenever any of them does.
+fn quota_version(quotas: &[Arc<ResourceQuota>]) -> String {
+    quotas
+        .iter()
+        .map(|q| {
+            format!(
+                "{}@{}",
+                q.metadata.name.as_deref().unwrap_or(""),
+                q.metadata.resource_version.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 struct VolumeCtx {
     vol: Volume,
+    quotas: Vec<Arc<ResourceQuota>>,
+    quota_version: String,
     pod: Arc<Pod>,
     claims: Vec<Arc<PersistentVolumeClaim>>,
     class: Option<Arc<k8s_openapi::api::storage::v1::StorageClass>>,
@@ -577,7 +633,10 @@ impl<'v> Claim<'v> {
         common: &Common,
     ) -> VolumeCtx {
         let ns = self.namespace();
+        let quotas = world.quotas(&ns);
         VolumeCtx {
+            quota_version: quota_version(&quotas),
+            quotas,
             vol: self.vol.clone(),
             group_size: roles::group_key(&self.pvc, Some(&self.pod))
                 .and_then(|k| world.group_size(&ns, &k)),

@@ -12,11 +12,13 @@
 //!   (annotations, labels, owners, spec and status are all read by the policy and the actor).
 //! - Node: metadata and spec (`unschedulable`, taints); its status (images, conditions) is not.
 //! - StorageClass, ConfigMap: everything but `managedFields`.
+//! - ResourceQuota: metadata, the spec's scopes and scope selector, and of `status.hard` and
+//!   `status.used` only the storage request lines (a quota on pods' CPU is not read).
 //! - Namespace, CSIDriver: the name and csi-addons' `reclaimspace.csiaddons.openshift.io/*`
 //!   annotations (a trim schedule); nothing else, so the cluster's every Namespace costs a name.
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus, ResourceQuota,
 };
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -48,6 +50,18 @@ pub fn pod(p: &mut Pod) {
         pod_ips: s.pod_ips,
         ..PodStatus::default()
     });
+}
+
+pub fn quota(q: &mut ResourceQuota) {
+    meta(&mut q.metadata);
+    let storage = |k: &String, _: &mut _| k.ends_with("requests.storage");
+    if let Some(spec) = q.spec.as_mut() {
+        spec.hard = None;
+    }
+    if let Some(status) = q.status.as_mut() {
+        status.hard.iter_mut().for_each(|h| h.retain(storage));
+        status.used.iter_mut().for_each(|u| u.retain(storage));
+    }
 }
 
 pub fn claim(c: &mut PersistentVolumeClaim) {

@@ -161,6 +161,8 @@ proptest! {
                 group_size: None,
                 kubelet,
                 fill_rate: None,
+                quotas: &[],
+                quota_refused: false,
             };
             let eval = evaluate(&s, None, now);
             let r = &eval.report;
@@ -236,6 +238,8 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
             group_size: None,
             kubelet: None,
             fill_rate: None,
+            quotas: &[],
+            quota_refused: false,
         };
         let eval = evaluate(&s, None, now);
         if let Some((to, kind)) = eval.report.decision.grow_to() {
@@ -283,6 +287,8 @@ fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> crate::resolve::Eval
         group_size: None,
         kubelet: None,
         fill_rate: None,
+        quotas: &[],
+        quota_refused: false,
     };
     evaluate(&s, None, now)
 }

@@ -6,7 +6,11 @@
 //! schedule's design reads it from both). Claims are watched per namespace, for exactly the
 //! namespaces whose pods on this node mount a claim: the number of watches follows the namespaces
 //! here, not the claims (a node with 500 claims of one tenant holds one claim watch), and the same
-//! store gives a group's peers on other nodes their size. Every watch shares one HTTP/2 connection
+//! store gives a group's peers on other nodes their size. The same namespaces' ResourceQuotas are
+//! watched beside their claims (what a grow may still take): per namespace rather than
+//! cluster-wide because quota status is rewritten on every admitted pod or claim of a namespace
+//! with a quota, and a cluster-wide watch would carry every tenant's churn to every node; the
+//! count stays two watches per namespace with a claim mounted here, whatever the claims. Every watch shares one HTTP/2 connection
 //! ([`super::client`]).
 //!
 //! Initial lists are served from the API server's watch cache (`resourceVersion=0`, not a quorum
@@ -22,7 +26,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, ResourceQuota,
+};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -122,19 +128,21 @@ where
 }
 
 /// Per key: the store, the task, and the watcher's name.
-type Watches<K> = HashMap<K, (Store<PersistentVolumeClaim>, JoinHandle<()>, String)>;
+type Watches<K, T = PersistentVolumeClaim> = HashMap<K, (Store<T>, JoinHandle<()>, String)>;
 
 /// Makes `watches` hold exactly the keys in `wanted`: stops the others, starts the missing ones
 /// with `start` and waits up to `wait` for them to list (one that has not is picked up by a
 /// later scan).
-async fn sync_watches<K: Clone + Eq + Hash + Ord>(
-    watches: &mut Watches<K>,
+async fn sync_watches<K: Clone + Eq + Hash + Ord, T: Resource + Clone + 'static>(
+    watches: &mut Watches<K, T>,
     wanted: &BTreeSet<K>,
     wait: std::time::Duration,
     observer: &Observer,
     name_of: impl Fn(&K) -> String,
-    start: impl Fn(&K, String) -> (Store<PersistentVolumeClaim>, JoinHandle<()>),
-) {
+    start: impl Fn(&K, String) -> (Store<T>, JoinHandle<()>),
+) where
+    T::DynamicType: Eq + Hash + Clone,
+{
     watches.retain(|key, (_, task, name)| {
         let keep = wanted.contains(key);
         if !keep {
@@ -168,6 +176,8 @@ pub struct World {
     client: Client,
     /// Claims by namespace, for the namespaces with a claim mounted here.
     namespaces: Watches<String>,
+    /// ResourceQuotas of the same namespaces: what a grow there may still take.
+    quotas: Watches<String, ResourceQuota>,
     tasks: Vec<JoinHandle<()>>,
     observer: Observer,
 }
@@ -233,6 +243,7 @@ impl World {
             csi_drivers,
             client,
             namespaces: HashMap::new(),
+            quotas: HashMap::new(),
             tasks: vec![t1, t2, t3, t4, t5, t6],
             observer,
         }
@@ -270,6 +281,34 @@ impl World {
             },
         )
         .await;
+        sync_watches(
+            &mut self.quotas,
+            wanted,
+            wait,
+            &observer,
+            |ns| format!("resourcequotas in {ns}"),
+            |ns, watcher| {
+                spawn_reflector(
+                    Api::<ResourceQuota>::namespaced(client.clone(), ns),
+                    watcher::Config::default(),
+                    watcher,
+                    observer.clone(),
+                    super::slim::quota,
+                )
+            },
+        )
+        .await;
+    }
+
+    /// The ResourceQuotas of namespace `ns` as its watch last saw them, by name.
+    pub fn quotas(&self, ns: &str) -> Vec<Arc<ResourceQuota>> {
+        let mut all = self
+            .quotas
+            .get(ns)
+            .map(|(store, _, _)| store.state())
+            .unwrap_or_default();
+        all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        all
     }
 
     /// The largest request in the group `key` of namespace `ns`, from that namespace's watch.
@@ -311,6 +350,9 @@ impl Drop for World {
             task.abort();
         }
         for (_, task, _) in self.namespaces.values() {
+            task.abort();
+        }
+        for (_, task, _) in self.quotas.values() {
             task.abort();
         }
     }

@@ -155,7 +155,7 @@ async fn list(
     Ok((client, claims))
 }
 
-const HEADERS: [&str; 9] = [
+const HEADERS: [&str; 10] = [
     "NAMESPACE",
     "NAME",
     "NODE",
@@ -164,6 +164,7 @@ const HEADERS: [&str; 9] = [
     "STATE",
     "LAST ACTION",
     "BUDGET",
+    "QUOTA LEFT",
     "BLOCKED",
 ];
 
@@ -181,7 +182,7 @@ pub fn age(from: Timestamp, now: Timestamp) -> String {
     }
 }
 
-fn cells(row: &Row, now: Timestamp) -> [String; 9] {
+fn cells(row: &Row, now: Timestamp) -> [String; 10] {
     let dash = || "-".to_string();
     let st = row.status.as_ref();
     // This claim's size; annotations written before `sizeBytes` had it as `effectiveSizeBytes`.
@@ -224,6 +225,8 @@ fn cells(row: &Row, now: Timestamp) -> [String; 9] {
         state,
         last,
         st.map_or_else(dash, budget),
+        st.and_then(|s| s.quota.as_ref())
+            .map_or_else(dash, quota_left),
         blocked,
     ]
 }
@@ -239,9 +242,14 @@ fn budget(s: &StatusAnnotation) -> String {
     }
 }
 
+/// What the namespace's tightest ResourceQuota line leaves the claim, and which quota that is.
+fn quota_left(q: &crate::decide::quota::QuotaView) -> String {
+    format!("{} ({})", quantity::format(q.left_bytes), q.line.quota)
+}
+
 /// The table, columns padded to their widest cell (the last one is not padded).
 pub fn render_table(rows: &[Row], now: Timestamp) -> String {
-    let body: Vec<[String; 9]> = rows.iter().map(|r| cells(r, now)).collect();
+    let body: Vec<[String; 10]> = rows.iter().map(|r| cells(r, now)).collect();
     let mut widths = HEADERS.map(str::len);
     for r in &body {
         for (w, c) in widths.iter_mut().zip(r) {

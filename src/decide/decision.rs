@@ -34,10 +34,13 @@ pub enum BlockReason {
     CapacityUnknown,
     /// Evaluating the claim panicked (a bug); the claim is left alone, the scan goes on.
     InternalError,
+    /// The namespace's ResourceQuota leaves too little for a step that would still do (see
+    /// [`super::quota`]): the API server would refuse the write.
+    QuotaExhausted,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 19] = [
+    pub const ALL: [BlockReason; 20] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -57,6 +60,7 @@ impl BlockReason {
         BlockReason::Disabled,
         BlockReason::CapacityUnknown,
         BlockReason::InternalError,
+        BlockReason::QuotaExhausted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +84,7 @@ impl BlockReason {
             BlockReason::Disabled => "disabled",
             BlockReason::CapacityUnknown => "capacity_unknown",
             BlockReason::InternalError => "internal_error",
+            BlockReason::QuotaExhausted => "quota_exhausted",
         }
     }
 }
@@ -236,6 +241,11 @@ pub enum Note {
     KubeletNumbersStale,
     /// Evaluating the claim panicked (a bug): what the panic said.
     InternalError(String),
+    /// The step was cut to what the namespace's ResourceQuota leaves.
+    QuotaReduced {
+        wanted: u64,
+        to: u64,
+    },
 }
 
 impl Note {
@@ -288,6 +298,12 @@ impl std::fmt::Display for Note {
                 "statfs could not measure the volume: using the kubelet's numbers from {at}"
             ),
             Note::InternalError(m) => write!(f, "internal error: {m}"),
+            Note::QuotaReduced { wanted, to } => write!(
+                f,
+                "step reduced from {} to {} to fit the namespace's ResourceQuota",
+                human(*wanted),
+                human(*to)
+            ),
             Note::KubeletNumbersStale => f.write_str(
                 "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize",
             ),

@@ -9,10 +9,10 @@
 use jiff::SignedDuration;
 
 use super::budget::{self, Budget};
-use super::decision::{BlockReason, Decision, State, Verdict};
+use super::decision::{BlockReason, Decision, Note, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
-use super::{predictive, wal};
+use super::{predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, MI, round_up};
 
@@ -192,7 +192,61 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if !budget.allows(kind) {
         return blocked(BlockReason::BudgetExhausted);
     }
-    Verdict::Grow { to, kind }
+    within_quota(inputs, policy, (to, kind), decision)
+}
+
+/// The grow, cut to what the namespace's quotas leave when a smaller step still does; blocked
+/// when none does (the API server would refuse the write with 403).
+fn within_quota(
+    inputs: &Inputs,
+    policy: &Policy,
+    (to, kind): (u64, GrowKind),
+    decision: &mut Decision,
+) -> Verdict {
+    let Some(ceiling) = inputs.facts.quota_ceiling.filter(|c| to > *c) else {
+        return Verdict::Grow { to, kind };
+    };
+    let floor = quota_floor(inputs, policy, kind);
+    match floor.and_then(|f| quota::fit(inputs.claim.current_bytes(), f, ceiling)) {
+        Some(fitted) => {
+            decision.notes.push(Note::QuotaReduced {
+                wanted: to,
+                to: fitted,
+            });
+            Verdict::Grow { to: fitted, kind }
+        }
+        None => blocked(BlockReason::QuotaExhausted),
+    }
+}
+
+/// The least a step cut to fit a quota must still reach: out of the trigger's lines (and at
+/// least `minStep` for a percent step), or back under the emergency line. `None` for growth that
+/// is all or nothing: a group member joins its peers' size, a scheduled grow its planned step.
+fn quota_floor(inputs: &Inputs, policy: &Policy, kind: GrowKind) -> Option<u64> {
+    let current = inputs.claim.current_bytes();
+    let ratio = usable_ratio(inputs);
+    match kind {
+        GrowKind::Grow => {
+            let m = &inputs.measurement;
+            let lines = Lines::of(policy, m);
+            let used = m.used_bytes as f64;
+            // Free bytes that put the volume under the percent line: used/(used+free) < p.
+            let for_percent = lines.used_percent.map_or(0.0, |p| {
+                let p = f64::from(p).clamp(1.0, 100.0);
+                (used * (100.0 - p) / p).floor() + 1.0
+            });
+            let free = for_percent.max(lines.min_available as f64);
+            let extra = ((free - m.available_bytes as f64).max(0.0) / ratio).ceil();
+            let out_of_lines = current.saturating_add(extra.min(u64::MAX as f64) as u64);
+            let least = match policy.step {
+                Step::Percent(_) => policy.min_step,
+                Step::Bytes(_) => 1,
+            };
+            Some(out_of_lines.max(current.saturating_add(least)))
+        }
+        GrowKind::EmergencyGrow => Some(emergency_floor(inputs, policy, ratio)),
+        GrowKind::ScheduledGrow | GrowKind::GroupGrow | GrowKind::Retry => None,
+    }
 }
 
 /// A member below its group's size (a replica just created at the template size) joins its
@@ -340,14 +394,20 @@ fn step_bytes(current: u64) -> u64 {
     (current / 100 * EMERGENCY_MIN_PERCENT).clamp(EMERGENCY_MIN_BYTES, EMERGENCY_MAX_BYTES)
 }
 
-/// Enough to get back under the critical line (and above the critical free bytes), at least
-/// 10% / 2Gi, at most 500Gi; beyond the limit only when the policy allows it.
-fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) -> Need {
+/// The size that puts the volume back under the critical line and above the critical free bytes.
+fn emergency_floor(inputs: &Inputs, policy: &Policy, ratio: f64) -> u64 {
     let e = &policy.emergency_grow;
     let used = inputs.measurement.used_bytes as f64;
     let under_line = (used * 100.0 / (ratio * f64::from(e.critical_threshold))).floor() + 1.0;
     let with_free = ((used + e.critical_minimum_free as f64) / ratio).ceil();
-    let needed = under_line.max(with_free).min(u64::MAX as f64) as u64;
+    under_line.max(with_free).min(u64::MAX as f64) as u64
+}
+
+/// Enough to get back under the critical line (and above the critical free bytes), at least
+/// 10% / 2Gi, at most 500Gi; beyond the limit only when the policy allows it.
+fn emergency_need(inputs: &Inputs, policy: &Policy, current: u64, ratio: f64) -> Need {
+    let e = &policy.emergency_grow;
+    let needed = emergency_floor(inputs, policy, ratio);
     let least = step_bytes(current);
     let increment = needed
         .saturating_sub(current)

@@ -207,6 +207,9 @@ pub struct VolumeFacts {
     pub node_draining: bool,
     /// The group's effective size: the largest request among the volumes of its logical group.
     pub group_size: Option<u64>,
+    /// The largest request the namespace's ResourceQuotas admit for this claim (see
+    /// [`super::quota::ceiling`]); `None` when no quota limits it.
+    pub quota_ceiling: Option<u64>,
 }
 
 impl VolumeFacts {

@@ -6,6 +6,7 @@ mod engine;
 pub mod inputs;
 pub mod lines;
 pub mod predictive;
+pub mod quota;
 pub mod rate;
 pub mod recover;
 mod wal;
@@ -29,5 +30,7 @@ mod planned_tests;
 mod predictive_tests;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod quota_tests;
 #[cfg(test)]
 mod tests;

@@ -134,6 +134,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
         prop::bool::weighted(0.05),
         proptest::option::weighted(0.2, (1u64..2048).prop_map(|g| g * GI)),
         prop::bool::weighted(0.05),
+        proptest::option::weighted(0.2, (0u64..8192).prop_map(|m| m * GI / 4)),
     )
         .prop_map(
             |(
@@ -146,6 +147,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                 unmeasured,
                 group_size,
                 capacity_unknown,
+                quota_ceiling,
             )| {
                 VolumeFacts {
                     role: [
@@ -162,6 +164,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                     node_draining,
                     group_size,
                     capacity_unknown,
+                    quota_ceiling,
                 }
             },
         )
@@ -263,6 +266,9 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
         !i.facts.shared && i.facts.expandable && !i.facts.block_mode && !i.facts.unmeasured
     );
     prop_assert!(!i.facts.capacity_unknown, "grew a claim of unknown size");
+    if let Some(ceiling) = i.facts.quota_ceiling {
+        prop_assert!(to <= ceiling, "over quota: {to} > {ceiling}");
+    }
     prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
     prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");
     prop_assert!(count_since(i.history, i.now) < daily_limit(p, kind));

@@ -5,6 +5,7 @@
 //! Named `k8s` rather than `kube` so that `kube::` keeps meaning the client crate everywhere.
 
 pub mod claim;
+pub mod quota;
 pub mod roles;
 pub mod state;
 
@@ -20,6 +21,14 @@ pub enum KubeError {
     Quantity {
         object: String,
         field: &'static str,
+        value: String,
+        source: crate::quantity::QuantityError,
+    },
+    /// A quantity in a field whose name is built from data (a quota's resource name).
+    #[error("{object}: {field} '{value}' is not a storage quantity: {source}")]
+    FieldQuantity {
+        object: String,
+        field: String,
         value: String,
         source: crate::quantity::QuantityError,
     },

@@ -98,6 +98,9 @@ pub struct StatusAnnotation {
     /// stands in for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackNote>,
+    /// The namespace's tightest ResourceQuota line on the claim and what it leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::decide::quota::QuotaView>,
 }
 
 /// The RFC's `BudgetStatus`: the rolling 24 h budget, planned and emergency apart.
@@ -255,6 +258,7 @@ impl StatusAnnotation {
             budget: Some(d.budget.into()),
             conditions: conditions(d, state),
             fallback: d.fallback.map(FallbackNote::from),
+            quota: report.quota.clone(),
         }
     }
 

@@ -264,6 +264,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         wal: None,
         last_action: None,
         fill_rate: None,
+        quota: None,
         evaluated_at: now(),
     }
 }

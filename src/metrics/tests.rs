@@ -54,6 +54,7 @@ fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
         wal: None,
         last_action: None,
         fill_rate: None,
+        quota: None,
         evaluated_at: Timestamp::from_second(1_700_000_000).expect("time"),
     }
 }

@@ -253,7 +253,14 @@ const POLICY_FALLBACK: Family<1> = Family {
     extra: ["reason"],
 };
 
-const FAMILIES: [Meta; 29] = [
+const QUOTA_LEFT: Family<2> = Family {
+    index: 29,
+    name: "headroom_volume_quota_left_bytes",
+    help: "Bytes the claim's request may still grow by under the namespace's tightest ResourceQuota line (0 after the API server refused a grow as over quota, until the quotas change); absent when no quota limits the claim.",
+    extra: ["quota", "resource"],
+};
+
+const FAMILIES: [Meta; 30] = [
     INFO.meta(),
     CAPACITY.meta(),
     USED.meta(),
@@ -283,6 +290,7 @@ const FAMILIES: [Meta; 29] = [
     NOT_MEASURED.meta(),
     LAST_RESIZE.meta(),
     POLICY_FALLBACK.meta(),
+    QUOTA_LEFT.meta(),
 ];
 
 /// One series of the last scan.
@@ -382,6 +390,10 @@ impl ScanSeries {
                 [reason.into()],
                 bool_f(fallback == Some(reason)),
             );
+        }
+        if let Some(q) = &r.quota {
+            let labels = [q.line.quota.clone().into(), q.line.resource.clone().into()];
+            self.put(&QUOTA_LEFT, labels, q.left_bytes as f64);
         }
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {

@@ -6,11 +6,12 @@
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::KubeletVolume;
 use super::inflight::{self, Seen};
+use crate::decide::quota::{self, QuotaView};
 use crate::decide::rate::FillRate;
 use crate::decide::{
     Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
@@ -42,6 +43,11 @@ pub struct Subject<'a> {
     pub kubelet: Option<KubeletVolume>,
     /// The volume's fill rate (bytes per second) from its recent samples, when known.
     pub fill_rate: Option<f64>,
+    /// The namespace's ResourceQuotas.
+    pub quotas: &'a [std::sync::Arc<ResourceQuota>],
+    /// The API server refused this claim's last grow as over quota, and the namespace's quotas
+    /// have not changed since.
+    pub quota_refused: bool,
 }
 
 #[derive(Debug)]
@@ -69,6 +75,31 @@ fn postgres_facts(s: &Subject) -> Result<(VolumeRole, bool, Option<String>), Str
             Ok((pg.role, wal_on_data, pg.cluster.or(pg.instance)))
         }
         None => Ok((VolumeRole::Other, false, None)),
+    }
+}
+
+/// The namespace's quotas on this claim: the largest request they admit (none after a refusal
+/// the quotas have not changed since) and what the status shows. A quota that cannot be read is
+/// an error: the claim is not grown blind into a 403.
+fn quota_of(s: &Subject, errors: &mut Vec<Finding>) -> (Option<u64>, Option<QuotaView>) {
+    let read = crate::k8s::quota::lines_for(s.quotas.iter().map(|q| q.as_ref()), s.pvc)
+        .and_then(|lines| Ok((crate::k8s::quota::charged(s.pvc)?, lines)));
+    match read {
+        Ok((charged, lines)) => {
+            let ceiling = if s.quota_refused {
+                Some(charged)
+            } else {
+                quota::ceiling(&lines, charged)
+            };
+            (ceiling, QuotaView::of(&lines, s.quota_refused))
+        }
+        Err(e) => {
+            errors.push(Finding {
+                field: "resourceQuota".into(),
+                message: e.to_string(),
+            });
+            (None, None)
+        }
     }
 }
 
@@ -109,6 +140,9 @@ pub struct Prepared {
     errors: Vec<Finding>,
     wants_enabled: bool,
     policy: Option<Policy>,
+    /// The largest request the namespace's quotas admit, and what the status shows of them.
+    quota_ceiling: Option<u64>,
+    quota: Option<QuotaView>,
 }
 
 /// [`prepare`] then [`Prepared::finish`]: the whole evaluation when WAL health is at hand.
@@ -198,6 +232,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         });
         (VolumeRole::Other, false, None)
     });
+    let (quota_ceiling, quota) = quota_of(s, &mut errors);
     let class_name = s
         .pvc
         .spec
@@ -234,6 +269,8 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         cluster,
         class_name,
         errors,
+        quota_ceiling,
+        quota,
     }
 }
 
@@ -262,6 +299,7 @@ impl Prepared {
             capacity_unknown: self.capacity_unknown,
             node_draining: s.node_draining,
             group_size: s.group_size,
+            quota_ceiling: self.quota_ceiling,
         }
     }
 
@@ -339,6 +377,7 @@ impl Prepared {
             wal,
             last_action: self.history.iter().max_by_key(|a| a.at).cloned(),
             fill_rate: self.fill_rate,
+            quota: self.quota,
             evaluated_at: now,
         };
         Evaluation {
@@ -396,6 +435,7 @@ pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluatio
         wal: None,
         last_action: None,
         fill_rate: None,
+        quota: None,
         evaluated_at: now,
     };
     Evaluation {
