@@ -97,6 +97,12 @@ fn a_quota_cuts_the_step_then_blocks_without_a_403_and_growth_resumes_when_raise
     fill(&mount, 56 * MI);
     c.wait_capacity("data", 74 * MI);
     c.assert_one_event("data", "Resized", "Normal", "64Mi -> 74Mi");
+    c.assert_one_event(
+        "data",
+        "Resized",
+        "Normal",
+        "(cut from 80Mi to fit the namespace's ResourceQuota)",
+    );
     // The server charged it: the quota is now full.
     wait_for(Duration::from_secs(10), "quota usage 74Mi", || {
         (used_mi(&c, "storage") == Some(74)).then_some(())

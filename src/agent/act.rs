@@ -246,11 +246,20 @@ impl Actor<'_> {
                     .measurement
                     .map(|m| format!(" at {:.1}% used", m.used_percent()))
                     .unwrap_or_default();
+                // A step cut to fit the namespace's quota says so: the next one may be blocked.
+                let cut = report.decision.notes.iter().find_map(|n| match n {
+                    crate::decide::Note::QuotaReduced { wanted, .. } => Some(format!(
+                        " (cut from {} to fit the namespace's ResourceQuota)",
+                        quantity::format(*wanted)
+                    )),
+                    _ => None,
+                });
                 let note = format!(
-                    "{} {} -> {}{used}",
+                    "{} {} -> {}{used}{}",
                     kind.as_str(),
                     quantity::format(from),
-                    quantity::format(to)
+                    quantity::format(to),
+                    cut.unwrap_or_default()
                 );
                 tracing::info!(pvc = %key, %note, "resized");
                 // WAL health is gathered for exactly the volumes that hold WAL (a WAL volume, a

@@ -260,6 +260,49 @@ mod tests {
     }
 
     #[test]
+    fn a_trimmed_quota_keeps_its_storage_lines_and_scopes_only() {
+        let full: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "q", "namespace": "db", "managedFields": managed()},
+            "spec": {"hard": {"pods": "10", "requests.storage": "1Gi"},
+                     "scopeSelector": {"matchExpressions": [
+                         {"scopeName": "VolumeAttributesClass", "operator": "Exists"}]}},
+            "status": {
+                "hard": {"pods": "10", "requests.cpu": "4", "requests.storage": "1Gi",
+                         "gold.storageclass.storage.k8s.io/requests.storage": "500Mi"},
+                "used": {"pods": "3", "requests.cpu": "1", "requests.storage": "200Mi",
+                         "gold.storageclass.storage.k8s.io/requests.storage": "100Mi"}
+            }
+        }))
+        .expect("quota");
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "data", "namespace": "db"},
+            "spec": {"storageClassName": "gold", "volumeAttributesClassName": "fast",
+                     "resources": {"requests": {"storage": "64Mi"}}}
+        }))
+        .expect("claim");
+        let mut t = full.clone();
+        quota(&mut t);
+        assert!(t.metadata.managed_fields.is_none());
+        let keys = |m: Option<&std::collections::BTreeMap<String, _>>| {
+            m.map(|m| m.keys().cloned().collect::<Vec<String>>())
+        };
+        let status = t.status.as_ref().expect("status");
+        assert_eq!(
+            keys(status.hard.as_ref()),
+            Some(vec![
+                "gold.storageclass.storage.k8s.io/requests.storage".to_string(),
+                "requests.storage".to_string()
+            ])
+        );
+        assert_eq!(keys(status.used.as_ref()), keys(status.hard.as_ref()));
+        // What the agent reads of it is the same.
+        assert_eq!(
+            crate::k8s::quota::lines_for([&t], &claim).expect("lines"),
+            crate::k8s::quota::lines_for([&full], &claim).expect("lines")
+        );
+    }
+
+    #[test]
     fn a_trimmed_node_still_tells_a_drain() {
         let mut n: Node = serde_json::from_value(json!({
             "metadata": {"name": "n1", "managedFields": managed()},
