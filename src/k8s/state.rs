@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
 use crate::decide::budget;
+use crate::decide::quota::QuotaView;
 use crate::decide::{Action, BudgetView, Decision, State, Verdict};
 use crate::report::VolumeReport;
 
@@ -100,7 +101,7 @@ pub struct StatusAnnotation {
     pub fallback: Option<FallbackNote>,
     /// The namespace's tightest ResourceQuota line on the claim and what it leaves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quota: Option<crate::decide::quota::QuotaView>,
+    pub quota: Option<QuotaView>,
 }
 
 /// The RFC's `BudgetStatus`: the rolling 24 h budget, planned and emergency apart.
@@ -271,13 +272,32 @@ impl StatusAnnotation {
             (a, b) => a.is_some() != b.is_some(),
         };
         let target = target_moved(self.target_size_bytes, other.target_size_bytes);
+        let quota = quota_moved(self.quota.as_ref(), other.quota.as_ref());
         let mut a = self.clone();
         a.updated_at = other.updated_at;
         a.used_percent = other.used_percent;
         a.node = other.node.clone();
         a.target_size_bytes = other.target_size_bytes;
-        used_moved || target || a != *other
+        a.quota = other.quota.clone();
+        used_moved || target || quota || a != *other
     }
+}
+
+/// A quota change worth a write: another quota or limit, or room appearing or running out. Usage
+/// moving within the room is not: every claim of a namespace shares its quota, and one claim's
+/// grow would otherwise rewrite the status of all of them (the metric and `/volumes` have the
+/// live numbers).
+fn quota_moved(a: Option<&QuotaView>, b: Option<&QuotaView>) -> bool {
+    let key = |q: &QuotaView| {
+        (
+            q.line.quota.clone(),
+            q.line.resource.clone(),
+            q.line.hard_bytes,
+            q.left_bytes == 0,
+            q.refused,
+        )
+    };
+    a.map(key) != b.map(key)
 }
 
 /// The status annotation; `None` when absent, an error naming the claim when corrupt.

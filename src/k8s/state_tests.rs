@@ -455,6 +455,43 @@ fn differs_ignores_time_and_small_used_moves() {
 }
 
 #[test]
+fn differs_ignores_quota_usage_moving_within_the_room() {
+    use crate::decide::quota::{QuotaLine, QuotaView};
+    let view = |hard: u64, used: u64| {
+        let line = QuotaLine {
+            quota: "storage".into(),
+            resource: "requests.storage".into(),
+            hard_bytes: hard,
+            used_bytes: Some(used),
+        };
+        QuotaView::of(&[line], false)
+    };
+    let mut base = StatusAnnotation::from_report(
+        &report(
+            Verdict::NoAction {
+                state: State::Balanced,
+            },
+            measured(10),
+        ),
+        now(),
+    );
+    base.quota = view(100 * GI, 40 * GI);
+    // Another claim of the namespace grew: the same room, less of it. Not a write.
+    let mut other = base.clone();
+    other.quota = view(100 * GI, 60 * GI);
+    assert!(!other.differs(&base));
+    // Room running out, the limit changing, the quota going away, a refusal: each a write.
+    other.quota = view(100 * GI, 100 * GI);
+    assert!(other.differs(&base));
+    other.quota = view(200 * GI, 60 * GI);
+    assert!(other.differs(&base));
+    other.quota = None;
+    assert!(other.differs(&base));
+    other.quota = base.quota.clone().map(|q| QuotaView { refused: true, ..q });
+    assert!(other.differs(&base));
+}
+
+#[test]
 fn differs_ignores_the_writer_and_small_target_moves() {
     let base = StatusAnnotation::from_report(
         &report(
