@@ -433,23 +433,27 @@ impl ScanSeries {
             self.put(&BLOCKED, [b.as_str().into()], bool_f(reason == Some(b)));
         }
         if let Some(w) = &r.wal {
-            self.put_opt(&WAL_ARCHIVE_CONFIGURED, w.archive_configured.map(bool_f));
-            self.put_opt(&WAL_ARCHIVE_HEALTHY, w.archive_healthy.map(bool_f));
-            self.put_opt(&WAL_PENDING, w.pending_files.map(|n| n as f64));
-            self.put_opt(
-                &WAL_OLDEST_PENDING,
-                w.oldest_pending_seconds.map(|n| n as f64),
-            );
-            self.put_opt(&WAL_SIZE, w.detail.wal_bytes.map(|n| n as f64));
-            if let Some(slots) = &w.inactive_slots {
-                self.put(&WAL_INACTIVE_SLOTS, [], slots.len() as f64);
-                for s in slots {
-                    self.put(
-                        &WAL_SLOT_RETENTION,
-                        [s.name.clone().into()],
-                        s.retained_bytes as f64,
-                    );
-                }
+            self.add_wal(w);
+        }
+    }
+
+    fn add_wal(&mut self, w: &crate::decide::WalHealth) {
+        self.put_opt(&WAL_ARCHIVE_CONFIGURED, w.archive_configured.map(bool_f));
+        self.put_opt(&WAL_ARCHIVE_HEALTHY, w.archive_healthy.map(bool_f));
+        self.put_opt(&WAL_PENDING, w.pending_files.map(|n| n as f64));
+        self.put_opt(
+            &WAL_OLDEST_PENDING,
+            w.oldest_pending_seconds.map(|n| n as f64),
+        );
+        self.put_opt(&WAL_SIZE, w.detail.wal_bytes.map(|n| n as f64));
+        if let Some(slots) = &w.inactive_slots {
+            self.put(&WAL_INACTIVE_SLOTS, [], slots.len() as f64);
+            for s in slots {
+                self.put(
+                    &WAL_SLOT_RETENTION,
+                    [s.name.clone().into()],
+                    s.retained_bytes as f64,
+                );
             }
         }
     }
