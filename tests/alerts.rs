@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use headroom::decide::GrowKind;
 use headroom::decide::VolumeRole;
+use headroom::decide::quota::{QuotaLine, QuotaView};
 use headroom::metrics::Metrics;
 use headroom::metrics::labels::{ResizeResult, VolumeLabels};
 use headroom::reclaim::ReclaimMetrics;
@@ -120,12 +121,19 @@ fn exported() -> BTreeSet<String> {
     let m = Metrics::new("node-a").unwrap();
     let mut hung = unmeasured("shop", "nfs");
     hung.not_measured = Some(headroom::probe::Unmeasured::ProbeTimeout);
+    // A namespace with a storage quota: its claims' room is exported.
+    let mut data = pg_data("shop", "pgdata-orders-1");
+    data.quota = QuotaView::of(
+        &[QuotaLine {
+            quota: "storage".into(),
+            resource: "requests.storage".into(),
+            hard_bytes: 100 << 30,
+            used_bytes: Some(40 << 30),
+        }],
+        false,
+    );
     m.observe_scan(
-        &[
-            pg_data("shop", "pgdata-orders-1"),
-            wal_at_limit("shop", "pgwal-orders-1"),
-            hung,
-        ],
+        &[data, wal_at_limit("shop", "pgwal-orders-1"), hung],
         Duration::from_millis(50),
         at("2025-03-01T10:00:00Z"),
     );
