@@ -1,0 +1,552 @@
+//! A real single-node Kubernetes 1.20.2 for tests: etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler, kube-proxy (iptables), containerd with a bridge CNI, a kubelet with webhook
+//! authentication and authorization, and the test CSI node plugin (`csi/main.go`). Binaries come
+//! from `scripts/kube-node.sh` (`HEADROOM_KUBE_NODE`, cached per machine), the API server from
+//! `scripts/kube-apiserver.sh`, headroom's image from `scripts/image.sh` (`HEADROOM_IMAGE`).
+//!
+//! The kubelet runs with `--root-dir=/var/lib/kubelet`, so the shipped DaemonSet needs no
+//! hostPath change; one node per machine at a time (a pid file in /run says whose). Every process
+//! is a child started with PR_SET_PDEATHSIG and killed by pid; teardown (at exit, and before a
+//! start after a run that was killed) removes what [`host`] lists. The pods' network is a bridge
+//! of the harness's own with nothing routed off it.
+#![allow(dead_code)]
+
+pub mod config;
+pub mod host;
+pub mod pki;
+pub mod proc;
+pub mod resizer;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use proc::{log_file, spawn_tied};
+
+pub const NODE: &str = "headroom-node";
+pub const NODE_IP: &str = "10.213.77.1";
+pub const POD_SUBNET: &str = "10.213.77.0/24";
+pub const SERVICE_RANGE: &str = "10.213.78.0/24";
+pub const SERVICE_IP: &str = "10.213.78.1";
+pub const API_PORT: u16 = 6443;
+pub const KUBELET_ROOT: &str = "/var/lib/kubelet";
+pub const DRIVER: &str = "headroom.test.csi";
+pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
+/// The name the test's kustomize overlay gives headroom's image (the archive is imported under
+/// it); the shipped manifests say `headroom:0.1.0`.
+pub const AGENT_IMAGE: &str = "headroom.test/headroom:realnode";
+const PID_FILE: &str = "/run/headroom-realnode.pid";
+
+/// Where the node's binaries and images are.
+#[derive(Clone, Debug)]
+pub struct Parts {
+    pub node_dir: PathBuf,
+    pub apiserver: PathBuf,
+    pub kubectl: PathBuf,
+    pub image: PathBuf,
+}
+
+impl Parts {
+    fn bin(&self, name: &str) -> PathBuf {
+        self.node_dir.join(name)
+    }
+}
+
+fn cache() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    Some(
+        std::env::var_os("HEADROOM_KUBE_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(&home).join(".cache/headroom")),
+    )
+}
+
+/// The parts, or `None` (skip) when some are missing and CI is unset; with CI set a missing
+/// part fails the test.
+pub fn parts(test: &str) -> Option<Parts> {
+    let node_dir = std::env::var_os("HEADROOM_KUBE_NODE")
+        .map(PathBuf::from)
+        .or_else(|| Some(cache()?.join("node-1.20.2")))
+        .unwrap_or_default();
+    let kubectl = std::env::var_os("HEADROOM_KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| Some(cache()?.join("kubectl-1.20.2/usr/bin/kubectl")))
+        .unwrap_or_default();
+    let image = std::env::var_os("HEADROOM_IMAGE").map(PathBuf::from).unwrap_or_default();
+    let mut missing = Vec::new();
+    for b in ["kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "headroom-csi", "pause.oci.tar"] {
+        if !node_dir.join(b).is_file() {
+            missing.push(format!("{b} (scripts/kube-node.sh, HEADROOM_KUBE_NODE)"));
+        }
+    }
+    let apiserver = std::env::var_os("HEADROOM_KUBE_APISERVER")
+        .map(PathBuf::from)
+        .or_else(|| Some(cache()?.join("kube-apiserver-1.20.2")))
+        .unwrap_or_default();
+    for (p, what) in [
+        (&apiserver, "kube-apiserver (scripts/kube-apiserver.sh)"),
+        (&kubectl, "kubectl 1.20.2 (scripts/kubectl.sh, HEADROOM_KUBECTL)"),
+        (&image, "headroom's image archive (scripts/image.sh, HEADROOM_IMAGE)"),
+        (&PathBuf::from("/usr/bin/containerd"), "containerd (Debian package containerd)"),
+        (&PathBuf::from("/usr/lib/cni/bridge"), "CNI plugins (containernetworking-plugins)"),
+        (&PathBuf::from("/usr/sbin/xfs_growfs"), "xfsprogs"),
+        (&PathBuf::from("/usr/bin/etcd"), "etcd (etcd-server)"),
+    ] {
+        if !p.is_file() {
+            missing.push(what.to_owned());
+        }
+    }
+    if !nix::unistd::geteuid().is_root() {
+        missing.push("root".to_owned());
+    }
+    if missing.is_empty() {
+        return Some(Parts { node_dir, apiserver, kubectl, image });
+    }
+    let why = missing.join(", ");
+    if std::env::var_os("CI").is_some() {
+        panic!("{test} cannot run: it needs {why}, and CI is set so it may not skip");
+    }
+    eprintln!("skipping {test}: needs {why} (set CI to make this a failure; ./scripts/test.sh builds them)");
+    None
+}
+
+/// The running node. Dropping it (or process exit, for the shared one) tears it down.
+pub struct Node {
+    pub dir: PathBuf,
+    pub parts: Parts,
+    procs: Mutex<BTreeMap<&'static str, Child>>,
+    kept_dirs: Vec<PathBuf>,
+    netns_before: HashSet<String>,
+    ip_forward_before: String,
+    pub started: Instant,
+}
+
+static SHARED: OnceLock<Arc<Node>> = OnceLock::new();
+
+extern "C" fn stop_shared_at_exit() {
+    if let Some(n) = SHARED.get() {
+        n.teardown();
+    }
+}
+
+impl Node {
+    /// The node shared by every test of this process.
+    pub fn shared(parts: &Parts) -> Arc<Node> {
+        SHARED
+            .get_or_init(|| {
+                // SAFETY: registers a plain function; it only touches the initialised static.
+                unsafe { libc::atexit(stop_shared_at_exit) };
+                Arc::new(Node::start(parts.clone()))
+            })
+            .clone()
+    }
+
+    pub fn start(parts: Parts) -> Node {
+        clean_stale_run();
+        let dir = std::env::temp_dir().join(format!("headroom-realnode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("cni")).expect("node dir");
+        std::fs::write(PID_FILE, format!("{} {}\n", std::process::id(), dir.display()))
+            .expect("pid file");
+        let node = Node {
+            kept_dirs: host::existing_dirs(),
+            netns_before: host::netns_now(),
+            ip_forward_before: host::ip_forward(),
+            dir,
+            parts,
+            procs: Mutex::new(BTreeMap::new()),
+            started: Instant::now(),
+        };
+        node.boot();
+        node
+    }
+
+    fn boot(&self) {
+        pki::make(&self.pki(), NODE_IP, SERVICE_IP, NODE);
+        std::fs::write(self.dir.join("tokens.csv"), config::tokens(NODE)).expect("tokens");
+        for (who, token) in [("admin", "admin-token"), ("kcm", "kcm-token"), ("scheduler", "scheduler-token"), ("proxy", "proxy-token"), ("kubelet", "kubelet-token")] {
+            let text = config::kubeconfig(&format!("https://{NODE_IP}:{API_PORT}"), &self.pki().join("ca.crt"), token);
+            std::fs::write(self.kubeconfig(who), text).expect("kubeconfig");
+        }
+        host::bridge_up(&format!("{NODE_IP}/24"));
+        self.start_etcd();
+        self.start_apiserver();
+        self.start_controllers();
+        self.start_containerd();
+        self.import(&self.parts.node_dir.join("pause.oci.tar"));
+        self.import(&self.parts.image.clone());
+        self.tag_image(AGENT_IMAGE);
+        self.start_csi_plugin();
+        self.start_kubelet();
+        self.wait_node_ready(Duration::from_secs(120));
+        // Pods reach the API server through the `kubernetes` Service: kube-proxy's rules.
+        wait_for_cmd(Duration::from_secs(60), "kube-proxy's rule for the kubernetes Service", || {
+            host::sh("iptables-save", &["-t", "nat"])
+                .filter(|r| r.contains(&format!("-d {SERVICE_IP}/32")))
+                .map(|_| ())
+        });
+        self.apply(&format!(
+            "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata:\n  name: {DRIVER}\nspec:\n  attachRequired: false\n  podInfoOnMount: false\n  volumeLifecycleModes: [Persistent]\n"
+        ));
+    }
+
+    pub fn pki(&self) -> PathBuf {
+        self.dir.join("pki")
+    }
+
+    pub fn kubeconfig(&self, who: &str) -> PathBuf {
+        self.dir.join(format!("{who}.kubeconfig"))
+    }
+
+    pub fn csi_state(&self) -> PathBuf {
+        self.dir.join("csi")
+    }
+
+    fn containerd_sock(&self) -> PathBuf {
+        self.dir.join("containerd.sock")
+    }
+
+    fn spawn(&self, name: &'static str, mut cmd: Command) {
+        cmd.stdin(Stdio::null())
+            .stdout(log_file(&self.dir, &format!("{name}.log")))
+            .stderr(log_file(&self.dir, &format!("{name}.log")));
+        let child = spawn_tied(cmd);
+        self.procs.lock().expect("procs").insert(name, child);
+    }
+
+    /// Kills one part by pid (SIGKILL, as a crash).
+    pub fn kill(&self, name: &str) {
+        if let Some(mut c) = self.procs.lock().expect("procs").remove(name) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    fn start_etcd(&self) {
+        let mut cmd = Command::new("/usr/bin/etcd");
+        cmd.arg("--name=realnode")
+            .arg(format!("--data-dir={}", self.dir.join("etcd").display()))
+            .arg("--listen-client-urls=http://127.0.0.1:23790")
+            .arg("--advertise-client-urls=http://127.0.0.1:23790")
+            .arg("--listen-peer-urls=http://127.0.0.1:23800")
+            .arg("--initial-advertise-peer-urls=http://127.0.0.1:23800")
+            .arg("--initial-cluster=realnode=http://127.0.0.1:23800")
+            .arg("--log-level=error")
+            .arg("--logger=zap");
+        self.spawn("etcd", cmd);
+    }
+
+    fn start_apiserver(&self) {
+        let p = |f: &str| self.pki().join(f).display().to_string();
+        let mut cmd = Command::new(&self.parts.apiserver);
+        cmd.arg("--etcd-servers=http://127.0.0.1:23790")
+            .arg(format!("--bind-address={NODE_IP}"))
+            .arg(format!("--advertise-address={NODE_IP}"))
+            .arg(format!("--secure-port={API_PORT}"))
+            .arg("--insecure-port=0")
+            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
+            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
+            .arg(format!("--client-ca-file={}", p("ca.crt")))
+            .arg(format!("--kubelet-certificate-authority={}", p("ca.crt")))
+            .arg(format!("--kubelet-client-certificate={}", p("apiserver-kubelet-client.crt")))
+            .arg(format!("--kubelet-client-key={}", p("apiserver-kubelet-client.key")))
+            .arg(format!("--token-auth-file={}", self.dir.join("tokens.csv").display()))
+            .arg("--authorization-mode=Node,RBAC")
+            .arg("--enable-admission-plugins=NodeRestriction")
+            .arg(format!("--service-account-key-file={}", p("sa.pub")))
+            .arg(format!("--service-account-signing-key-file={}", p("sa.key")))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!("--service-cluster-ip-range={SERVICE_RANGE}"))
+            .arg("--allow-privileged=true")
+            .arg("--v=0");
+        self.spawn("kube-apiserver", cmd);
+        wait_for_cmd(Duration::from_secs(120), "kube-apiserver /readyz", || {
+            self.kubectl_ok(&["get", "--raw", "/readyz"])
+        });
+    }
+
+    fn start_controllers(&self) {
+        let p = |f: &str| self.pki().join(f).display().to_string();
+        let mut kcm = Command::new(self.parts.bin("kube-controller-manager"));
+        kcm.arg(format!("--kubeconfig={}", self.kubeconfig("kcm").display()))
+            .arg("--controllers=*,-nodeipam")
+            .arg("--leader-elect=false")
+            .arg(format!("--root-ca-file={}", p("ca.crt")))
+            .arg(format!("--service-account-private-key-file={}", p("sa.key")))
+            .arg(format!("--flex-volume-plugin-dir={}", self.dir.join("flex").display()))
+            .arg("--port=0")
+            .arg("--secure-port=0")
+            .arg("--node-monitor-grace-period=40s");
+        self.spawn("kube-controller-manager", kcm);
+        let mut sched = Command::new(self.parts.bin("kube-scheduler"));
+        sched
+            .arg(format!("--kubeconfig={}", self.kubeconfig("scheduler").display()))
+            .arg("--leader-elect=false")
+            .arg("--port=0")
+            .arg("--secure-port=0");
+        self.spawn("kube-scheduler", sched);
+        let mut proxy = Command::new(self.parts.bin("kube-proxy"));
+        proxy
+            .arg(format!("--kubeconfig={}", self.kubeconfig("proxy").display()))
+            .arg("--proxy-mode=iptables")
+            .arg(format!("--hostname-override={NODE}"))
+            .arg(format!("--cluster-cidr={POD_SUBNET}"))
+            .arg("--conntrack-max-per-core=0")
+            // Port 0 is refused ("must be a valid port"); one node per machine, so fixed ports.
+            .arg("--healthz-bind-address=127.0.0.1:10356")
+            .arg("--metrics-bind-address=127.0.0.1:10349");
+        self.spawn("kube-proxy", proxy);
+    }
+
+    pub fn start_containerd(&self) {
+        let conf = self.dir.join("containerd.toml");
+        std::fs::write(&conf, config::containerd(&self.dir, &self.containerd_sock(), PAUSE_IMAGE))
+            .expect("containerd config");
+        std::fs::write(
+            self.dir.join("cni/10-headroom.conflist"),
+            config::cni(&self.dir, host::BRIDGE, POD_SUBNET, NODE_IP, SERVICE_RANGE),
+        )
+        .expect("cni config");
+        let mut cmd = Command::new("/usr/bin/containerd");
+        cmd.arg("--config").arg(&conf);
+        self.spawn("containerd", cmd);
+        wait_for_cmd(Duration::from_secs(30), "containerd", || {
+            self.ctr(&["version"]).map(|_| ())
+        });
+    }
+
+    /// Restarts containerd (SIGKILL, then start): running containers keep running in their shims.
+    pub fn restart_containerd(&self) {
+        self.kill("containerd");
+        self.start_containerd();
+    }
+
+    pub fn ctr(&self, args: &[&str]) -> Option<String> {
+        let sock = self.containerd_sock().display().to_string();
+        let mut all = vec!["--address", sock.as_str(), "-n", "k8s.io"];
+        all.extend_from_slice(args);
+        host::sh("ctr", &all)
+    }
+
+    fn import(&self, archive: &Path) {
+        let a = archive.display().to_string();
+        let out = self.ctr(&["images", "import", "--all-platforms", &a]);
+        assert!(out.is_some(), "ctr images import {a} failed");
+    }
+
+    /// Gives headroom's imported image another name (e.g. a new tag for a rolling update).
+    pub fn tag_image(&self, name: &str) {
+        let listed = self.ctr(&["images", "ls", "-q"]).unwrap_or_default();
+        let source = listed
+            .lines()
+            .find(|l| l.contains("headroom:") && !l.starts_with("headroom.test/"))
+            .unwrap_or_else(|| panic!("headroom's image is not imported: {listed}"))
+            .to_owned();
+        let _ = self.ctr(&["images", "rm", name]);
+        assert!(self.ctr(&["images", "tag", &source, name]).is_some(), "ctr images tag {name}");
+    }
+
+    fn start_csi_plugin(&self) {
+        std::fs::create_dir_all(self.csi_state()).expect("csi state dir");
+        let mut cmd = Command::new(self.parts.bin("headroom-csi"));
+        cmd.arg(format!("--driver={DRIVER}"))
+            .arg(format!("--root-dir={KUBELET_ROOT}"))
+            .arg(format!("--state-dir={}", self.csi_state().display()))
+            .arg(format!("--node-id={NODE}"));
+        self.spawn("headroom-csi", cmd);
+    }
+
+    pub fn start_kubelet(&self) {
+        let p = |f: &str| self.pki().join(f).display().to_string();
+        let sock = format!("unix://{}", self.containerd_sock().display());
+        let mut cmd = Command::new(self.parts.bin("kubelet"));
+        cmd.arg(format!("--kubeconfig={}", self.kubeconfig("kubelet").display()))
+            .arg(format!("--root-dir={KUBELET_ROOT}"))
+            .arg(format!("--hostname-override={NODE}"))
+            .arg(format!("--node-ip={NODE_IP}"))
+            .arg(format!("--address={NODE_IP}"))
+            .arg("--container-runtime=remote")
+            .arg(format!("--container-runtime-endpoint={sock}"))
+            .arg(format!("--image-service-endpoint={sock}"))
+            .arg(format!("--pod-infra-container-image={PAUSE_IMAGE}"))
+            .arg("--cgroup-driver=cgroupfs")
+            .arg("--fail-swap-on=false")
+            .arg("--anonymous-auth=false")
+            .arg("--authentication-token-webhook=true")
+            .arg("--authorization-mode=Webhook")
+            .arg(format!("--client-ca-file={}", p("ca.crt")))
+            .arg(format!("--tls-cert-file={}", p("kubelet.crt")))
+            .arg(format!("--tls-private-key-file={}", p("kubelet.key")))
+            .arg(format!("--cert-dir={}", self.dir.join("kubelet-pki").display()))
+            .arg("--read-only-port=0")
+            .arg("--healthz-port=0")
+            .arg(format!("--volume-plugin-dir={}", self.dir.join("flex").display()))
+            .arg("--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%")
+            .arg("--image-gc-high-threshold=100")
+            .arg("--image-gc-low-threshold=99")
+            .arg("--serialize-image-pulls=false")
+            .arg("--v=1");
+        self.spawn("kubelet", cmd);
+    }
+
+    pub fn wait_node_ready(&self, within: Duration) {
+        wait_for_cmd(within, "node Ready", || {
+            let s = self.kubectl(&["get", "node", NODE, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]).ok()?;
+            (s == "True").then_some(())
+        });
+    }
+
+    pub fn kubectl_cmd(&self) -> Command {
+        let mut c = Command::new(&self.parts.kubectl);
+        c.arg(format!("--kubeconfig={}", self.kubeconfig("admin").display()));
+        c
+    }
+
+    /// kubectl as the admin: stdout, or stderr as the error.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        let out = self.kubectl_cmd().args(args).stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> Option<()> {
+        self.kubectl(args).ok().map(|_| ())
+    }
+
+    pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["get", "-o", "json"];
+        all.extend_from_slice(args);
+        let text = self.kubectl(&all).unwrap_or_else(|e| panic!("kubectl get {args:?}: {e}"));
+        serde_json::from_str(&text).expect("kubectl json")
+    }
+
+    /// `kubectl apply -f -` of `yaml`.
+    pub fn apply(&self, yaml: &str) {
+        use std::io::Write;
+        let mut child = self
+            .kubectl_cmd()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl apply");
+        child.stdin.take().expect("stdin").write_all(yaml.as_bytes()).expect("write yaml");
+        let out = child.wait_with_output().expect("kubectl apply");
+        assert!(out.status.success(), "kubectl apply: {}\n{yaml}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Stops everything and removes every trace on the host (idempotent).
+    pub fn teardown(&self) {
+        self.keep_logs();
+        self.kill("kubelet");
+        if let Some(tasks) = self.ctr(&["tasks", "ls", "-q"]) {
+            for t in tasks.lines() {
+                let _ = self.ctr(&["tasks", "kill", "-s", "SIGKILL", t]);
+            }
+        }
+        let names: Vec<&'static str> = self.procs.lock().map(|p| p.keys().copied().collect()).unwrap_or_default();
+        for n in names {
+            self.kill(n);
+        }
+        host::kill_marked(&self.dir.display().to_string());
+        cleanup_host(&self.dir, &self.kept_dirs, &self.netns_before, &self.ip_forward_before);
+        let _ = std::fs::remove_file(PID_FILE);
+    }
+}
+
+impl Node {
+    /// Copies the parts' logs to `<tmp>/headroom-realnode-logs` (replacing an older run's), for
+    /// a failure to be read after the node is gone.
+    fn keep_logs(&self) {
+        let to = std::env::temp_dir().join("headroom-realnode-logs");
+        let _ = std::fs::remove_dir_all(&to);
+        let _ = std::fs::create_dir_all(&to);
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let _ = std::fs::copy(e.path(), to.join(e.file_name()));
+            }
+        }
+        let _ = std::fs::write(to.join("cluster.txt"), self.diagnose());
+        // The agent's container logs, every restart of it.
+        let pods = std::fs::read_dir("/var/log/pods").into_iter().flatten().flatten();
+        for pod in pods.filter(|p| p.file_name().to_string_lossy().starts_with("headroom_")) {
+            for log in std::fs::read_dir(pod.path().join("agent")).into_iter().flatten().flatten() {
+                let name = format!("agent-{}-{}", pod.file_name().to_string_lossy(), log.file_name().to_string_lossy());
+                let _ = std::fs::copy(log.path(), to.join(name));
+            }
+        }
+    }
+
+    /// What a failed wait should show: every pod, the events, the node.
+    pub fn diagnose(&self) -> String {
+        [
+            &["get", "pods", "-A", "-o", "wide"][..],
+            &["get", "events", "-A", "--sort-by=.lastTimestamp"],
+            &["describe", "pods", "-n", "headroom"],
+            &["describe", "node", NODE],
+        ]
+        .iter()
+        .map(|args| self.kubectl(args).unwrap_or_else(|e| e))
+        .collect::<Vec<_>>()
+        .join("\n")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+fn cleanup_host(dir: &Path, kept: &[PathBuf], netns_before: &HashSet<String>, ip_forward: &str) {
+    // Shims and containers may take a moment to die after SIGKILL; their mounts go lazily anyway.
+    std::thread::sleep(Duration::from_millis(500));
+    host::unmount_below(&[Path::new(KUBELET_ROOT), dir]);
+    host::detach_loops(&dir.join("csi"));
+    host::remove_netns(netns_before);
+    host::remove_cgroups();
+    host::remove_chains();
+    host::bridge_down();
+    host::set_ip_forward(ip_forward);
+    host::remove_dirs(kept);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A run killed before its exit handler left its pid file: clean up after it (its processes
+/// died with it through PR_SET_PDEATHSIG, except containerd's shims, found by its directory).
+fn clean_stale_run() {
+    let Ok(text) = std::fs::read_to_string(PID_FILE) else {
+        return;
+    };
+    let mut f = text.split_whitespace();
+    let (Some(pid), Some(dir)) = (f.next().and_then(|p| p.parse::<i32>().ok()), f.next()) else {
+        let _ = std::fs::remove_file(PID_FILE);
+        return;
+    };
+    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    assert!(!alive, "another real-node run (pid {pid}, {dir}) is using {KUBELET_ROOT}");
+    host::kill_marked(dir);
+    cleanup_host(Path::new(dir), &[], &HashSet::new(), "0");
+    let _ = std::fs::remove_file(PID_FILE);
+}
+
+pub fn wait_for_cmd<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
