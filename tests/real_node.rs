@@ -88,7 +88,13 @@ fn install(node: &Node) {
 /// The agent's pod once Ready: (name, pod IP, container id).
 fn agent_pod(node: &Node, within: Duration) -> (String, String, String) {
     wait_for_cmd(within, "the agent's pod Ready", || {
-        let pods = node.get_json(&["-n", "headroom", "pods", "-l", "app.kubernetes.io/name=headroom"]);
+        let pods = node.get_json(&[
+            "-n",
+            "headroom",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=headroom",
+        ]);
         let pod = pods["items"].as_array()?.iter().find(|p| {
             p["metadata"]["deletionTimestamp"].is_null()
                 && p["status"]["conditions"]
@@ -123,10 +129,16 @@ fn agent_get(ip: &str, path: &str) -> Option<(u16, String)> {
 
 fn namespace(node: &Node, ns: &str) {
     let _ = node.kubectl(&["delete", "namespace", ns, "--wait=true"]);
-    node.kubectl(&["create", "namespace", ns]).expect("create namespace");
-    wait_for_cmd(Duration::from_secs(30), "the default service account", || {
-        node.kubectl(&["-n", ns, "get", "serviceaccount", "default"]).ok()
-    });
+    node.kubectl(&["create", "namespace", ns])
+        .expect("create namespace");
+    wait_for_cmd(
+        Duration::from_secs(30),
+        "the default service account",
+        || {
+            node.kubectl(&["-n", ns, "get", "serviceaccount", "default"])
+                .ok()
+        },
+    );
 }
 
 /// A claim bound by the PV binder to a static PV of the test driver, mounted by a pause pod.
@@ -160,7 +172,10 @@ struct VolSpec<'a> {
 /// A static PV of the test driver and a claim the PV binder binds to it.
 fn claim(node: &Node, ns: &str, claim: &str, spec: &VolSpec) -> String {
     let pv = format!("{ns}-{claim}");
-    let file = spec.file.map(|f| format!("\n      file: {f}")).unwrap_or_default();
+    let file = spec
+        .file
+        .map(|f| format!("\n      file: {f}"))
+        .unwrap_or_default();
     let size = spec.size_mi * MI;
     node.apply(&format!(
         r#"apiVersion: v1
@@ -194,7 +209,17 @@ spec:
         meta = spec.claim_meta
     ));
     wait_for_cmd(Duration::from_secs(60), "the claim Bound", || {
-        let phase = node.kubectl(&["-n", ns, "get", "pvc", claim, "-o", "jsonpath={.status.phase}"]).ok()?;
+        let phase = node
+            .kubectl(&[
+                "-n",
+                ns,
+                "get",
+                "pvc",
+                claim,
+                "-o",
+                "jsonpath={.status.phase}",
+            ])
+            .ok()?;
         (phase == "Bound").then_some(())
     });
     pv
@@ -207,9 +232,15 @@ fn workload(node: &Node, ns: &str, pod: &str, claims: &[&str], daemonset: bool) 
     let mut mounts = String::new();
     let mut volumes = String::new();
     for (i, c) in claims.iter().enumerate() {
-        let path = if i == 0 { "/data".to_owned() } else { format!("/data{i}") };
+        let path = if i == 0 {
+            "/data".to_owned()
+        } else {
+            format!("/data{i}")
+        };
         mounts.push_str(&format!("\n        - {{name: v{i}, mountPath: {path}}}"));
-        volumes.push_str(&format!("\n    - {{name: v{i}, persistentVolumeClaim: {{claimName: {c}}}}}"));
+        volumes.push_str(&format!(
+            "\n    - {{name: v{i}, persistentVolumeClaim: {{claimName: {c}}}}}"
+        ));
     }
     let spec = format!(
         "  terminationGracePeriodSeconds: 0\n  containers:\n    - name: c\n      image: {pause}\n      imagePullPolicy: Never\n      volumeMounts:{mounts}\n  volumes:{volumes}\n",
@@ -221,12 +252,18 @@ fn workload(node: &Node, ns: &str, pod: &str, claims: &[&str], daemonset: bool) 
             "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: {pod}\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: {pod}}}\n  template:\n    metadata:\n      labels: {{app: {pod}}}\n    spec:\n{indented}"
         )
     } else {
-        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: {ns}\n  labels: {{app: {pod}}}\nspec:\n{spec}")
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: {ns}\n  labels: {{app: {pod}}}\nspec:\n{spec}"
+        )
     };
     node.apply(&yaml);
     wait_for_cmd(Duration::from_secs(120), "the workload pod Running", || {
         let pods = node.get_json(&["-n", ns, "pods", "-l", &format!("app={pod}")]);
-        let p = pods["items"].as_array()?.iter().find(|p| p["status"]["phase"] == "Running")?.clone();
+        let p = pods["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["status"]["phase"] == "Running")?
+            .clone();
         p["metadata"]["uid"].as_str().map(str::to_owned)
     })
 }
@@ -262,7 +299,11 @@ fn fill_to(mount: &Path, percent: u64, name: &str) {
         .arg(&path)
         .output()
         .expect("fallocate");
-    assert!(out.status.success(), "fallocate: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fallocate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn claim_json(node: &Node, v: &Vol) -> Value {
@@ -270,7 +311,11 @@ fn claim_json(node: &Node, v: &Vol) -> Value {
 }
 
 fn request(c: &Value) -> u64 {
-    bytes(c["spec"]["resources"]["requests"]["storage"].as_str().unwrap_or("0"))
+    bytes(
+        c["spec"]["resources"]["requests"]["storage"]
+            .as_str()
+            .unwrap_or("0"),
+    )
 }
 
 fn history(c: &Value) -> Vec<Value> {
@@ -281,8 +326,13 @@ fn history(c: &Value) -> Vec<Value> {
 }
 
 fn status_field(c: &Value, field: &str) -> Option<String> {
-    let s: Value = serde_json::from_str(c["metadata"]["annotations"]["headroom.dev/status"].as_str()?).ok()?;
-    s.get(field).map(|x| x.as_str().map(str::to_owned).unwrap_or_else(|| x.to_string()))
+    let s: Value =
+        serde_json::from_str(c["metadata"]["annotations"]["headroom.dev/status"].as_str()?).ok()?;
+    s.get(field).map(|x| {
+        x.as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| x.to_string())
+    })
 }
 
 /// The opt-in annotations of a grow-able test claim: small steps, a limit far above.
@@ -300,7 +350,11 @@ fn reported(ip: &str, v: &Vol, within: Duration) -> Value {
         all["volumes"]
             .as_array()?
             .iter()
-            .find(|r| r["namespace"] == v.ns.as_str() && r["pvc"] == v.claim.as_str() && !r["measurement"].is_null())
+            .find(|r| {
+                r["namespace"] == v.ns.as_str()
+                    && r["pvc"] == v.claim.as_str()
+                    && !r["measurement"].is_null()
+            })
             .cloned()
     })
 }
@@ -350,20 +404,33 @@ fn a_claim_mounted_after_the_agent_started_is_measured_through_a_0700_directory(
     let node = &env.node;
     let (_, ip, _) = agent_pod(node, Duration::from_secs(60));
     namespace(node, "rn-late");
-    let v = volume(node, "rn-late", "data", &VolSpec { size_mi: 300, claim_meta: &policy(""), file: None });
+    let v = volume(
+        node,
+        "rn-late",
+        "data",
+        &VolSpec {
+            size_mi: 300,
+            claim_meta: &policy(""),
+            file: None,
+        },
+    );
     // As Postgres keeps its data: the volume's root owned by uid 26, mode 0700, data inside.
     let m = v.mount();
     std::fs::create_dir(m.join("pgdata")).expect("pgdata");
     fill_to(&m, 30, "pgdata/base");
     for p in [m.join("pgdata/base"), m.join("pgdata"), m.clone()] {
         nix::unistd::chown(&p, Some(26.into()), Some(26.into())).expect("chown");
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod");
     }
     let (_, used) = statfs(&m);
     let r = reported(&ip, &v, Duration::from_secs(60));
     assert_eq!(r["measured_by"], "statfs", "{r}");
     let seen = r["measurement"]["used_bytes"].as_u64().unwrap_or(0);
-    assert!(seen.abs_diff(used) < 8 * MI, "agent saw {seen} used, statfs {used}: {r}");
+    assert!(
+        seen.abs_diff(used) < 8 * MI,
+        "agent saw {seen} used, statfs {used}: {r}"
+    );
 }
 
 #[test]
@@ -374,7 +441,16 @@ fn fill_patch_resize_node_expand_grows_the_filesystem_and_the_history_lands() {
     let _shared = DISRUPT.read().unwrap_or_else(|e| e.into_inner());
     let node = &env.node;
     namespace(node, "rn-fill");
-    let v = volume(node, "rn-fill", "data", &VolSpec { size_mi: 300, claim_meta: &policy(""), file: None });
+    let v = volume(
+        node,
+        "rn-fill",
+        "data",
+        &VolSpec {
+            size_mi: 300,
+            claim_meta: &policy(""),
+            file: None,
+        },
+    );
     let m = v.mount();
     let (size0, _) = statfs(&m);
     let req0 = request(&claim_json(node, &v));
@@ -384,9 +460,11 @@ fn fill_patch_resize_node_expand_grows_the_filesystem_and_the_history_lands() {
         (request(&claim_json(node, &v)) > req0).then(Instant::now)
     });
     // The kubelet's periodic pod sync notices FileSystemResizePending (about a minute in 1.20).
-    let grown = wait_for_cmd(Duration::from_secs(240), "NodeExpandVolume grows the filesystem", || {
-        (statfs(&m).0 > size0).then(Instant::now)
-    });
+    let grown = wait_for_cmd(
+        Duration::from_secs(240),
+        "NodeExpandVolume grows the filesystem",
+        || (statfs(&m).0 > size0).then(Instant::now),
+    );
     let c = claim_json(node, &v);
     let want = request(&c);
     // The filesystem the pod sees: its mount namespace's /data.
@@ -396,12 +474,19 @@ fn fill_patch_resize_node_expand_grows_the_filesystem_and_the_history_lands() {
         .lines()
         .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u32>().ok())
         .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
-                .is_ok_and(|mi| mi.contains(&v.pv) && mi.contains(" /data "))
+            let dev = |p: &Path| {
+                std::fs::metadata(p)
+                    .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+                    .ok()
+            };
+            dev(Path::new(&format!("/proc/{pid}/root/data"))) == dev(&m)
         })
         .expect("the workload's pause process");
     let in_pod = statfs(Path::new(&format!("/proc/{pause_pid}/root/data"))).0;
-    assert!(in_pod > size0, "the pod sees {in_pod} bytes, before {size0}");
+    assert!(
+        in_pod > size0,
+        "the pod sees {in_pod} bytes, before {size0}"
+    );
     let entry = wait_for_cmd(Duration::from_secs(60), "the history entry landed", || {
         let h = history(&claim_json(node, &v));
         let last = h.last()?.clone();
@@ -416,11 +501,20 @@ fn fill_patch_resize_node_expand_grows_the_filesystem_and_the_history_lands() {
         "the kubelet set status.capacity: {c}"
     );
     // The learned lead time is the real one: from the PATCH to the grown filesystem, within a scan.
-    let at: jiff::Timestamp = entry.1["at"].as_str().and_then(|s| s.parse().ok()).expect("at");
-    let landed: jiff::Timestamp = entry.1["landed"].as_str().and_then(|s| s.parse().ok()).expect("landed");
+    let at: jiff::Timestamp = entry.1["at"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("at");
+    let landed: jiff::Timestamp = entry.1["landed"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("landed");
     let learned = landed.duration_since(at).as_secs_f64();
     let real = grown.duration_since(patched).as_secs_f64();
-    assert!((learned - real).abs() < 15.0, "learned lead time {learned} s, real {real} s");
+    assert!(
+        (learned - real).abs() < 15.0,
+        "learned lead time {learned} s, real {real} s"
+    );
     eprintln!(
         "real-node latency: fill -> PATCH {:.1} s, fill -> filesystem grown {:.1} s, learned lead time {learned:.1} s",
         patched.duration_since(filled).as_secs_f64(),
@@ -430,12 +524,24 @@ fn fill_patch_resize_node_expand_grows_the_filesystem_and_the_history_lands() {
 
 /// The agent's own service-account token, as the kubelet sees it.
 fn token_of(node: &Node, ns: &str, sa: &str) -> String {
-    let secret = wait_for_cmd(Duration::from_secs(30), "the service account's token", || {
-        let s = node.get_json(&["-n", ns, "serviceaccount", sa]);
-        s["secrets"][0]["name"].as_str().map(str::to_owned)
-    });
+    let secret = wait_for_cmd(
+        Duration::from_secs(30),
+        "the service account's token",
+        || {
+            let s = node.get_json(&["-n", ns, "serviceaccount", sa]);
+            s["secrets"][0]["name"].as_str().map(str::to_owned)
+        },
+    );
     let data = node
-        .kubectl(&["-n", ns, "get", "secret", &secret, "-o", "jsonpath={.data.token}"])
+        .kubectl(&[
+            "-n",
+            ns,
+            "get",
+            "secret",
+            &secret,
+            "-o",
+            "jsonpath={.data.token}",
+        ])
         .expect("token secret");
     let out = std::process::Command::new("base64")
         .arg("-d")
@@ -453,11 +559,23 @@ fn token_of(node: &Node, ns: &str, sa: &str) -> String {
 
 fn kubelet_get(node: &Node, token: &str, path: &str) -> (u16, String) {
     let out = std::process::Command::new("curl")
-        .args(["-s", "--max-time", "10", "-w", "\n%{http_code}", "--cacert"])
+        .args([
+            "-s",
+            "--max-time",
+            "10",
+            "-A",
+            "headroom-realnode-test",
+            "-w",
+            "\n%{http_code}",
+            "--cacert",
+        ])
         .arg(node.pki().join("ca.crt"))
         .arg("-H")
         .arg(format!("Authorization: Bearer {token}"))
-        .arg(format!("https://{}:10250{path}", support::realnode::NODE_IP))
+        .arg(format!(
+            "https://{}:10250{path}",
+            support::realnode::NODE_IP
+        ))
         .output()
         .expect("curl");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -475,20 +593,36 @@ fn the_agents_token_reads_kubelet_stats_and_a_token_without_nodes_stats_is_refus
     let (agent, _, _) = agent_pod(node, Duration::from_secs(60));
     let token = token_of(node, "headroom", "headroom");
     // The kubelet's TLS certificate verifies against the cluster CA (the pods' ca.crt).
-    let summary = wait_for_cmd(Duration::from_secs(120), "the agent's container in /stats/summary", || {
-        let (code, body) = kubelet_get(node, &token, "/stats/summary");
-        assert_eq!(code, 200, "the agent's token on /stats/summary: {body}");
-        let v: Value = serde_json::from_str(&body).ok()?;
-        let pod = v["pods"].as_array()?.iter().find(|p| p["podRef"]["name"] == agent.as_str())?.clone();
-        let c = pod["containers"].as_array()?.iter().find(|c| c["name"] == "agent")?.clone();
-        (!c["memory"]["workingSetBytes"].is_null() && !c["cpu"]["usageNanoCores"].is_null()).then_some(c)
-    });
+    let summary = wait_for_cmd(
+        Duration::from_secs(120),
+        "the agent's container in /stats/summary",
+        || {
+            let (code, body) = kubelet_get(node, &token, "/stats/summary");
+            assert_eq!(code, 200, "the agent's token on /stats/summary: {body}");
+            let v: Value = serde_json::from_str(&body).ok()?;
+            let pod = v["pods"]
+                .as_array()?
+                .iter()
+                .find(|p| p["podRef"]["name"] == agent.as_str())?
+                .clone();
+            let c = pod["containers"]
+                .as_array()?
+                .iter()
+                .find(|c| c["name"] == "agent")?
+                .clone();
+            (!c["memory"]["workingSetBytes"].is_null() && !c["cpu"]["usageNanoCores"].is_null())
+                .then_some(c)
+        },
+    );
     eprintln!(
         "agent container as the kubelet reports it: memory workingSet {} bytes, rss {} bytes, cpu {} nanocores",
-        summary["memory"]["workingSetBytes"], summary["memory"]["rssBytes"], summary["cpu"]["usageNanoCores"]
+        summary["memory"]["workingSetBytes"],
+        summary["memory"]["rssBytes"],
+        summary["cpu"]["usageNanoCores"]
     );
     namespace(node, "rn-nostats");
-    node.kubectl(&["-n", "rn-nostats", "create", "serviceaccount", "nostats"]).expect("create sa");
+    node.kubectl(&["-n", "rn-nostats", "create", "serviceaccount", "nostats"])
+        .expect("create sa");
     let other = token_of(node, "rn-nostats", "nostats");
     let (code, body) = kubelet_get(node, &other, "/stats/summary");
     assert_eq!(code, 403, "{body}");
@@ -506,19 +640,33 @@ fn two_claims_on_one_device_are_refused() {
     let _shared = DISRUPT.read().unwrap_or_else(|e| e.into_inner());
     let node = &env.node;
     namespace(node, "rn-shared");
-    let spec = VolSpec { size_mi: 300, claim_meta: &policy(""), file: Some("rn-shared.img") };
+    let spec = VolSpec {
+        size_mi: 300,
+        claim_meta: &policy(""),
+        file: Some("rn-shared.img"),
+    };
     let a = volume(node, "rn-shared", "a", &spec);
     let b = volume(node, "rn-shared", "b", &spec);
     assert_eq!(
-        std::fs::metadata(a.mount()).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).ok(),
-        std::fs::metadata(b.mount()).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).ok(),
+        std::fs::metadata(a.mount())
+            .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+            .ok(),
+        std::fs::metadata(b.mount())
+            .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+            .ok(),
         "the plugin mounted one device twice"
     );
     fill_to(&a.mount(), 90, "fill");
     for v in [&a, &b] {
-        wait_for_cmd(Duration::from_secs(60), "blocked as shared_filesystem", || {
-            (status_field(&claim_json(node, v), "blockedReason").as_deref() == Some("shared_filesystem")).then_some(())
-        });
+        wait_for_cmd(
+            Duration::from_secs(60),
+            "blocked as shared_filesystem",
+            || {
+                (status_field(&claim_json(node, v), "blockedReason").as_deref()
+                    == Some("shared_filesystem"))
+                .then_some(())
+            },
+        );
         let c = claim_json(node, v);
         assert_eq!(request(&c), 300 * MI, "a shared filesystem grew: {c}");
         assert!(history(&c).is_empty(), "{c}");
@@ -536,7 +684,9 @@ fn vol_of(ns: &str, claim: &str, pod_uid: &str) -> Vol {
 
 /// Emergencies only past 95 % used (not the default 1Gi free, which every test volume is under).
 fn drain_policy() -> String {
-    policy("    headroom.dev/emergency-grow-critical-threshold: \"95\"\n    headroom.dev/emergency-grow-critical-minimum-free: 1Mi\n")
+    policy(
+        "    headroom.dev/emergency-grow-critical-threshold: \"95\"\n    headroom.dev/emergency-grow-critical-minimum-free: 1Mi\n",
+    )
 }
 
 #[test]
@@ -547,34 +697,60 @@ fn a_drain_pauses_planned_growth_emergencies_still_act_and_uncordon_resumes() {
     let _alone = DISRUPT.write().unwrap_or_else(|e| e.into_inner());
     let node = &env.node;
     namespace(node, "rn-drain");
-    let spec = VolSpec { size_mi: 300, claim_meta: &drain_policy(), file: None };
+    let spec = VolSpec {
+        size_mi: 300,
+        claim_meta: &drain_policy(),
+        file: None,
+    };
     claim(node, "rn-drain", "planned", &spec);
     claim(node, "rn-drain", "urgent", &spec);
     // A DaemonSet's pod, as a Postgres operator's would not be: drain --ignore-daemonsets keeps it
     // (and its volumes) on the node, so the agent still has something to decide about.
     let uid = workload(node, "rn-drain", "db", &["planned", "urgent"], true);
-    let (planned, urgent) = (vol_of("rn-drain", "planned", &uid), vol_of("rn-drain", "urgent", &uid));
+    let (planned, urgent) = (
+        vol_of("rn-drain", "planned", &uid),
+        vol_of("rn-drain", "urgent", &uid),
+    );
     let out = node.kubectl(&[
-        "drain", NODE, "--ignore-daemonsets", "--force", "--delete-emptydir-data", "--timeout=120s",
+        "drain",
+        NODE,
+        "--ignore-daemonsets",
+        "--force",
+        "--delete-emptydir-data",
+        "--timeout=120s",
     ]);
     let uncordon = Uncordon(node);
     out.unwrap_or_else(|e| panic!("kubectl drain: {e}"));
     let (agent, ..) = agent_pod(node, Duration::from_secs(30));
     fill_to(&planned.mount(), 85, "fill");
     fill_to(&urgent.mount(), 97, "fill");
-    wait_for_cmd(Duration::from_secs(60), "planned growth blocked by the drain", || {
-        (status_field(&claim_json(node, &planned), "blockedReason").as_deref() == Some("node_draining")).then_some(())
-    });
-    wait_for_cmd(Duration::from_secs(60), "the emergency grown while cordoned", || {
-        (request(&claim_json(node, &urgent)) > 300 * MI).then_some(())
-    });
-    assert_eq!(request(&claim_json(node, &planned)), 300 * MI, "planned growth while cordoned");
+    wait_for_cmd(
+        Duration::from_secs(60),
+        "planned growth blocked by the drain",
+        || {
+            (status_field(&claim_json(node, &planned), "blockedReason").as_deref()
+                == Some("node_draining"))
+            .then_some(())
+        },
+    );
+    wait_for_cmd(
+        Duration::from_secs(60),
+        "the emergency grown while cordoned",
+        || (request(&claim_json(node, &urgent)) > 300 * MI).then_some(()),
+    );
+    assert_eq!(
+        request(&claim_json(node, &planned)),
+        300 * MI,
+        "planned growth while cordoned"
+    );
     let still = agent_pod(node, Duration::from_secs(5)).0;
     assert_eq!(still, agent, "the drain replaced the agent's pod");
     drop(uncordon);
-    wait_for_cmd(Duration::from_secs(60), "planned growth after uncordon", || {
-        (request(&claim_json(node, &planned)) > 300 * MI).then_some(())
-    });
+    wait_for_cmd(
+        Duration::from_secs(60),
+        "planned growth after uncordon",
+        || (request(&claim_json(node, &planned)) > 300 * MI).then_some(()),
+    );
     for v in [&planned, &urgent] {
         assert_eq!(history(&claim_json(node, v)).len(), 1, "one grow each");
     }
@@ -605,13 +781,23 @@ fn restarts_during_fills_give_one_grow_per_fill_and_keep_the_history() {
     let _alone = DISRUPT.write().unwrap_or_else(|e| e.into_inner());
     let node = &env.node;
     namespace(node, "rn-restart");
-    let v = volume(node, "rn-restart", "data", &VolSpec { size_mi: 300, claim_meta: &policy(""), file: None });
+    let v = volume(
+        node,
+        "rn-restart",
+        "data",
+        &VolSpec {
+            size_mi: 300,
+            claim_meta: &policy(""),
+            file: None,
+        },
+    );
     let m = v.mount();
 
     // Fill 1: the agent's container is killed as the fill happens; the kubelet restarts it.
     let (_, _, id) = agent_pod(node, Duration::from_secs(30));
     fill_to(&m, 85, "fill-1");
-    node.ctr(&["tasks", "kill", "-s", "SIGKILL", &id]).expect("ctr tasks kill");
+    node.ctr(&["tasks", "kill", "-s", "SIGKILL", &id])
+        .expect("ctr tasks kill");
     wait_for_cmd(Duration::from_secs(90), "the grow after the kill", || {
         (request(&claim_json(node, &v)) > 300 * MI).then_some(())
     });
@@ -630,7 +816,12 @@ fn restarts_during_fills_give_one_grow_per_fill_and_keep_the_history() {
     node.tag_image("headroom.test/headroom:rolled");
     fill_to(&m, 85, "fill-2");
     node.kubectl(&[
-        "-n", "headroom", "set", "image", "daemonset/headroom", "agent=headroom.test/headroom:rolled",
+        "-n",
+        "headroom",
+        "set",
+        "image",
+        "daemonset/headroom",
+        "agent=headroom.test/headroom:rolled",
     ])
     .expect("kubectl set image");
     wait_for_cmd(Duration::from_secs(180), "the rolled pod Ready", || {
@@ -639,9 +830,115 @@ fn restarts_during_fills_give_one_grow_per_fill_and_keep_the_history() {
         (p["spec"]["containers"][0]["image"] == "headroom.test/headroom:rolled").then_some(())
     });
     let h = wait_landed(node, &v, 2, Duration::from_secs(240));
-    assert!(request(&claim_json(node, &v)) > grown, "fill 2 did not grow");
-    assert_eq!(h.iter().filter(|e| e["result"] == "Succeeded").count(), 2, "{h:?}");
+    assert!(
+        request(&claim_json(node, &v)) > grown,
+        "fill 2 did not grow"
+    );
+    assert_eq!(
+        h.iter().filter(|e| e["result"] == "Succeeded").count(),
+        2,
+        "{h:?}"
+    );
     // Nothing more: a third grow would need a third fill.
     std::thread::sleep(Duration::from_secs(25));
     assert_eq!(history(&claim_json(node, &v)).len(), 2);
+}
+
+/// A data directory made by the real `initdb`, as CloudNativePG lays it out (`<mount>/pgdata`,
+/// owned by postgres, 0700), with `n` segments waiting for the archiver.
+fn pgdata_with_backlog(mount: &Path, n: usize) {
+    let initdb = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("Debian's postgresql (scripts/test.sh installs it)")
+        .flatten()
+        .map(|e| e.path().join("bin/initdb"))
+        .find(|p| p.is_file())
+        .expect("initdb");
+    let pg = nix::unistd::User::from_name("postgres")
+        .ok()
+        .flatten()
+        .expect("postgres user");
+    // initdb runs as postgres, who cannot traverse the kubelet's 0750 directories: it writes
+    // into a scratch directory, copied onto the volume with owners and modes kept.
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    nix::unistd::chown(scratch.path(), Some(pg.uid), Some(pg.gid)).expect("chown scratch");
+    let out = std::process::Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(&initdb)
+        .args(["-D"])
+        .arg(scratch.path().join("pgdata"))
+        .args(["--no-sync", "-A", "trust"])
+        .output()
+        .expect("initdb");
+    assert!(
+        out.status.success(),
+        "initdb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(scratch.path().join("pgdata"))
+        .arg(mount)
+        .output()
+        .expect("cp");
+    assert!(
+        out.status.success(),
+        "cp: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    nix::unistd::chown(mount, Some(pg.uid), Some(pg.gid)).expect("chown mount");
+    let pgdata = mount.join("pgdata");
+    let status = pgdata.join("pg_wal/archive_status");
+    for i in 1..=n {
+        let ready = status.join(format!("0000000100000000000000{i:02X}.ready"));
+        std::fs::write(&ready, b"").expect("ready file");
+        nix::unistd::chown(&ready, Some(pg.uid), Some(pg.gid)).expect("chown ready");
+    }
+}
+
+#[test]
+fn a_cloudnativepg_data_volume_with_a_ready_backlog_does_not_grow() {
+    let Some(env) = installed("a_cloudnativepg_data_volume_with_a_ready_backlog") else {
+        return;
+    };
+    let _shared = DISRUPT.read().unwrap_or_else(|e| e.into_inner());
+    let node = &env.node;
+    namespace(node, "rn-cnpg");
+    let meta = policy(
+        "    headroom.dev/wal-safety-max-pending-wal-files: \"3\"\n  labels:\n    cnpg.io/cluster: pg\n    cnpg.io/instanceName: pg-1\n    cnpg.io/pvcRole: PG_DATA\n",
+    );
+    let pv = claim(
+        node,
+        "rn-cnpg",
+        "pg-1",
+        &VolSpec {
+            size_mi: 300,
+            claim_meta: &meta,
+            file: None,
+        },
+    );
+    let uid = workload(node, "rn-cnpg", "pg-1", &["pg-1"], false);
+    let v = Vol {
+        ns: "rn-cnpg".into(),
+        claim: "pg-1".into(),
+        pv,
+        pod_uid: uid,
+    };
+    pgdata_with_backlog(&v.mount(), 5);
+    fill_to(&v.mount(), 90, "pgdata/base/fill");
+    wait_for_cmd(
+        Duration::from_secs(60),
+        "blocked as wal_pending_files",
+        || {
+            (status_field(&claim_json(node, &v), "blockedReason").as_deref()
+                == Some("wal_pending_files"))
+            .then_some(())
+        },
+    );
+    let (_, ip, _) = agent_pod(node, Duration::from_secs(30));
+    let r = reported(&ip, &v, Duration::from_secs(30));
+    assert_eq!(r["wal"]["pending_files"], 5, "{}", r["wal"]);
+    std::thread::sleep(Duration::from_secs(15));
+    let c = claim_json(node, &v);
+    assert_eq!(request(&c), 300 * MI, "grew over a WAL backlog: {c}");
+    assert!(history(&c).is_empty(), "{c}");
 }

@@ -55,8 +55,19 @@ pub fn bridge_up(gateway_cidr: &str) {
         must(
             "iptables",
             &[
-                "-I", "FORWARD", a, BRIDGE, "!", b, BRIDGE, "-m", "comment", "--comment", COMMENT,
-                "-j", "DROP",
+                "-I",
+                "FORWARD",
+                a,
+                BRIDGE,
+                "!",
+                b,
+                BRIDGE,
+                "-m",
+                "comment",
+                "--comment",
+                COMMENT,
+                "-j",
+                "DROP",
             ],
         );
     }
@@ -106,7 +117,10 @@ pub fn detach_loops(dir: &Path) {
         };
         let dev = read_num(&e.path().join("loop/backing_dev")).unwrap_or(0);
         // sysfs gives the old-style encoded device number; compare inode and, when it parses, dev.
-        if files.iter().any(|(d, i)| *i == ino && (dev == 0 || *d == dev || old_dev(*d) == dev)) {
+        if files
+            .iter()
+            .any(|(d, i)| *i == ino && (dev == 0 || *d == dev || old_dev(*d) == dev))
+        {
             let _ = sh("losetup", &["-d", &format!("/dev/{name}")]);
         }
     }

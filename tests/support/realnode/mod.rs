@@ -74,9 +74,18 @@ pub fn parts(test: &str) -> Option<Parts> {
         .map(PathBuf::from)
         .or_else(|| Some(cache()?.join("kubectl-1.20.2/usr/bin/kubectl")))
         .unwrap_or_default();
-    let image = std::env::var_os("HEADROOM_IMAGE").map(PathBuf::from).unwrap_or_default();
+    let image = std::env::var_os("HEADROOM_IMAGE")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let mut missing = Vec::new();
-    for b in ["kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "headroom-csi", "pause.oci.tar"] {
+    for b in [
+        "kubelet",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-proxy",
+        "headroom-csi",
+        "pause.oci.tar",
+    ] {
         if !node_dir.join(b).is_file() {
             missing.push(format!("{b} (scripts/kube-node.sh, HEADROOM_KUBE_NODE)"));
         }
@@ -87,10 +96,22 @@ pub fn parts(test: &str) -> Option<Parts> {
         .unwrap_or_default();
     for (p, what) in [
         (&apiserver, "kube-apiserver (scripts/kube-apiserver.sh)"),
-        (&kubectl, "kubectl 1.20.2 (scripts/kubectl.sh, HEADROOM_KUBECTL)"),
-        (&image, "headroom's image archive (scripts/image.sh, HEADROOM_IMAGE)"),
-        (&PathBuf::from("/usr/bin/containerd"), "containerd (Debian package containerd)"),
-        (&PathBuf::from("/usr/lib/cni/bridge"), "CNI plugins (containernetworking-plugins)"),
+        (
+            &kubectl,
+            "kubectl 1.20.2 (scripts/kubectl.sh, HEADROOM_KUBECTL)",
+        ),
+        (
+            &image,
+            "headroom's image archive (scripts/image.sh, HEADROOM_IMAGE)",
+        ),
+        (
+            &PathBuf::from("/usr/bin/containerd"),
+            "containerd (Debian package containerd)",
+        ),
+        (
+            &PathBuf::from("/usr/lib/cni/bridge"),
+            "CNI plugins (containernetworking-plugins)",
+        ),
         (&PathBuf::from("/usr/sbin/xfs_growfs"), "xfsprogs"),
         (&PathBuf::from("/usr/bin/etcd"), "etcd (etcd-server)"),
     ] {
@@ -102,13 +123,20 @@ pub fn parts(test: &str) -> Option<Parts> {
         missing.push("root".to_owned());
     }
     if missing.is_empty() {
-        return Some(Parts { node_dir, apiserver, kubectl, image });
+        return Some(Parts {
+            node_dir,
+            apiserver,
+            kubectl,
+            image,
+        });
     }
     let why = missing.join(", ");
     if std::env::var_os("CI").is_some() {
         panic!("{test} cannot run: it needs {why}, and CI is set so it may not skip");
     }
-    eprintln!("skipping {test}: needs {why} (set CI to make this a failure; ./scripts/test.sh builds them)");
+    eprintln!(
+        "skipping {test}: needs {why} (set CI to make this a failure; ./scripts/test.sh builds them)"
+    );
     None
 }
 
@@ -148,8 +176,11 @@ impl Node {
         let dir = std::env::temp_dir().join(format!("headroom-realnode-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("cni")).expect("node dir");
-        std::fs::write(PID_FILE, format!("{} {}\n", std::process::id(), dir.display()))
-            .expect("pid file");
+        std::fs::write(
+            PID_FILE,
+            format!("{} {}\n", std::process::id(), dir.display()),
+        )
+        .expect("pid file");
         let node = Node {
             kept_dirs: host::existing_dirs(),
             netns_before: host::netns_now(),
@@ -166,8 +197,18 @@ impl Node {
     fn boot(&self) {
         pki::make(&self.pki(), NODE_IP, SERVICE_IP, NODE);
         std::fs::write(self.dir.join("tokens.csv"), config::tokens(NODE)).expect("tokens");
-        for (who, token) in [("admin", "admin-token"), ("kcm", "kcm-token"), ("scheduler", "scheduler-token"), ("proxy", "proxy-token"), ("kubelet", "kubelet-token")] {
-            let text = config::kubeconfig(&format!("https://{NODE_IP}:{API_PORT}"), &self.pki().join("ca.crt"), token);
+        for (who, token) in [
+            ("admin", "admin-token"),
+            ("kcm", "kcm-token"),
+            ("scheduler", "scheduler-token"),
+            ("proxy", "proxy-token"),
+            ("kubelet", "kubelet-token"),
+        ] {
+            let text = config::kubeconfig(
+                &format!("https://{NODE_IP}:{API_PORT}"),
+                &self.pki().join("ca.crt"),
+                token,
+            );
             std::fs::write(self.kubeconfig(who), text).expect("kubeconfig");
         }
         host::bridge_up(&format!("{NODE_IP}/24"));
@@ -182,11 +223,15 @@ impl Node {
         self.start_kubelet();
         self.wait_node_ready(Duration::from_secs(120));
         // Pods reach the API server through the `kubernetes` Service: kube-proxy's rules.
-        wait_for_cmd(Duration::from_secs(60), "kube-proxy's rule for the kubernetes Service", || {
-            host::sh("iptables-save", &["-t", "nat"])
-                .filter(|r| r.contains(&format!("-d {SERVICE_IP}/32")))
-                .map(|_| ())
-        });
+        wait_for_cmd(
+            Duration::from_secs(60),
+            "kube-proxy's rule for the kubernetes Service",
+            || {
+                host::sh("iptables-save", &["-t", "nat"])
+                    .filter(|r| r.contains(&format!("-d {SERVICE_IP}/32")))
+                    .map(|_| ())
+            },
+        );
         self.apply(&format!(
             "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata:\n  name: {DRIVER}\nspec:\n  attachRequired: false\n  podInfoOnMount: false\n  volumeLifecycleModes: [Persistent]\n"
         ));
@@ -254,13 +299,25 @@ impl Node {
             .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
             .arg(format!("--client-ca-file={}", p("ca.crt")))
             .arg(format!("--kubelet-certificate-authority={}", p("ca.crt")))
-            .arg(format!("--kubelet-client-certificate={}", p("apiserver-kubelet-client.crt")))
-            .arg(format!("--kubelet-client-key={}", p("apiserver-kubelet-client.key")))
-            .arg(format!("--token-auth-file={}", self.dir.join("tokens.csv").display()))
+            .arg(format!(
+                "--kubelet-client-certificate={}",
+                p("apiserver-kubelet-client.crt")
+            ))
+            .arg(format!(
+                "--kubelet-client-key={}",
+                p("apiserver-kubelet-client.key")
+            ))
+            .arg(format!(
+                "--token-auth-file={}",
+                self.dir.join("tokens.csv").display()
+            ))
             .arg("--authorization-mode=Node,RBAC")
             .arg("--enable-admission-plugins=NodeRestriction")
             .arg(format!("--service-account-key-file={}", p("sa.pub")))
-            .arg(format!("--service-account-signing-key-file={}", p("sa.key")))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                p("sa.key")
+            ))
             .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
             .arg(format!("--service-cluster-ip-range={SERVICE_RANGE}"))
             .arg("--allow-privileged=true")
@@ -278,22 +335,34 @@ impl Node {
             .arg("--controllers=*,-nodeipam")
             .arg("--leader-elect=false")
             .arg(format!("--root-ca-file={}", p("ca.crt")))
-            .arg(format!("--service-account-private-key-file={}", p("sa.key")))
-            .arg(format!("--flex-volume-plugin-dir={}", self.dir.join("flex").display()))
+            .arg(format!(
+                "--service-account-private-key-file={}",
+                p("sa.key")
+            ))
+            .arg(format!(
+                "--flex-volume-plugin-dir={}",
+                self.dir.join("flex").display()
+            ))
             .arg("--port=0")
             .arg("--secure-port=0")
             .arg("--node-monitor-grace-period=40s");
         self.spawn("kube-controller-manager", kcm);
         let mut sched = Command::new(self.parts.bin("kube-scheduler"));
         sched
-            .arg(format!("--kubeconfig={}", self.kubeconfig("scheduler").display()))
+            .arg(format!(
+                "--kubeconfig={}",
+                self.kubeconfig("scheduler").display()
+            ))
             .arg("--leader-elect=false")
             .arg("--port=0")
             .arg("--secure-port=0");
         self.spawn("kube-scheduler", sched);
         let mut proxy = Command::new(self.parts.bin("kube-proxy"));
         proxy
-            .arg(format!("--kubeconfig={}", self.kubeconfig("proxy").display()))
+            .arg(format!(
+                "--kubeconfig={}",
+                self.kubeconfig("proxy").display()
+            ))
             .arg("--proxy-mode=iptables")
             .arg(format!("--hostname-override={NODE}"))
             .arg(format!("--cluster-cidr={POD_SUBNET}"))
@@ -306,8 +375,11 @@ impl Node {
 
     pub fn start_containerd(&self) {
         let conf = self.dir.join("containerd.toml");
-        std::fs::write(&conf, config::containerd(&self.dir, &self.containerd_sock(), PAUSE_IMAGE))
-            .expect("containerd config");
+        std::fs::write(
+            &conf,
+            config::containerd(&self.dir, &self.containerd_sock(), PAUSE_IMAGE),
+        )
+        .expect("containerd config");
         std::fs::write(
             self.dir.join("cni/10-headroom.conflist"),
             config::cni(&self.dir, host::BRIDGE, POD_SUBNET, NODE_IP, SERVICE_RANGE),
@@ -349,7 +421,10 @@ impl Node {
             .unwrap_or_else(|| panic!("headroom's image is not imported: {listed}"))
             .to_owned();
         let _ = self.ctr(&["images", "rm", name]);
-        assert!(self.ctr(&["images", "tag", &source, name]).is_some(), "ctr images tag {name}");
+        assert!(
+            self.ctr(&["images", "tag", &source, name]).is_some(),
+            "ctr images tag {name}"
+        );
     }
 
     fn start_csi_plugin(&self) {
@@ -366,51 +441,76 @@ impl Node {
         let p = |f: &str| self.pki().join(f).display().to_string();
         let sock = format!("unix://{}", self.containerd_sock().display());
         let mut cmd = Command::new(self.parts.bin("kubelet"));
-        cmd.arg(format!("--kubeconfig={}", self.kubeconfig("kubelet").display()))
-            .arg(format!("--root-dir={KUBELET_ROOT}"))
-            .arg(format!("--hostname-override={NODE}"))
-            .arg(format!("--node-ip={NODE_IP}"))
-            .arg(format!("--address={NODE_IP}"))
-            .arg("--container-runtime=remote")
-            .arg(format!("--container-runtime-endpoint={sock}"))
-            .arg(format!("--image-service-endpoint={sock}"))
-            .arg(format!("--pod-infra-container-image={PAUSE_IMAGE}"))
-            .arg("--cgroup-driver=cgroupfs")
-            .arg("--fail-swap-on=false")
-            .arg("--anonymous-auth=false")
-            .arg("--authentication-token-webhook=true")
-            .arg("--authorization-mode=Webhook")
-            .arg(format!("--client-ca-file={}", p("ca.crt")))
-            .arg(format!("--tls-cert-file={}", p("kubelet.crt")))
-            .arg(format!("--tls-private-key-file={}", p("kubelet.key")))
-            .arg(format!("--cert-dir={}", self.dir.join("kubelet-pki").display()))
-            .arg("--read-only-port=0")
-            .arg("--healthz-port=0")
-            .arg(format!("--volume-plugin-dir={}", self.dir.join("flex").display()))
-            .arg("--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%")
-            .arg("--image-gc-high-threshold=100")
-            .arg("--image-gc-low-threshold=99")
-            .arg("--serialize-image-pulls=false")
-            .arg("--v=1");
+        cmd.arg(format!(
+            "--kubeconfig={}",
+            self.kubeconfig("kubelet").display()
+        ))
+        .arg(format!("--root-dir={KUBELET_ROOT}"))
+        .arg(format!("--hostname-override={NODE}"))
+        .arg(format!("--node-ip={NODE_IP}"))
+        .arg(format!("--address={NODE_IP}"))
+        .arg("--container-runtime=remote")
+        .arg(format!("--container-runtime-endpoint={sock}"))
+        .arg(format!("--image-service-endpoint={sock}"))
+        .arg(format!("--pod-infra-container-image={PAUSE_IMAGE}"))
+        .arg("--cgroup-driver=cgroupfs")
+        .arg("--fail-swap-on=false")
+        .arg("--anonymous-auth=false")
+        .arg("--authentication-token-webhook=true")
+        .arg("--authorization-mode=Webhook")
+        .arg(format!("--client-ca-file={}", p("ca.crt")))
+        .arg(format!("--tls-cert-file={}", p("kubelet.crt")))
+        .arg(format!("--tls-private-key-file={}", p("kubelet.key")))
+        .arg(format!(
+            "--cert-dir={}",
+            self.dir.join("kubelet-pki").display()
+        ))
+        .arg("--read-only-port=0")
+        .arg("--healthz-port=0")
+        .arg(format!(
+            "--volume-plugin-dir={}",
+            self.dir.join("flex").display()
+        ))
+        .arg("--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%")
+        .arg("--image-gc-high-threshold=100")
+        .arg("--image-gc-low-threshold=99")
+        .arg("--serialize-image-pulls=false")
+        .arg("--v=1");
         self.spawn("kubelet", cmd);
     }
 
     pub fn wait_node_ready(&self, within: Duration) {
         wait_for_cmd(within, "node Ready", || {
-            let s = self.kubectl(&["get", "node", NODE, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]).ok()?;
+            let s = self
+                .kubectl(&[
+                    "get",
+                    "node",
+                    NODE,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ])
+                .ok()?;
             (s == "True").then_some(())
         });
     }
 
     pub fn kubectl_cmd(&self) -> Command {
         let mut c = Command::new(&self.parts.kubectl);
-        c.arg(format!("--kubeconfig={}", self.kubeconfig("admin").display()));
+        c.arg(format!(
+            "--kubeconfig={}",
+            self.kubeconfig("admin").display()
+        ));
         c
     }
 
     /// kubectl as the admin: stdout, or stderr as the error.
     pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
-        let out = self.kubectl_cmd().args(args).stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
+        let out = self
+            .kubectl_cmd()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -425,7 +525,9 @@ impl Node {
     pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
         let mut all = vec!["get", "-o", "json"];
         all.extend_from_slice(args);
-        let text = self.kubectl(&all).unwrap_or_else(|e| panic!("kubectl get {args:?}: {e}"));
+        let text = self
+            .kubectl(&all)
+            .unwrap_or_else(|e| panic!("kubectl get {args:?}: {e}"));
         serde_json::from_str(&text).expect("kubectl json")
     }
 
@@ -440,9 +542,18 @@ impl Node {
             .stderr(Stdio::piped())
             .spawn()
             .expect("kubectl apply");
-        child.stdin.take().expect("stdin").write_all(yaml.as_bytes()).expect("write yaml");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(yaml.as_bytes())
+            .expect("write yaml");
         let out = child.wait_with_output().expect("kubectl apply");
-        assert!(out.status.success(), "kubectl apply: {}\n{yaml}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl apply: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Stops everything and removes every trace on the host (idempotent).
@@ -454,12 +565,21 @@ impl Node {
                 let _ = self.ctr(&["tasks", "kill", "-s", "SIGKILL", t]);
             }
         }
-        let names: Vec<&'static str> = self.procs.lock().map(|p| p.keys().copied().collect()).unwrap_or_default();
+        let names: Vec<&'static str> = self
+            .procs
+            .lock()
+            .map(|p| p.keys().copied().collect())
+            .unwrap_or_default();
         for n in names {
             self.kill(n);
         }
         host::kill_marked(&self.dir.display().to_string());
-        cleanup_host(&self.dir, &self.kept_dirs, &self.netns_before, &self.ip_forward_before);
+        cleanup_host(
+            &self.dir,
+            &self.kept_dirs,
+            &self.netns_before,
+            &self.ip_forward_before,
+        );
         let _ = std::fs::remove_file(PID_FILE);
     }
 }
@@ -478,10 +598,21 @@ impl Node {
         }
         let _ = std::fs::write(to.join("cluster.txt"), self.diagnose());
         // The agent's container logs, every restart of it.
-        let pods = std::fs::read_dir("/var/log/pods").into_iter().flatten().flatten();
+        let pods = std::fs::read_dir("/var/log/pods")
+            .into_iter()
+            .flatten()
+            .flatten();
         for pod in pods.filter(|p| p.file_name().to_string_lossy().starts_with("headroom_")) {
-            for log in std::fs::read_dir(pod.path().join("agent")).into_iter().flatten().flatten() {
-                let name = format!("agent-{}-{}", pod.file_name().to_string_lossy(), log.file_name().to_string_lossy());
+            for log in std::fs::read_dir(pod.path().join("agent"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = format!(
+                    "agent-{}-{}",
+                    pod.file_name().to_string_lossy(),
+                    log.file_name().to_string_lossy()
+                );
                 let _ = std::fs::copy(log.path(), to.join(name));
             }
         }
@@ -534,7 +665,10 @@ fn clean_stale_run() {
         return;
     };
     let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
-    assert!(!alive, "another real-node run (pid {pid}, {dir}) is using {KUBELET_ROOT}");
+    assert!(
+        !alive,
+        "another real-node run (pid {pid}, {dir}) is using {KUBELET_ROOT}"
+    );
     host::kill_marked(dir);
     cleanup_host(Path::new(dir), &[], &HashSet::new(), "0");
     let _ = std::fs::remove_file(PID_FILE);

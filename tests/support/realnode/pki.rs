@@ -30,7 +30,10 @@ fn signed(dir: &Path, name: &str, subject: &str, sans: &str) {
         format!("{name}.crt"),
     );
     openssl(dir, &["genrsa", "-out", &key, "2048"]);
-    openssl(dir, &["req", "-new", "-key", &key, "-subj", subject, "-out", &csr]);
+    openssl(
+        dir,
+        &["req", "-new", "-key", &key, "-subj", subject, "-out", &csr],
+    );
     let ext = if sans.is_empty() {
         "extendedKeyUsage=clientAuth\n".to_owned()
     } else {
@@ -41,8 +44,21 @@ fn signed(dir: &Path, name: &str, subject: &str, sans: &str) {
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "2", "-extfile", &extfile, "-out", &crt,
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &extfile,
+            "-out",
+            &crt,
         ],
     );
 }
@@ -55,8 +71,17 @@ pub fn make(dir: &Path, node_ip: &str, service_ip: &str, node: &str) {
     openssl(
         dir,
         &[
-            "req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=headroom-realnode-ca", "-days",
-            "2", "-out", "ca.crt",
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            "ca.key",
+            "-subj",
+            "/CN=headroom-realnode-ca",
+            "-days",
+            "2",
+            "-out",
+            "ca.crt",
         ],
     );
     signed(

@@ -23,7 +23,9 @@ pub fn spawn_tied(mut cmd: Command) -> Child {
             std::thread::park();
         }
     });
-    rx.recv().expect("spawner thread").expect("spawn node process")
+    rx.recv()
+        .expect("spawner thread")
+        .expect("spawn node process")
 }
 
 pub fn log_file(dir: &Path, name: &str) -> Stdio {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{DRIVER, NODE_IP, API_PORT, Node};
+use super::{API_PORT, DRIVER, NODE_IP, Node};
 
 /// When the resizer saw a request and when it had done its part, per PV.
 #[derive(Clone, Debug, Default)]
@@ -30,10 +30,15 @@ impl Drop for Resizer {
 }
 
 pub fn bytes(q: &str) -> u64 {
-    let (num, mult) = [("Ki", 1u64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40)]
-        .iter()
-        .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
-        .unwrap_or((q, 1));
+    let (num, mult) = [
+        ("Ki", 1u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+    ]
+    .iter()
+    .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
+    .unwrap_or((q, 1));
     num.parse::<u64>().map(|n| n * mult).unwrap_or(0)
 }
 
@@ -53,9 +58,18 @@ impl Resizer {
     }
 }
 
-fn pass(node: &Node, delay: Duration, pending: &mut BTreeMap<String, Instant>, log: &Mutex<BTreeMap<String, Done>>) {
-    let Ok(text) = node.kubectl(&["get", "pv", "-o", "json"]) else { return };
-    let Ok(pvs) = serde_json::from_str::<serde_json::Value>(&text) else { return };
+fn pass(
+    node: &Node,
+    delay: Duration,
+    pending: &mut BTreeMap<String, Instant>,
+    log: &Mutex<BTreeMap<String, Done>>,
+) {
+    let Ok(text) = node.kubectl(&["get", "pv", "-o", "json"]) else {
+        return;
+    };
+    let Ok(pvs) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return;
+    };
     let claims: serde_json::Value = node
         .kubectl(&["get", "pvc", "-A", "-o", "json"])
         .ok()
@@ -65,24 +79,41 @@ fn pass(node: &Node, delay: Duration, pending: &mut BTreeMap<String, Instant>, l
         if pv["spec"]["csi"]["driver"] != DRIVER {
             continue;
         }
-        let name = pv["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let name = pv["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let cap = bytes(pv["spec"]["capacity"]["storage"].as_str().unwrap_or("0"));
         let (ns, claim) = (
-            pv["spec"]["claimRef"]["namespace"].as_str().unwrap_or_default(),
+            pv["spec"]["claimRef"]["namespace"]
+                .as_str()
+                .unwrap_or_default(),
             pv["spec"]["claimRef"]["name"].as_str().unwrap_or_default(),
         );
-        let Some(pvc) = claims["items"].as_array().into_iter().flatten().find(|c| {
-            c["metadata"]["namespace"] == ns && c["metadata"]["name"] == claim
-        }) else {
+        let Some(pvc) = claims["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["metadata"]["namespace"] == ns && c["metadata"]["name"] == claim)
+        else {
             continue;
         };
-        let want = bytes(pvc["spec"]["resources"]["requests"]["storage"].as_str().unwrap_or("0"));
+        let want = bytes(
+            pvc["spec"]["resources"]["requests"]["storage"]
+                .as_str()
+                .unwrap_or("0"),
+        );
         if want <= cap {
             pending.remove(&name);
             continue;
         }
         let first = *pending.entry(name.clone()).or_insert_with(Instant::now);
-        log.lock().expect("log").entry(name.clone()).or_default().seen.get_or_insert(first);
+        log.lock()
+            .expect("log")
+            .entry(name.clone())
+            .or_default()
+            .seen
+            .get_or_insert(first);
         if first.elapsed() < delay {
             continue;
         }
@@ -92,7 +123,12 @@ fn pass(node: &Node, delay: Duration, pending: &mut BTreeMap<String, Instant>, l
             .unwrap_or_default();
         if expand(node, &name, file, ns, claim, want) {
             pending.remove(&name);
-            log.lock().expect("log").entry(name).or_default().expanded.push((want, Instant::now()));
+            log.lock()
+                .expect("log")
+                .entry(name)
+                .or_default()
+                .expanded
+                .push((want, Instant::now()));
         }
     }
 }
@@ -111,7 +147,10 @@ fn expand(node: &Node, pv: &str, file: &str, ns: &str, claim: &str, want: u64) -
         return false;
     }
     let patch = format!(r#"{{"spec":{{"capacity":{{"storage":"{want}"}}}}}}"#);
-    if node.kubectl(&["patch", "pv", pv, "--type=merge", "-p", &patch]).is_err() {
+    if node
+        .kubectl(&["patch", "pv", pv, "--type=merge", "-p", &patch])
+        .is_err()
+    {
         return false;
     }
     let cond = serde_json::json!({"status": {"conditions": [{
@@ -119,15 +158,37 @@ fn expand(node: &Node, pv: &str, file: &str, ns: &str, claim: &str, want: u64) -
         "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."
     }]}});
-    status_patch(node, &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}/status"), &cond)
+    status_patch(
+        node,
+        &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}/status"),
+        &cond,
+    )
 }
 
-/// A merge patch of a status subresource (kubectl 1.20 has no `--subresource`).
+/// A merge patch of a status subresource (kubectl 1.20 has no `--subresource`). Not as "curl":
+/// kube-apiserver pretty-prints JSON for curl's user agent, and 1.20.2 built with Debian's Go
+/// 1.19 crashes doing so ("fatal error: fault" in reflect2's map iteration, the json-iterator
+/// sortKeys encoder: reflect2 before 1.0.2 does not work with Go 1.18's maps).
 pub fn status_patch(node: &Node, path: &str, body: &serde_json::Value) -> bool {
     let out = std::process::Command::new("curl")
-        .args(["-sf", "-o", "/dev/null", "--cacert"])
+        .args([
+            "-sf",
+            "-o",
+            "/dev/null",
+            "-A",
+            "headroom-realnode-test",
+            "--cacert",
+        ])
         .arg(node.pki().join("ca.crt"))
-        .args(["-H", "Authorization: Bearer admin-token", "-H", "Content-Type: application/merge-patch+json", "-X", "PATCH", "--data"])
+        .args([
+            "-H",
+            "Authorization: Bearer admin-token",
+            "-H",
+            "Content-Type: application/merge-patch+json",
+            "-X",
+            "PATCH",
+            "--data",
+        ])
         .arg(body.to_string())
         .arg(format!("https://{NODE_IP}:{API_PORT}{path}"))
         .status();
