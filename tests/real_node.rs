@@ -626,7 +626,7 @@ fn the_agents_token_reads_kubelet_stats_and_a_token_without_nodes_stats_is_refus
     let other = token_of(node, "rn-nostats", "nostats");
     let (code, body) = kubelet_get(node, &other, "/stats/summary");
     assert_eq!(code, 403, "{body}");
-    assert!(body.contains("subresource(s)=[stats]"), "{body}");
+    assert!(body.contains("resource=nodes, subresource=stats"), "{body}");
     // The agent's grant is nodes/stats, not nodes/proxy: the kubelet's other endpoints refuse it.
     let (code, body) = kubelet_get(node, &token, "/pods");
     assert_eq!(code, 403, "the agent reached /pods: {body}");
@@ -941,4 +941,12 @@ fn a_cloudnativepg_data_volume_with_a_ready_backlog_does_not_grow() {
     let c = claim_json(node, &v);
     assert_eq!(request(&c), 300 * MI, "grew over a WAL backlog: {c}");
     assert!(history(&c).is_empty(), "{c}");
+}
+
+#[test]
+fn quantities_read_as_the_api_server_writes_them() {
+    assert_eq!(bytes("300Mi"), 300 * MI);
+    assert_eq!(bytes("524288k"), 524_288_000);
+    assert_eq!(bytes("314572800"), 314_572_800);
+    assert_eq!(bytes("2G"), 2_000_000_000);
 }

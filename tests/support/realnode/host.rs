@@ -98,7 +98,9 @@ pub fn unmount_below(roots: &[&Path]) {
     }
 }
 
-/// Detaches loop devices whose backing file is one of the files in `dir` (by device and inode).
+/// Detaches loop devices whose backing file is one of the files in `dir`, matched by device and
+/// inode as `losetup` reports them (this kernel's sysfs has no backing_inode; the path losetup
+/// shows may be another mount namespace's, or "(deleted)").
 pub fn detach_loops(dir: &Path) {
     let files: HashSet<(u64, u64)> = std::fs::read_dir(dir)
         .into_iter()
@@ -107,32 +109,22 @@ pub fn detach_loops(dir: &Path) {
         .filter_map(|e| e.metadata().ok())
         .map(|m| (m.dev(), m.ino()))
         .collect();
-    let Ok(entries) = std::fs::read_dir("/sys/block") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(ino) = read_num(&e.path().join("loop/backing_inode")) else {
+    let listed =
+        sh("losetup", &["-l", "-n", "-O", "NAME,BACK-INO,BACK-MAJ:MIN"]).unwrap_or_default();
+    for line in listed.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [name, ino, majmin] = f[..] else { continue };
+        let Some((major, minor)) = majmin.split_once(':') else {
             continue;
         };
-        let dev = read_num(&e.path().join("loop/backing_dev")).unwrap_or(0);
-        // sysfs gives the old-style encoded device number; compare inode and, when it parses, dev.
-        if files
-            .iter()
-            .any(|(d, i)| *i == ino && (dev == 0 || *d == dev || old_dev(*d) == dev))
-        {
-            let _ = sh("losetup", &["-d", &format!("/dev/{name}")]);
+        let (Ok(ino), Ok(major), Ok(minor)) = (ino.parse::<u64>(), major.parse(), minor.parse())
+        else {
+            continue;
+        };
+        if files.contains(&(nix::sys::stat::makedev(major, minor), ino)) {
+            let _ = sh("losetup", &["-d", name]);
         }
     }
-}
-
-fn old_dev(dev: u64) -> u64 {
-    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
-    (major << 8) | minor
-}
-
-fn read_num(p: &Path) -> Option<u64> {
-    std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
 /// Removes network namespaces under /run/netns that were not in `before`.

@@ -312,6 +312,8 @@ impl Node {
                 self.dir.join("tokens.csv").display()
             ))
             .arg("--authorization-mode=Node,RBAC")
+            // The node's name does not resolve; logs and exec go to its address.
+            .arg("--kubelet-preferred-address-types=InternalIP")
             .arg("--enable-admission-plugins=NodeRestriction")
             .arg(format!("--service-account-key-file={}", p("sa.pub")))
             .arg(format!(

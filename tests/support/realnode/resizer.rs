@@ -29,16 +29,22 @@ impl Drop for Resizer {
     }
 }
 
+/// A quantity in bytes; the API server writes a byte count as e.g. `524288k`.
 pub fn bytes(q: &str) -> u64 {
-    let (num, mult) = [
-        ("Ki", 1u64 << 10),
+    const SUFFIXES: [(&str, u64); 8] = [
+        ("Ki", 1 << 10),
         ("Mi", 1 << 20),
         ("Gi", 1 << 30),
         ("Ti", 1 << 40),
-    ]
-    .iter()
-    .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
-    .unwrap_or((q, 1));
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+    ];
+    let (num, mult) = SUFFIXES
+        .iter()
+        .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
+        .unwrap_or((q, 1));
     num.parse::<u64>().map(|n| n * mult).unwrap_or(0)
 }
 
