@@ -652,6 +652,10 @@ fn cleanup_host(dir: &Path, kept: &[PathBuf], netns_before: &HashSet<String>, ip
     host::bridge_down();
     host::set_ip_forward(ip_forward);
     host::remove_dirs(kept);
+    // containerd's shims put their sockets in /run/containerd/s whatever the config says; the
+    // directories go once empty (remove_dir never removes a non-empty one).
+    let _ = std::fs::remove_dir("/run/containerd/s");
+    let _ = std::fs::remove_dir("/run/containerd");
     let _ = std::fs::remove_dir_all(dir);
 }
 
