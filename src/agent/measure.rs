@@ -19,11 +19,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::samples::Samples;
-use crate::probe::{Prober, Volume};
+use crate::probe::anchor::RemeasureError;
+use crate::probe::{Prober, Target, Volume};
 use crate::resolve::trigger::Trigger;
 
 struct Watched {
-    volume: Volume,
+    target: Target,
     trigger: Trigger,
     due: Instant,
     /// Wakes the loop when it fires; disarmed once it has (until the next scan re-arms it).
@@ -71,7 +72,7 @@ impl Watchlist {
                 let m = v.measurement?;
                 let rate = rates.get(v.path.as_path()).copied();
                 let w = Watched {
-                    volume: v.clone(),
+                    target: v.target()?,
                     trigger,
                     due: due(&v.path),
                     armed: !trigger.fires(&m, rate),
@@ -104,26 +105,44 @@ impl Watchlist {
     /// One pass: measures the volumes that are due; returns how many were measured.
     pub async fn pass(&self, prober: &Prober, every: Duration) -> usize {
         let now = Instant::now();
-        let due: Vec<Volume> = self
+        let due: Vec<Target> = self
             .lock()
             .values()
             .filter(|w| w.due <= now)
-            .map(|w| w.volume.clone())
+            .map(|w| w.target.clone())
             .collect();
         if due.is_empty() {
             return 0;
         }
-        let measured = prober.remeasure(due).await;
+        let paths: Vec<Arc<Path>> = due.iter().map(|t| Arc::clone(&t.path)).collect();
+        let results = prober.remeasure(due).await;
         let at = Instant::now();
-        let n = measured.len();
+        let mut n = 0;
         let mut wake = false;
         let mut watched = self.lock();
-        for v in measured {
-            let Some(m) = v.measurement else { continue };
-            let Some(w) = watched.get_mut(&v.path) else {
+        for (path, r) in paths.iter().zip(results) {
+            let m = match r {
+                Ok(s) => s.measurement,
+                // Not this volume's numbers: left to the next scan, which finds what is there
+                // now and watches it afresh.
+                Err(RemeasureError::Moved) => {
+                    tracing::debug!(path = %path.display(), "mount changed since the scan; not re-measured until the next scan");
+                    watched.remove(&**path);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!(path = %path.display(), error = %e, "re-measurement failed");
+                    if let Some(w) = watched.get_mut(&**path) {
+                        w.due = at + every;
+                    }
+                    continue;
+                }
+            };
+            let Some(w) = watched.get_mut(&**path) else {
                 continue;
             };
-            let rate = self.samples.record(&v.path, m.used_bytes, at);
+            n += 1;
+            let rate = self.samples.record(path, m.used_bytes, at);
             if w.armed && w.trigger.fires(&m, rate) {
                 w.armed = false;
                 wake = true;

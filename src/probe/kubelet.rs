@@ -19,6 +19,7 @@ use nix::dir::{Dir, Type};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{SFlag, fstatat};
 
+use super::anchor::{Anchor, anchor_of};
 use super::mounts::MountIndex;
 use super::safe_open::{ReadError, open_beneath, open_dir_beneath, open_root, read_capped_beneath};
 use super::statfs::{FsStats, statfs_fd};
@@ -148,19 +149,28 @@ pub fn find(root: &Path, mounts: &[MountEntry]) -> Result<Found, ProbeError> {
 /// it. Both block on a hung mount: run this with a deadline.
 pub fn measure(root_fd: &OwnedFd, rel: &[OsString], v: &mut Volume) {
     match measure_at(root_fd, rel) {
-        Ok(s) => v.set_stats(s),
+        Ok((s, anchor)) => {
+            v.set_stats(s);
+            v.anchor = anchor;
+        }
         Err(finding) => v.findings.push(finding),
     }
 }
 
-/// [`measure`] without the volume: its statfs, or the finding that says why there is none. The
-/// descriptor is closed before returning (an open one would keep the kubelet from unmounting).
-pub fn measure_at(root_fd: &OwnedFd, rel: &[OsString]) -> Result<FsStats, String> {
+/// [`measure`] without the volume: its statfs and the identity of what the walk reached (for
+/// [`super::anchor::remeasure`]; `None` on a kernel that reports no mount id), or the finding
+/// that says why there is none. The descriptor is closed before returning (an open one would
+/// keep the kubelet from unmounting).
+pub fn measure_at(
+    root_fd: &OwnedFd,
+    rel: &[OsString],
+) -> Result<(FsStats, Option<Anchor>), String> {
     let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
     let fd = open_dir_beneath(root_fd, &comps).map_err(|e| {
         format!("cannot open the mount directory (symlinks are never followed): {e}")
     })?;
-    statfs_fd(&fd).map_err(|e| format!("statfs failed: {e}"))
+    let stats = statfs_fd(&fd).map_err(|e| format!("statfs failed: {e}"))?;
+    Ok((stats, anchor_of(&fd).ok()))
 }
 
 fn filesystem_volume(

@@ -9,6 +9,7 @@
 //! use `read_dir` with `DirEntry::file_type`, which never follows a symlink; a component swapped
 //! for a symlink after listing makes the later `O_NOFOLLOW` open fail, so it is never measured.
 
+pub mod anchor;
 pub mod bounded;
 pub mod kubelet;
 pub mod mounts;
@@ -109,6 +110,14 @@ impl VolumeClass {
     }
 }
 
+/// A volume the scan measured, as the fast loop re-measures it: its mount path and the identity
+/// of the mount the scan's walk reached there ([`anchor`]). Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub path: std::sync::Arc<std::path::Path>,
+    anchor: anchor::Anchor,
+}
+
 /// One volume (or, for `scan` without a kubelet root, one filesystem) as measured on this node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Volume {
@@ -143,6 +152,9 @@ pub struct Volume {
     /// `None` when there is nothing to measure.
     #[serde(skip)]
     pub(crate) mount_rel: Option<std::sync::Arc<[std::ffi::OsString]>>,
+    /// What the measurement's symlink-refusing walk reached: what [`Prober::remeasure`] accepts.
+    #[serde(skip)]
+    pub(crate) anchor: Option<anchor::Anchor>,
 }
 
 impl Volume {
@@ -169,7 +181,17 @@ impl Volume {
             findings: Vec::new(),
             unmeasured: None,
             mount_rel: None,
+            anchor: None,
         }
+    }
+
+    /// How the fast loop re-measures this volume; `None` when the scan did not measure it
+    /// through the kubelet walk (or the kernel reports no mount id).
+    pub fn target(&self) -> Option<Target> {
+        Some(Target {
+            path: self.path.as_path().into(),
+            anchor: self.anchor?,
+        })
     }
 
     /// Fills mount facts from the entry mounted exactly at `path`, or, when there is none, from
@@ -282,22 +304,23 @@ impl Prober {
     }
 
     /// Measures again volumes an earlier [`Prober::probe`] found, without walking the kubelet
-    /// root: statfs only, through the same symlink-refusing opens and deadlines. Empty when the
-    /// root cannot be opened in time.
-    pub async fn remeasure(&self, mut vols: Vec<Volume>) -> Vec<Volume> {
+    /// root: one open of the mount point, refused unless it is still the mount the scan's walk
+    /// reached ([`anchor`]), its statfs, with the same deadlines. One result per target, in order.
+    pub async fn remeasure(
+        &self,
+        targets: Vec<Target>,
+    ) -> Vec<Result<statfs::FsStats, anchor::RemeasureError>> {
         let _pass = self.pass.lock().await;
-        let root = self.root.clone();
-        // Its own key: the root's discovery key belongs to the scan.
-        let key = self.root.join(".headroom-remeasure");
-        let opened = self
-            .in_flight
-            .run(&key, self.deadline, move || safe_open::open_root(&root))
-            .await;
-        let Ok(Ok(fd)) = opened else {
-            return Vec::new();
+        let pass = pass::Pass {
+            jobs: targets,
+            key: |t: &Target| &*t.path,
+            call: |t: &Target| anchor::remeasure(&t.path, &t.anchor),
         };
-        self.measure(fd, &mut vols).await;
-        vols
+        pass::run(&self.in_flight, self.deadline, pass)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|e| Err(anchor::RemeasureError::Bounded(e))))
+            .collect()
     }
 
     /// Each volume's statfs, in one [`pass`]: its own deadline per volume, a few threads for all.
@@ -320,7 +343,10 @@ impl Prober {
         for (i, r) in at.into_iter().zip(results) {
             let Some(v) = vols.get_mut(i) else { continue };
             match r {
-                Ok(Ok(s)) => v.set_stats(s),
+                Ok(Ok((s, anchor))) => {
+                    v.set_stats(s);
+                    v.anchor = anchor;
+                }
                 Ok(Err(finding)) => v.findings.push(finding),
                 Err(e) if e.is_timeout() => {
                     tracing::warn!(path = %v.path.display(), error = %e, "volume probe timed out");

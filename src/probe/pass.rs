@@ -1,14 +1,17 @@
 //! One blocking call per volume, each with its own deadline, without one thread hand-off each.
 //!
 //! A `spawn_blocking` call per volume costs two thread wake-ups (a pool thread, then the
-//! runtime's worker for the result): more than the `openat2` and `statfs` it runs. So a pass
-//! starts a few blocking workers that take volumes one at a time from a shared list and write
-//! each result in the volume's slot; the async side sleeps until the last slot is filled, or
-//! until the earliest deadline of a volume being measured. A volume still running at its
-//! deadline is reported timed out and its worker abandoned (it ends when the kernel lets the call
-//! return); a new worker takes its place, so a stuck volume holds only itself and never the
-//! volumes after it. Its path stays busy in [`InFlight`] until the call returns, so later
-//! passes report it at once without a thread.
+//! runtime's worker for the result): more than the open and `statfs` it runs. So a pass starts
+//! one blocking worker that takes volumes one at a time from a shared list and writes each
+//! result in the volume's slot; the async side sleeps until the last slot is filled, or until
+//! the earliest deadline of a volume being measured. While volumes wait and the pass has gone
+//! [`RAMP`] without a new worker, it adds one (up to [`WORKERS`]): a local volume answers in
+//! microseconds, so a pass of local volumes runs on one thread with two wake-ups in all, while
+//! slow (network) volumes get up to [`WORKERS`] calls at once, and a volume that hangs holds up
+//! the ones queued behind it for at most [`RAMP`]. A volume still running at its deadline is
+//! reported timed out and its worker abandoned (it ends when the kernel lets the call return).
+//! Its path stays busy in [`InFlight`] until the call returns, so later passes report it at once
+//! without a thread.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -20,9 +23,13 @@ use tokio::time::Instant;
 
 use super::bounded::{BoundedError, InFlight};
 
-/// Blocking workers per pass: a hung volume holds one until its deadline, when a new one
-/// replaces it; more of them only matter for slow (network) volumes.
+/// Most blocking workers a pass runs at once (workers stuck past their deadline not counted): a
+/// hung volume holds one until its deadline; more of them only matter for slow (network) volumes.
 pub const WORKERS: usize = 16;
+
+/// While volumes wait, a pass adds a worker after this long without adding one: far above a
+/// local `statfs` (microseconds), far below the fast loop's shortest period (250 ms).
+pub const RAMP: Duration = Duration::from_millis(10);
 
 enum Slot<T> {
     Pending,
@@ -39,6 +46,10 @@ struct State<T> {
     /// a deadline of it while none runs (the blocking pool exhausted by stuck calls) time out
     /// too, so a pass always ends.
     progress: Instant,
+    /// Workers started and not yet gone, less those abandoned at a deadline.
+    workers: usize,
+    /// When the last worker was started.
+    spawned: Instant,
 }
 
 struct Shared<T> {
@@ -81,6 +92,8 @@ where
             next: 0,
             left: n,
             progress: Instant::now(),
+            workers: 0,
+            spawned: Instant::now(),
         }),
         done: Notify::new(),
     });
@@ -91,28 +104,31 @@ where
         call: pass.call,
         in_flight: in_flight.clone(),
     });
-    let spawn = |count: usize| {
-        for _ in 0..count {
-            let w = Arc::clone(&worker);
-            // Detached: a worker stuck in the kernel is abandoned, not awaited.
-            drop(tokio::task::spawn_blocking(move || w.work()));
-        }
+    let spawn = || {
+        let w = Arc::clone(&worker);
+        // Detached: a worker stuck in the kernel is abandoned, not awaited.
+        drop(tokio::task::spawn_blocking(move || w.work()));
     };
-    spawn(WORKERS.min(n));
     loop {
-        let (replace, wake) = {
+        let (add, wake) = {
             let mut st = shared.lock();
             let now = Instant::now();
-            let replace = expire(&mut st, now, deadline);
+            let abandoned = expire(&mut st, now, deadline);
+            st.workers = st.workers.saturating_sub(abandoned);
             if st.left == 0 {
                 break;
             }
-            if replace > 0 {
+            let add = should_add(&st, now);
+            if add {
+                st.workers += 1;
+                st.spawned = now;
                 st.progress = now;
             }
-            (replace, wake_at(&st, now, deadline))
+            (add, wake_at(&st, now, deadline))
         };
-        spawn(replace);
+        if add {
+            spawn();
+        }
         tokio::select! {
             () = shared.done.notified() => {}
             () = tokio::time::sleep_until(wake) => {}
@@ -129,7 +145,7 @@ where
         .collect()
 }
 
-/// Times out the jobs past their deadline; returns how many workers they held (to replace).
+/// Times out the jobs past their deadline; returns how many workers they held (now abandoned).
 fn expire<T>(st: &mut State<T>, now: Instant, deadline: Duration) -> usize {
     let mut replace = 0;
     // Pending jobs and no worker running one: the workers started have not begun (the pool is
@@ -153,22 +169,34 @@ fn expire<T>(st: &mut State<T>, now: Instant, deadline: Duration) -> usize {
             *left -= 1;
         }
     }
-    // No more workers than jobs still to start.
-    let unstarted = slots[(*next).min(slots.len())..]
-        .iter()
-        .filter(|s| matches!(s, Slot::Pending))
-        .count();
-    replace.min(unstarted)
+    replace
 }
 
-/// The earliest moment a job can pass its deadline: the pass sleeps until then (or until done).
+/// Jobs no worker has taken yet.
+fn unstarted<T>(st: &State<T>) -> bool {
+    st.slots[st.next.min(st.slots.len())..]
+        .iter()
+        .any(|s| matches!(s, Slot::Pending))
+}
+
+/// Add a worker: jobs wait, and none is running or none was added for [`RAMP`].
+fn should_add<T>(st: &State<T>, now: Instant) -> bool {
+    unstarted(st)
+        && st.workers < WORKERS
+        && (st.workers == 0 || now.duration_since(st.spawned) >= RAMP)
+}
+
+/// The earliest moment a job can pass its deadline or a worker may be added: the pass sleeps
+/// until then (or until done).
 fn wake_at<T>(st: &State<T>, now: Instant, deadline: Duration) -> Instant {
     let running = st.slots.iter().filter_map(|s| match s {
         Slot::Running(t) => Some(*t + deadline),
         _ => None,
     });
+    let ramp = (unstarted(st) && st.workers < WORKERS).then(|| st.spawned + RAMP);
     running
         .chain(std::iter::once(st.progress + deadline))
+        .chain(ramp)
         .min()
         .unwrap_or(now + deadline)
 }
@@ -192,6 +220,7 @@ where
                 let Some(i) =
                     (st.next..st.slots.len()).find(|&i| matches!(st.slots[i], Slot::Pending))
                 else {
+                    st.workers = st.workers.saturating_sub(1);
                     return;
                 };
                 let now = Instant::now();
@@ -276,6 +305,8 @@ mod tests {
             next: 2,
             left: 2,
             progress: Instant::now(),
+            workers: 2,
+            spawned: Instant::now(),
         };
         assert_eq!(finish(&mut st, 0, Ok(1)), Finished::Stored);
         assert_eq!(
@@ -344,6 +375,47 @@ mod tests {
         while !inflight.is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// A pass starts one worker; the first job hangs with a deadline far away, and the jobs
+    /// queued behind it still run while it is blocked (a worker was added for them).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hung_first_job_does_not_hold_the_jobs_behind_it() {
+        let inflight = InFlight::new();
+        let gate = Arc::new(Gate::default());
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let n = 50;
+        let pass = {
+            let (gate, done) = (Arc::clone(&gate), Arc::clone(&done));
+            Pass {
+                jobs: paths(n),
+                key: |p: &PathBuf| p.as_path(),
+                call: move |p: &PathBuf| {
+                    if p == Path::new("/v0") {
+                        gate.wait();
+                    } else {
+                        done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    p.display().to_string()
+                },
+            }
+        };
+        let running = tokio::spawn({
+            let inflight = inflight.clone();
+            async move { run(&inflight, Duration::from_secs(600), pass).await }
+        });
+        // A liveness bound, not a speed claim: without a second worker they never run at all.
+        let others = tokio::time::timeout(Duration::from_secs(60), async {
+            while done.load(std::sync::atomic::Ordering::SeqCst) < n - 1 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        gate.open();
+        assert!(others.is_ok(), "the jobs behind the hung one did not run");
+        let out = running.await.unwrap();
+        let want: Vec<_> = (0..n).map(|i| Ok(format!("/v{i}"))).collect();
+        assert_eq!(out, want);
     }
 
     /// More hung jobs than workers: each one's worker is replaced at its deadline, so the jobs

@@ -1,0 +1,143 @@
+//! Re-measuring a volume the scan found, cheaply and without trusting the path twice.
+//!
+//! The scan reaches each mount through a walk that refuses every symlink ([`super::safe_open`])
+//! and records the identity of what it reached: the mount's id (`statx` `STATX_MNT_ID_UNIQUE`,
+//! never reused; `STATX_MNT_ID` before Linux 6.8) and the directory's device and inode. Between
+//! scans the fast loop opens the same absolute path with `O_PATH | O_NOFOLLOW` (one plain open
+//! on every kernel and seccomp profile), and takes the numbers only when that descriptor has the
+//! recorded identity; `fstatfs` then reads the same descriptor, so the identity and the numbers
+//! cannot belong to two different mounts. The descriptor is closed before returning: one held
+//! on a tenant volume would keep the kubelet from unmounting it.
+//!
+//! Why that is enough: nothing below the mount point is ever resolved, so what a tenant can
+//! write (its volume) cannot redirect the open, and `O_NOFOLLOW` refuses a symlink at the mount
+//! point itself. The components above it are the kubelet's; whatever happens to them (a symlink
+//! swapped in, a bind mount over a parent, the volume unmounted so that the path now answers for
+//! the host's filesystem, another filesystem mounted in its place), the open reaches some
+//! other mount or directory and is refused as [`RemeasureError::Moved`]. A legacy (reusable)
+//! mount id cannot match the host's filesystem either: that mount was alive beside the volume's
+//! when the identity was recorded, so its id differs, and it never changes. Only a mount made
+//! after the volume's was gone, at the kubelet's own mount point, could take a recycled id.
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::open;
+use nix::sys::stat::Mode;
+
+use super::bounded::BoundedError;
+use super::safe_open::WALK;
+use super::statfs::{FsStats, statfs_fd};
+
+/// What the scan's walk reached for a volume: re-measurement accepts only this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anchor {
+    mount_id: u64,
+    /// `mount_id` is the never-reused 64-bit id (Linux 6.8+), else the legacy one.
+    unique: bool,
+    dev_major: u32,
+    dev_minor: u32,
+    ino: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemeasureError {
+    #[error("cannot open the mount point (a symlink is never followed): {0}")]
+    Open(Errno),
+    #[error("cannot read the mount point's identity: {0}")]
+    Identity(Errno),
+    #[error(
+        "the path no longer leads to the mount the scan found (unmounted, replaced or \
+         over-mounted): not measured until the next scan"
+    )]
+    Moved,
+    #[error("statfs failed: {0}")]
+    Statfs(Errno),
+    #[error("statfs: {0}")]
+    Bounded(BoundedError),
+}
+
+impl RemeasureError {
+    /// The call did not answer in time, now or in an earlier pass whose call is still stuck.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, RemeasureError::Bounded(e) if e.is_timeout())
+    }
+}
+
+/// The identity of what `fd` refers to; `ENOSYS` when the kernel reports no mount id (before
+/// Linux 5.8): such a volume is measured by scans only.
+pub fn anchor_of<Fd: AsFd>(fd: Fd) -> Result<Anchor, Errno> {
+    // SAFETY: statx fills the zeroed plain-data struct; the path is a valid empty C string and
+    // the descriptor is borrowed for the call.
+    let (r, stx) = unsafe {
+        let mut stx: libc::statx = std::mem::zeroed();
+        let r = libc::statx(
+            fd.as_fd().as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_INO | libc::STATX_MNT_ID | libc::STATX_MNT_ID_UNIQUE,
+            &mut stx,
+        );
+        (r, stx)
+    };
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    let unique = stx.stx_mask & libc::STATX_MNT_ID_UNIQUE != 0;
+    if !unique && stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(Errno::ENOSYS);
+    }
+    Ok(Anchor {
+        mount_id: stx.stx_mnt_id,
+        unique,
+        dev_major: stx.stx_dev_major,
+        dev_minor: stx.stx_dev_minor,
+        ino: stx.stx_ino,
+    })
+}
+
+/// statfs of the mount at `path`, only when it is still the one `anchor` names.
+pub fn remeasure(path: &Path, anchor: &Anchor) -> Result<FsStats, RemeasureError> {
+    let fd = open(path, WALK, Mode::empty()).map_err(RemeasureError::Open)?;
+    let now = anchor_of(&fd).map_err(RemeasureError::Identity)?;
+    if now != *anchor {
+        return Err(RemeasureError::Moved);
+    }
+    statfs_fd(&fd).map_err(RemeasureError::Statfs)
+}
+
+/// The anchor of `path` as a plain open finds it: for tests that compare it with the walk's.
+pub fn anchor_at(path: &Path) -> Result<Anchor, Errno> {
+    let fd = open(path, WALK, Mode::empty())?;
+    anchor_of(&fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_keeps_its_anchor_and_another_has_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::fs::create_dir(dir.path().join("b")).unwrap();
+        let a = anchor_at(&dir.path().join("a")).unwrap();
+        assert_eq!(anchor_at(&dir.path().join("a")).unwrap(), a);
+        let b = anchor_at(&dir.path().join("b")).unwrap();
+        assert_ne!(a, b, "same mount, another inode");
+        let s = remeasure(&dir.path().join("a"), &a).unwrap();
+        assert!(s.blocks > 0);
+        assert_eq!(
+            remeasure(&dir.path().join("b"), &a),
+            Err(RemeasureError::Moved)
+        );
+        // Swapped for a symlink to the very directory it was: refused, not followed.
+        std::fs::rename(dir.path().join("a"), dir.path().join("a.real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a.real"), dir.path().join("a")).unwrap();
+        assert!(matches!(
+            remeasure(&dir.path().join("a"), &a),
+            Err(RemeasureError::Open(Errno::ENOTDIR | Errno::ELOOP))
+        ));
+    }
+}
