@@ -6,9 +6,12 @@
 //! next one is what made reaction uniform over the interval.
 //!
 //! Which lines fire, and how soon each volume is looked at again (near a line or moving fast,
-//! more often; idle far below every line, less), is [`crate::resolve::trigger`]. A volume wakes
-//! the loop once per crossing, and once when its size changes (a resize landed: the scan that
-//! follows records how long it took); the scan that follows decides and arms its trigger afresh.
+//! four times as often; every other volume, idle or not, once a period: a re-measurement costs a
+//! few microseconds, [`crate::probe::anchor`]), is [`crate::resolve::trigger`]. Turns fall on the
+//! loop's ticks (a quarter period apart) and count from the tick, so a period is what it says,
+//! not a tick more. A volume wakes the loop once per crossing, and once when its size changes (a
+//! resize landed: the scan that follows records how long it took); the scan that follows decides
+//! and arms its trigger afresh.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -102,9 +105,10 @@ impl Watchlist {
         self.len() == 0
     }
 
-    /// One pass: measures the volumes that are due; returns how many were measured.
-    pub async fn pass(&self, prober: &Prober, every: Duration) -> usize {
-        let now = Instant::now();
+    /// One pass at the loop's tick `now`: measures the volumes that are due; returns how many
+    /// were measured. The next turns count from `now`, the tick, not from when the pass ended:
+    /// a period a whole number of ticks long then lands on a tick, not one tick after it.
+    pub async fn pass(&self, prober: &Prober, every: Duration, now: Instant) -> usize {
         let due: Vec<Target> = self
             .lock()
             .values()
@@ -133,7 +137,7 @@ impl Watchlist {
                 Err(e) => {
                     tracing::debug!(path = %path.display(), error = %e, "re-measurement failed");
                     if let Some(w) = watched.get_mut(&**path) {
-                        w.due = at + every;
+                        w.due = now + every;
                     }
                     continue;
                 }
@@ -148,7 +152,7 @@ impl Watchlist {
                 wake = true;
             }
             wake |= m.capacity_bytes != w.capacity;
-            w.due = at + w.trigger.period(&m, w.used, rate, every);
+            w.due = now + w.trigger.period(&m, w.used, rate, every);
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
         }
         drop(watched);
@@ -163,8 +167,46 @@ impl Watchlist {
         let mut tick = tokio::time::interval((every / 4).max(Duration::from_millis(50)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
-            self.pass(&prober, every).await;
+            let at = tick.tick().await;
+            self.pass(&prober, every, at).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    /// A volume is measured again on the tick a period after the one that measured it, not a
+    /// tick later; one whose path no longer leads to the scan's mount is dropped until the next
+    /// scan.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn turns_land_on_the_tick_a_period_later_and_a_moved_volume_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
+        std::fs::create_dir_all(vol.join("mount")).unwrap();
+        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
+        let vols = prober.probe().await.unwrap();
+        assert_eq!(vols.len(), 1, "{vols:#?}");
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = Some(99);
+        let triggers = HashMap::from([(
+            vols[0].path.clone(),
+            Trigger::for_policy(&p, None).unwrap(),
+        )]);
+        let list = Watchlist::new(Arc::new(Samples::default()));
+        list.set(&vols, &triggers, &HashMap::new());
+        let every = Duration::from_secs(1);
+        let t0 = Instant::now();
+        assert_eq!(list.pass(&prober, every, t0).await, 1, "new: due at once");
+        assert_eq!(list.pass(&prober, every, t0 + every * 3 / 4).await, 0);
+        assert_eq!(list.pass(&prober, every, t0 + every).await, 1);
+        // The mount directory replaced: another inode at the same path.
+        std::fs::rename(vol.join("mount"), vol.join("old")).unwrap();
+        std::fs::create_dir(vol.join("mount")).unwrap();
+        assert_eq!(list.pass(&prober, every, t0 + every * 2).await, 0);
+        assert!(list.is_empty());
     }
 }

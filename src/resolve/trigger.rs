@@ -1,7 +1,7 @@
 //! Which lines a volume's numbers wake the loop for, from its effective policy: the engine's own
 //! lines (threshold mode), the emergency line (convergent mode), and with `trigger.predictive`
 //! the same lead the engine uses. Also how soon a volume is measured again: near a line or moving
-//! fast, four times as often; idle and far below every line, half as often. Pure: the fast loop
+//! fast, four times as often; every other volume, idle or not, once a period. Pure: the fast loop
 //! in `agent::measure` measures, this says what the numbers mean.
 
 use std::time::Duration;
@@ -17,10 +17,6 @@ use crate::policy::{Fallback, MinAvailable, Mode, Policy};
 pub const NEAR_POINTS: f64 = 5.0;
 /// At its fill rate, a volume this close in time to its trigger counts as near it.
 pub const NEAR_SECONDS: f64 = 60.0;
-/// Percentage points under every line beyond which an idle volume is measured at half the rate:
-/// most volumes of a fleet sit idle far from their trigger, and the first byte they move brings
-/// them back to the normal period.
-pub const FAR_POINTS: f64 = 20.0;
 /// A volume whose usage moved by more than this share of its size since its last sample is
 /// measured as often as one near its trigger (the rate estimate needs samples soonest then).
 pub const FAST_MOVE: f64 = 0.01;
@@ -147,17 +143,9 @@ impl Trigger {
                 .is_some_and(|s| s < NEAR_SECONDS.max(2.0 * self.lead_seconds.unwrap_or(0.0)))
     }
 
-    /// Far below every line: a whole quiet period of growth could not reach it.
-    fn far(&self, m: &Measurement) -> bool {
-        let (pct, floor) = self.lines(m);
-        m.used_percent() < pct - FAR_POINTS
-            && (floor == 0 || m.available_bytes > floor.saturating_mul(4))
-            && (m.inodes_total == 0 || m.inode_percent() < self.inode_percent - FAR_POINTS)
-    }
-
     /// How long until this volume is measured again, given its last usage `before`: a quarter
-    /// of `every` when near its trigger or moving fast, twice `every` when idle (not a byte
-    /// changed) and far below every line, else `every`.
+    /// of `every` when near its trigger or moving fast, else `every` (an idle volume far below
+    /// its lines too: a fill from idle is seen within one period).
     pub fn period(
         &self,
         m: &Measurement,
@@ -168,8 +156,6 @@ impl Trigger {
         let moved = m.used_bytes.abs_diff(before) as f64 > FAST_MOVE * m.capacity_bytes as f64;
         if moved || self.near(m, rate) {
             every / 4
-        } else if m.used_bytes == before && self.far(m) {
-            every * 2
         } else {
             every
         }
@@ -250,17 +236,16 @@ mod tests {
     }
 
     #[test]
-    fn quiet_volumes_slow_down_and_busy_ones_speed_up() {
+    fn quiet_volumes_every_period_and_busy_ones_four_times_as_often() {
         let mut p = Policy::with_limit(1 << 30);
         p.enabled = true;
         p.usage_threshold = Some(80);
         p.min_available = MinAvailable::OFF;
         let t = Trigger::for_policy(&p, None).expect("trigger");
         let every = Duration::from_secs(1);
-        // Idle and 61 points below: every 2 s. One byte moved: every second again.
-        assert_eq!(t.period(&m(19, 81), 19, None, every), every * 2);
+        // Idle far below the line, idle nearer to it, or moving a little: every second.
+        assert_eq!(t.period(&m(19, 81), 19, None, every), every);
         assert_eq!(t.period(&m(19, 81), 18, None, every), every);
-        // Idle but within 20 points of the line: every second.
         assert_eq!(t.period(&m(65, 35), 65, None, every), every);
         // Near the line, or moving over 1 % of the size: every 250 ms.
         assert_eq!(t.period(&m(76, 24), 76, None, every), every / 4);
