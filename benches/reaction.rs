@@ -7,8 +7,10 @@
 //! `cargo bench --bench reaction` measures 200 crossings (four rounds of 50 claims, each claim
 //! crossing once, at moments spread uniformly over one scan interval) with the agent's default
 //! settings (`--interval 10s`, `--measure-interval 1s`); `-- --bench --measure-interval 0s`
-//! measures the same with the fast measurement loop off. Without `--bench` (e.g.
-//! `cargo test --benches`) it runs a smoke pass of two crossings at a 1 s interval.
+//! measures the same with the fast measurement loop off. `-- --bench --from-idle` starts every
+//! volume idle at 10 % and fills it to 87 % in one write (an instant fill from idle, far below
+//! the line, instead of the last small write of a volume already near it). Without `--bench`
+//! (e.g. `cargo test --benches`) it runs a smoke pass of two crossings at a 1 s interval.
 
 mod support;
 
@@ -32,6 +34,12 @@ const POLICY: &[(&str, &str)] = &[
     ("step", "2Mi"),
     ("usage-threshold", "80"),
 ];
+
+/// Percent used before the agent starts, and after the crossing write.
+struct Levels {
+    before: u64,
+    after: u64,
+}
 
 struct Plan {
     interval: Duration,
@@ -60,12 +68,17 @@ fn main() -> ExitCode {
             rounds: 1,
         }
     };
-    let samples = measure(&plan);
-    report(&plan, samples);
+    let levels = if std::env::args().any(|a| a == "--from-idle") {
+        Levels { before: 10, after: 87 }
+    } else {
+        Levels { before: 79, after: 85 }
+    };
+    let samples = measure(&plan, &levels);
+    report(&plan, &levels, samples);
     ExitCode::SUCCESS
 }
 
-fn measure(plan: &Plan) -> Vec<Duration> {
+fn measure(plan: &Plan, levels: &Levels) -> Vec<Duration> {
     let mut c = KubeCluster::new();
     let fast = c.fast.clone();
     let total = plan.per_round * plan.rounds;
@@ -74,9 +87,10 @@ fn measure(plan: &Plan) -> Vec<Duration> {
         .iter()
         .map(|n| c.claim(n, &fast, SIZE_MI, POLICY))
         .collect();
-    // Just under the threshold: the crossing is the last small write, timed from its start.
+    // Just under the threshold (the crossing is the last small write), or idle far below it
+    // (the crossing is one large write); timed from the write's start.
     for m in &mounts {
-        fill(m, SIZE_MI * MI * 79 / 100);
+        fill(m, SIZE_MI * MI * levels.before / 100);
     }
     let extra: Vec<String> = std::env::args()
         .skip_while(|a| a != "--measure-interval")
@@ -126,7 +140,7 @@ fn measure(plan: &Plan) -> Vec<Duration> {
                 std::thread::sleep(wait);
             }
             crossed[i] = Some(Instant::now());
-            fill(&mounts[i], SIZE_MI * MI * 85 / 100);
+            fill(&mounts[i], SIZE_MI * MI * levels.after / 100);
         }
         wait_for(
             Duration::from_secs(120),
@@ -173,7 +187,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[rank - 1]
 }
 
-fn report(plan: &Plan, mut samples: Vec<Duration>) {
+fn report(plan: &Plan, levels: &Levels, mut samples: Vec<Duration>) {
     samples.sort();
     let secs = |d: Duration| d.as_secs_f64();
     let mean = samples.iter().map(|d| secs(*d)).sum::<f64>() / samples.len() as f64;
@@ -181,7 +195,9 @@ fn report(plan: &Plan, mut samples: Vec<Duration>) {
         .skip_while(|a| a != "--measure-interval")
         .collect();
     println!(
-        "threshold crossing to PVC patch, interval {:?}, {} crossings, {}",
+        "threshold crossing to PVC patch ({} % -> {} %), interval {:?}, {} crossings, {}",
+        levels.before,
+        levels.after,
         plan.interval,
         samples.len(),
         if measure.is_empty() {

@@ -266,7 +266,10 @@ pub struct AgentOpts<'a> {
 impl Agent {
     pub fn spawn(o: &AgentOpts) -> Agent {
         let log = std::env::var_os("HEADROOM_TEST_LOG").is_some();
-        let child = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        // Benches compare binaries (before and after a change) under the same harness.
+        let bin = std::env::var_os("HEADROOM_BENCH_AGENT_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_headroom").into());
+        let child = Command::new(bin)
             .arg("agent")
             .args(o.extra)
             .env("KUBECONFIG", o.kubeconfig)
