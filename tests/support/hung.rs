@@ -31,6 +31,13 @@ fn mounted(path: &Path) -> bool {
 impl HungMount {
     /// Mounts `source` at `mount_point` with bindfs and stops the daemon.
     pub fn start(source: &Path, mount_point: &Path) -> HungMount {
+        let m = Self::running(source, mount_point);
+        m.stop();
+        m
+    }
+
+    /// Mounts `source` at `mount_point` with bindfs, answering until [`HungMount::stop`].
+    pub fn running(source: &Path, mount_point: &Path) -> HungMount {
         let child = Command::new("bindfs")
             .arg("-f")
             .arg(source)
@@ -55,8 +62,12 @@ impl HungMount {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        m.signal(Signal::SIGSTOP);
         m
+    }
+
+    /// Stops the daemon: from now on the mount hangs.
+    pub fn stop(&self) {
+        self.signal(Signal::SIGSTOP);
     }
 
     fn signal(&self, s: Signal) {
