@@ -5,7 +5,8 @@
 //! and split into anonymous memory (heap, stacks) and file pages (the binary's text) at the end.
 //! Needs root and the server (tests/support/kube).
 //!
-//! `cargo bench --bench measure_cost` runs 500 claims and 60 s windows; without `--bench`
+//! `cargo bench --bench measure_cost` runs 500 claims and 60 s windows (`HEADROOM_BENCH_INTERVAL`
+//! sets `--interval`, e.g. `1h` for windows without scans); without `--bench`
 //! (e.g. `cargo test --benches`) a smoke pass of 10 claims and 3 s windows.
 
 mod support;
@@ -76,11 +77,14 @@ fn main() -> ExitCode {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     // HEADROOM_BENCH_MEASURE=1s runs one of the two settings (when profiling one).
     let only = std::env::var("HEADROOM_BENCH_MEASURE").ok();
+    // HEADROOM_BENCH_INTERVAL=1h: one scan at start and none in the window, so the difference
+    // between the two settings is the fast loop alone, without the scans' noise.
+    let interval = std::env::var("HEADROOM_BENCH_INTERVAL").unwrap_or_else(|_| "10s".to_owned());
     for measure in ["1s", "0s"] {
         if only.as_deref().is_some_and(|m| m != measure) {
             continue;
         }
-        let agent = c.agent("10s", &["--measure-interval", measure]);
+        let agent = c.agent(&interval, &["--measure-interval", measure]);
         let pid = agent.child.id();
         wait_for(
             Duration::from_secs(180),

@@ -69,9 +69,15 @@ fn main() -> ExitCode {
         }
     };
     let levels = if std::env::args().any(|a| a == "--from-idle") {
-        Levels { before: 10, after: 87 }
+        Levels {
+            before: 10,
+            after: 87,
+        }
     } else {
-        Levels { before: 79, after: 85 }
+        Levels {
+            before: 79,
+            after: 85,
+        }
     };
     let samples = measure(&plan, &levels);
     report(&plan, &levels, samples);

@@ -85,8 +85,11 @@ async fn what_a_tenant_plants_in_its_volume_changes_nothing_and_an_unmounted_vol
     std::os::unix::fs::symlink("/", mnt.join("escape")).unwrap();
     std::os::unix::fs::symlink("/", mnt.join("mount")).unwrap();
     std::fs::create_dir_all(mnt.join("pods/pod-a/volumes/kubernetes.io~csi/pv-a")).unwrap();
-    std::os::unix::fs::symlink("/", mnt.join("pods/pod-a/volumes/kubernetes.io~csi/pv-a/mount"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        "/",
+        mnt.join("pods/pod-a/volumes/kubernetes.io~csi/pv-a/mount"),
+    )
+    .unwrap();
     fill(&mnt, MI / 4);
     let s = once(&prober, &t).await.expect("the volume itself");
     assert_eq!(s.measurement.capacity_bytes, MI);
@@ -109,7 +112,10 @@ async fn a_mount_point_replaced_between_passes_is_refused_until_the_next_scan() 
     let mut extra = Mounts(Vec::new());
     let prober = Prober::new(root.path().to_path_buf(), DEADLINE);
     let t = target(&prober, "pv-a").await;
-    assert_eq!(once(&prober, &t).await.unwrap().measurement.capacity_bytes, MI);
+    assert_eq!(
+        once(&prober, &t).await.unwrap().measurement.capacity_bytes,
+        MI
+    );
     // Another filesystem at the same mount point.
     umount2(&mnt, MntFlags::MNT_DETACH).unwrap();
     tmpfs(&mnt, 2 * MI);
@@ -165,7 +171,10 @@ async fn a_bind_mount_over_a_parent_is_refused_and_its_removal_restores_the_volu
     // Gone again: the path leads to the scan's mount, which is measured as before.
     umount2(&pod, MntFlags::empty()).expect("unmount the bind");
     extra.0.clear();
-    assert_eq!(once(&prober, &t).await.unwrap().measurement.capacity_bytes, MI);
+    assert_eq!(
+        once(&prober, &t).await.unwrap().measurement.capacity_bytes,
+        MI
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,7 +198,10 @@ async fn a_symlink_swapped_in_above_the_mount_is_taken_only_to_the_same_mount() 
     // follows no symlink, no longer measures it).
     std::fs::rename(pods.join("pod-a"), pods.join("pod-a.moved")).unwrap();
     std::os::unix::fs::symlink("pod-a.moved", pods.join("pod-a")).unwrap();
-    assert_eq!(once(&prober, &t).await.unwrap().measurement.capacity_bytes, MI);
+    assert_eq!(
+        once(&prober, &t).await.unwrap().measurement.capacity_bytes,
+        MI
+    );
     let rescanned = scan(&prober).await;
     assert!(
         rescanned
@@ -229,7 +241,11 @@ async fn a_volume_that_hangs_after_the_scan_times_out_alone() {
     let prober = Prober::new(root.path().to_path_buf(), deadline);
     let vols = scan(&prober).await;
     let targets: Vec<Target> = vols.iter().filter_map(Volume::target).collect();
-    assert_eq!(targets.len(), 21, "the FUSE mount answered the scan: {vols:#?}");
+    assert_eq!(
+        targets.len(),
+        21,
+        "the FUSE mount answered the scan: {vols:#?}"
+    );
     hung.stop();
     for pass in 0..2 {
         let out = prober.remeasure(targets.clone()).await;

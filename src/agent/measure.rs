@@ -192,10 +192,8 @@ mod tests {
         let mut p = Policy::with_limit(1 << 30);
         p.enabled = true;
         p.usage_threshold = Some(99);
-        let triggers = HashMap::from([(
-            vols[0].path.clone(),
-            Trigger::for_policy(&p, None).unwrap(),
-        )]);
+        let triggers =
+            HashMap::from([(vols[0].path.clone(), Trigger::for_policy(&p, None).unwrap())]);
         let list = Watchlist::new(Arc::new(Samples::default()));
         list.set(&vols, &triggers, &HashMap::new());
         let every = Duration::from_secs(1);
