@@ -101,6 +101,16 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             },
         ),
         BlockReason::SharedFilesystem => shared_filesystem(report),
+        // Stable text (the interval's end, not the time left), so it is announced once.
+        BlockReason::ModificationInterval => Notice::warning(
+            "ModificationInterval",
+            match report.decision.next_grow {
+                Some(t) => format!(
+                    "growth needed, but the volume was grown less than modificationInterval ago and its storage would refuse another resize until {t}: none sent"
+                ),
+                None => "growth needed, but the volume was grown less than modificationInterval ago and its storage would refuse another resize: none sent".to_string(),
+            },
+        ),
         BlockReason::OutsideWindow | BlockReason::Cooldown => Notice {
             warning: false,
             reason: "ResizeBlocked",

@@ -67,6 +67,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
             VolumeRole::Wal => Some(true),
             _ => None,
         },
+        driver_interval: None,
     };
     let policy_path = args.policy.display().to_string();
     let validation = parse_policy_yaml(&read(&args.policy)?, &ctx);

@@ -84,6 +84,7 @@ pub fn rows(
             let ctx = Context {
                 current_size: current.filter(|b| *b > 0),
                 wal_has_own_volume: None,
+                driver_interval: None,
             };
             let managed = merged.wants_enabled();
             let errors = if managed {

@@ -37,6 +37,9 @@ pub enum BlockReason {
     /// The namespace's ResourceQuota leaves too little for a step that would still do (see
     /// [`super::quota`]): the API server would refuse the write.
     QuotaExhausted,
+    /// The volume was grown less than `modificationInterval` ago (its CSI driver's storage
+    /// accepts one resize per interval, e.g. AWS EBS 6 h): a grow now would be refused.
+    ModificationInterval,
 }
 
 impl BlockReason {
@@ -61,6 +64,7 @@ impl BlockReason {
         BlockReason::CapacityUnknown,
         BlockReason::InternalError,
         BlockReason::QuotaExhausted,
+        BlockReason::ModificationInterval,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -85,6 +89,7 @@ impl BlockReason {
             BlockReason::CapacityUnknown => "capacity_unknown",
             BlockReason::InternalError => "internal_error",
             BlockReason::QuotaExhausted => "quota_exhausted",
+            BlockReason::ModificationInterval => "modification_interval",
         }
     }
 }
@@ -157,6 +162,10 @@ pub struct Decision {
     /// The grow (or the need to grow) comes from the predictive trigger: the threshold is not
     /// crossed yet, but will be before a resize could land.
     pub predicted: bool,
+    /// When `modificationInterval` next allows a grow, while it does not (the last grow was
+    /// less than the interval ago).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_grow: Option<Timestamp>,
     /// Convergent mode: the volume is past the emergency line (the RFC's `Emergency` state),
     /// whatever the verdict.
     pub emergency: bool,
@@ -185,6 +194,7 @@ impl Decision {
             seconds_to_full: None,
             predicted: false,
             emergency: false,
+            next_grow: None,
             budget: Default::default(),
             effective_bytes: None,
             notes: Vec::new(),

@@ -12,7 +12,7 @@ use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, Note, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
-use super::{predictive, quota, wal};
+use super::{interval, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, MI, round_up};
 
@@ -79,6 +79,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
             .and_then(|r| r.seconds_for(inputs.measurement.available_bytes)),
         predicted: false,
         emergency: false,
+        next_grow: None,
         budget: budget.view(),
         effective_bytes: None,
         notes: Vec::new(),
@@ -87,6 +88,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
     };
     // Lowering a refused request cancels a resize: no gate of growth applies to it.
     decision.lower_to = super::recover::lower_to(inputs.claim, inputs.history);
+    decision.next_grow = interval::next_grow(inputs, policy);
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
     decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
     decision
@@ -166,6 +168,11 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     }
     if matches!(need, Need::AtLimit { .. }) {
         return blocked(BlockReason::AtLimit);
+    }
+    // The storage would refuse it: an emergency too, since a refused resize lands nothing and
+    // leaves the claim in a resize error.
+    if decision.next_grow.is_some() {
+        return blocked(BlockReason::ModificationInterval);
     }
     if facts.node_draining && !emergency {
         return blocked(BlockReason::NodeDraining);
@@ -316,6 +323,11 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> 
         Step::Bytes(b) => b,
     };
     let step = rate.map_or(step, |r| predictive::step(policy, &r, step));
+    // A fill rate is known whether or not the predictive trigger may act on it; a grow that has
+    // to last an interval is sized from it either way.
+    let step = inputs.fill_rate.map_or(step, |r| {
+        interval::step(inputs, policy, &r, usable_ratio(inputs), step)
+    });
     let to = round_size(current.saturating_add(step.max(1)), current).min(policy.limit);
     if to <= current {
         return Need::AtLimit { emergency };
@@ -329,7 +341,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> 
 
 /// Usable filesystem bytes per claim byte (filesystem overhead and root-reserved blocks), so a
 /// target leaves the buffer free as `df` will show it, not merely as the claim size suggests.
-fn usable_ratio(inputs: &Inputs) -> f64 {
+pub(super) fn usable_ratio(inputs: &Inputs) -> f64 {
     let m = &inputs.measurement;
     let claim = inputs.claim.capacity_bytes.max(m.capacity_bytes);
     if claim == 0 {

@@ -4,6 +4,7 @@ pub mod budget;
 pub mod decision;
 mod engine;
 pub mod inputs;
+pub mod interval;
 pub mod lines;
 pub mod predictive;
 pub mod quota;
@@ -24,6 +25,8 @@ pub use rate::{FillRate, Sample};
 mod convergent_tests;
 #[cfg(test)]
 mod extreme_tests;
+#[cfg(test)]
+mod interval_tests;
 #[cfg(test)]
 mod planned_tests;
 #[cfg(test)]

@@ -50,6 +50,7 @@ prop_compose! {
         max_age in proptest::option::of(0u64..3600),
         predictive in any::<bool>(),
         lead_s in 1i64..600,
+        interval_m in proptest::option::weighted(0.3, 1i64..720),
     ) -> Policy {
         let limit = limit_gi * GI;
         Policy {
@@ -70,6 +71,7 @@ prop_compose! {
                 resize_lead_time: SignedDuration::from_secs(lead_s),
                 margin: SignedDuration::from_secs(lead_s / 4),
             },
+            modification_interval: interval_m.map(SignedDuration::from_mins),
             maintenance_window: window.map(|i| windows()[i].clone()),
             emergency_grow: EmergencyGrow {
                 enabled: emergency,
@@ -290,6 +292,46 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
     if to - current > crate::decide::EMERGENCY_MAX_BYTES && kind == GrowKind::EmergencyGrow {
         prop_assert!(false, "emergency step over 500Gi");
     }
+    if let Some(iv) = p.modification_interval {
+        let since = super::budget::minus(i.now, iv);
+        let recent = super::budget::counted(i.history, i.now)
+            .any(|a| a.kind != GrowKind::Retry && a.at > since);
+        prop_assert!(!recent, "a grow inside the modification interval");
+    }
+    if p.mode == Mode::Threshold && kind == GrowKind::Grow {
+        check_overgrowth(p, i, to)?;
+    }
+    Ok(())
+}
+
+/// Threshold mode's grow is the step, widened at most to what the fill needs: during the lead
+/// time (predictive) or until the next grow is possible (an interval), and then within maxStep
+/// (or the step, when larger). Rounded up to a whole Gi (Mi under 1Gi) and capped at the limit.
+fn check_overgrowth(p: &Policy, i: &Inputs, to: u64) -> Result<(), TestCaseError> {
+    let current = i.claim.current_bytes();
+    let step = match p.step {
+        Step::Percent(pct) => ((u128::from(current) * u128::from(pct) / 100) as u64)
+            .clamp(p.min_step, p.max_step.max(p.min_step)),
+        Step::Bytes(b) => b,
+    };
+    let mut need = 0;
+    if let Some(r) = i
+        .fill_rate
+        .filter(|r| r.bytes_per_second.is_finite() && r.bytes_per_second > 0.0)
+    {
+        if p.predictive.enabled {
+            let lead = super::predictive::lead(p, &r).as_secs_f64();
+            need = (r.bytes_per_second * lead).min(u64::MAX as f64) as u64;
+        }
+        let ratio = super::engine::usable_ratio(i);
+        need = need.max(super::interval::lasting_growth(i, p, &r, ratio));
+    }
+    let widened = step.max(need.min(p.max_step.max(step))).max(1);
+    let unit = if current >= GI { GI } else { MI };
+    prop_assert!(
+        to - current <= widened.saturating_add(unit),
+        "grew {current} -> {to}: more than the step {step} widened to {widened}"
+    );
     Ok(())
 }
 

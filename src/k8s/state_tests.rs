@@ -249,6 +249,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             seconds_to_full: None,
             predicted: false,
             emergency: false,
+            next_grow: None,
             budget: BudgetView {
                 actions_last_24h: 2,
                 reserved_for_emergency: 1,

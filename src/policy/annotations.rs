@@ -96,6 +96,7 @@ mod tests {
             max_actions_per_day: r(),
             request: r(),
             target_buffer: r(),
+            modification_interval: r(),
             trigger: TriggerSpec {
                 predictive: r(),
                 resize_lead_time: r(),

@@ -32,6 +32,7 @@ pub const FIELDS: &[Field] = &[
     f("maxActionsPerDay", "headroom.dev/max-actions-per-day"),
     f("request", "headroom.dev/request"),
     f("targetBuffer", "headroom.dev/target-buffer"),
+    f("modificationInterval", "headroom.dev/modification-interval"),
     f("trigger.predictive", "headroom.dev/trigger-predictive"),
     f(
         "trigger.resizeLeadTime",
@@ -164,6 +165,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "maxStep" => q(MAX_STEP),
         "maxActionsPerDay" => MAX_ACTIONS_PER_DAY.to_string(),
         "targetBuffer" => TARGET_BUFFER.to_string(),
+        "modificationInterval" => MODIFICATION_INTERVAL.to_string(),
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),

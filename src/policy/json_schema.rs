@@ -60,6 +60,9 @@ fn kind(path: &str) -> Option<Kind> {
         "emergencyGrow.criticalThreshold" => Integer(80, Some(99)),
         "walSafety.maxPendingWALFiles" => Integer(0, None),
         "step" => Step,
+        "modificationInterval" => TextOrZero(
+            "auto (the CSI driver's known limit, e.g. 6h for ebs.csi.aws.com), a duration up to 7 days such as 6h, or 0s: none",
+        ),
         "trigger.resizeLeadTime" => Text("a duration from 1s to 24h, e.g. 2m"),
         "trigger.margin" => Text("a duration from 0s to 24h, e.g. 30s"),
         "walSafety.maxPendingWALAge" => TextOrZero("a duration up to 7 days, e.g. 15m; 0: off"),

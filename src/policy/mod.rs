@@ -4,6 +4,7 @@
 //! annotation mapping, the hierarchy merge and validation produce it; nothing here does I/O.
 
 pub mod annotations;
+pub mod drivers;
 pub mod fields;
 pub mod json_schema;
 pub mod merge;
@@ -208,6 +209,9 @@ pub struct Policy {
     pub request: Option<u64>,
     pub target_buffer: u8,
     pub predictive: Predictive,
+    /// The least time between two grows of this volume (`modificationInterval`, else its CSI
+    /// driver's documented limit, see [`drivers`]); `None`: no limit.
+    pub modification_interval: Option<jiff::SignedDuration>,
     pub maintenance_window: Option<MaintenanceWindow>,
     pub emergency_grow: EmergencyGrow,
     pub wal_safety: WalSafety,
@@ -228,9 +232,12 @@ pub mod defaults {
     pub const MAX_STEP: u64 = 500 * GI;
     pub const MAX_ACTIONS_PER_DAY: u32 = 3;
     pub const TARGET_BUFFER: u8 = 20;
-    pub const PREDICTIVE: bool = false;
+    /// On since issue 27: a fill that would outrun the resize is grown ahead of it.
+    pub const PREDICTIVE: bool = true;
     pub const RESIZE_LEAD_TIME: &str = "2m";
     pub const PREDICTIVE_MARGIN: &str = "30s";
+    /// `modificationInterval` when not written: the CSI driver's known limit ([`super::drivers`]).
+    pub const MODIFICATION_INTERVAL: &str = "auto";
     /// Convergent mode's window when none is written: daily 03:00-05:00 UTC, as in the
     /// CloudNativePG convergent-storage RFC.
     pub const WINDOW_SCHEDULE: &str = "0 3 * * *";
@@ -278,6 +285,7 @@ impl Policy {
                 resize_lead_time: jiff::SignedDuration::from_secs(120),
                 margin: jiff::SignedDuration::from_secs(30),
             },
+            modification_interval: None,
             maintenance_window: None,
             emergency_grow: EmergencyGrow {
                 enabled: EMERGENCY_ENABLED,

@@ -130,6 +130,8 @@ pub struct PolicySpec {
     pub request: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
     pub target_buffer: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub modification_interval: Option<Raw>,
     #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
     pub trigger: TriggerSpec,
     #[serde(skip_serializing_if = "WindowSpec::is_empty")]
@@ -189,6 +191,7 @@ macro_rules! slot {
             "maxActionsPerDay" => Some($($r)+ $s.max_actions_per_day),
             "request" => Some($($r)+ $s.request),
             "targetBuffer" => Some($($r)+ $s.target_buffer),
+            "modificationInterval" => Some($($r)+ $s.modification_interval),
             "trigger.predictive" => Some($($r)+ $s.trigger.predictive),
             "trigger.resizeLeadTime" => Some($($r)+ $s.trigger.resize_lead_time),
             "trigger.margin" => Some($($r)+ $s.trigger.margin),

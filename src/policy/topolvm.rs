@@ -167,6 +167,13 @@ pub fn layers(
         enabled.origin
     );
     out.set(on, "mode", "threshold", &mode_origin);
+    // Nor does it grow ahead of a fill: headroom's default predictive trigger is not what this
+    // claim asked for either.
+    let predictive_origin = format!(
+        "pvc-autoresizer grows only at its threshold ({} enables the claim)",
+        enabled.origin
+    );
+    out.set(on, "trigger.predictive", "false", &predictive_origin);
     let Limit::Found(limit_text, limit_object, limit_origin) = found_limit else {
         return out;
     };

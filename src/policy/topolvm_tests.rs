@@ -459,6 +459,8 @@ fn readme_side_by_side_claims_get_the_same_policy() {
             ("headroom.dev/min-available", "20%"),
             ("headroom.dev/inode-threshold", "80"),
             ("headroom.dev/step", "20Gi"),
+            // pvc-autoresizer grows only at its threshold.
+            ("headroom.dev/trigger-predictive", "false"),
         ]),
         Some((
             "topolvm-provisioner",

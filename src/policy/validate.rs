@@ -16,6 +16,9 @@ use crate::quantity::format as q;
 pub struct Context {
     pub current_size: Option<u64>,
     pub wal_has_own_volume: Option<bool>,
+    /// The documented least time between two resizes of a volume of the claim's CSI driver
+    /// ([`super::drivers`]), when the driver is known and has one: `modificationInterval: auto`.
+    pub driver_interval: Option<jiff::SignedDuration>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -102,6 +105,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let request = c.value("request", size);
     let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
     let predictive = predictive(&mut c);
+    let modification_interval = modification_interval(&mut c, ctx);
     let window = window(&mut c, mode);
     let (_, reclaim_errors) = super::reclaim::check_keys(spec);
     c.errors.extend(reclaim_errors);
@@ -152,6 +156,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.request = request;
             p.target_buffer = target_buffer;
             p.predictive = predictive;
+            p.modification_interval = modification_interval;
             p.maintenance_window = window;
             p.emergency_grow = emergency_grow;
             p.wal_safety = wal_safety;
@@ -443,6 +448,33 @@ fn predictive(c: &mut Checker<'_>) -> super::Predictive {
         resize_lead_time: lead,
         margin,
     }
+}
+
+/// `modificationInterval`: `auto` (the default) is the claim's CSI driver's documented limit,
+/// a duration up to 7 days overrides it, `0s` (or `0`) turns it off.
+fn modification_interval(c: &mut Checker<'_>, ctx: &Context) -> Option<jiff::SignedDuration> {
+    let written = c.value("modificationInterval", |t| {
+        let t = t.trim();
+        if t == MODIFICATION_INTERVAL {
+            return Ok(None);
+        }
+        if t == "0" {
+            return Ok(Some(jiff::SignedDuration::ZERO));
+        }
+        let what =
+            "auto (the CSI driver's known limit), a duration up to 7 days such as 6h, or 0s (none)";
+        let d: jiff::SignedDuration = t
+            .parse()
+            .map_err(|_| format!("'{t}' is not a duration; write {what}"))?;
+        if d.is_negative() || d > jiff::SignedDuration::from_hours(7 * 24) {
+            return Err(format!("{d:#} is out of range; write {what}"));
+        }
+        Ok(Some(d))
+    });
+    written
+        .flatten()
+        .or(ctx.driver_interval)
+        .filter(|d| d.is_positive())
 }
 
 /// Checks each window part on its own (so all bad parts are reported), then builds the window.

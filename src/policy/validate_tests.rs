@@ -489,6 +489,7 @@ fn critical_minimum_free_near_the_volume_size() {
     let small = Context {
         current_size: Some(2 * GI),
         wal_has_own_volume: None,
+        driver_interval: None,
     };
     let v = check_with(
         "limit: 10Gi\nmode: convergent\nmaintenanceWindow: { schedule: \"0 3 * * 0\" }\n",
@@ -502,6 +503,7 @@ fn critical_minimum_free_near_the_volume_size() {
     let big = Context {
         current_size: Some(20 * GI),
         wal_has_own_volume: None,
+        driver_interval: None,
     };
     let v = check_with(
         "limit: 100Gi\nmode: convergent\nmaintenanceWindow: { schedule: \"0 3 * * 0\" }\n",

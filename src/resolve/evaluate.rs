@@ -21,7 +21,7 @@ use crate::decide::{Note, budget};
 use crate::k8s::{claim, roles, state};
 use crate::policy::merge::{CentralPolicy, Source, effective_with_limits};
 use crate::policy::validate::{Context, Finding, validate};
-use crate::policy::{Policy, merge::Merged};
+use crate::policy::{Policy, drivers, merge::Merged};
 use crate::probe::{Volume, VolumeMode};
 use crate::report::{FutureHistory, MeasuredBy, VolumeReport};
 
@@ -117,6 +117,15 @@ fn split_future(history: Vec<Action>, now: Timestamp) -> (Vec<Action>, Option<Fu
             latest,
         });
     (valid, ignored)
+}
+
+/// The claim's CSI driver: the PV's as the kubelet recorded it beside the mount
+/// (`vol_data.json`), else the StorageClass's provisioner.
+fn driver<'a>(s: &'a Subject) -> Option<&'a str> {
+    s.volume
+        .driver
+        .as_deref()
+        .or_else(|| s.storage_class.map(|c| c.provisioner.as_str()))
 }
 
 /// What a volume resolves to before the engine runs: its claim state and history (with what the
@@ -242,6 +251,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     let ctx = Context {
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
+        driver_interval: driver(s).and_then(drivers::modification_interval),
     };
     let mut validation = validate(&merged.spec, &ctx);
     errors.extend(validation.errors.iter().cloned());

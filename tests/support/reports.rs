@@ -67,6 +67,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             seconds_to_full: Some(3_600.0),
             predicted: false,
             emergency: false,
+            next_grow: None,
             budget: Default::default(),
             effective_bytes: None,
             notes: vec![],
