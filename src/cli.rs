@@ -92,6 +92,11 @@ pub struct SimulateArgs {
     /// Replay twice, threshold only and with trigger.predictive, and show the peak usage of each.
     #[arg(long)]
     pub compare_predictive: bool,
+    /// The claim's CSI driver (e.g. ebs.csi.aws.com). Its known modification interval is what
+    /// `modificationInterval: auto` means, and the simulated storage refuses a resize sent
+    /// sooner than that after the last one (the report counts them).
+    #[arg(long)]
+    pub driver: Option<String>,
     /// Wall-clock time of the trace's first row (RFC 3339).
     #[arg(long, default_value = "2026-01-04T00:00:00Z")]
     pub start: String,

@@ -460,3 +460,108 @@ fn an_invalid_floor_falls_back_to_the_percent_trigger() {
     // 8Gi (80 %) at 800 s, seen at the next 60 s evaluation.
     assert_eq!(v["actions"][0]["seconds"], 840.0, "{v}");
 }
+
+/// `headroom simulate` over one of the example files, with extra flags; the JSON report.
+fn simulate_example(
+    policy: &str,
+    trace: &str,
+    capacity: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let policy = if policy.starts_with('/') {
+        policy.to_string()
+    } else {
+        format!("{root}/{policy}")
+    };
+    let trace = format!("{root}/{trace}");
+    let mut args = vec![
+        "simulate",
+        "--policy",
+        &policy,
+        "--trace",
+        &trace,
+        "--capacity",
+        capacity,
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = headroom(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Issue 27: a claim of ebs.csi.aws.com (one modification per volume per 6 h) filling at
+/// 2 MB/s for 16 h, at default settings: every grow lasts until the next one is possible, so the
+/// storage never refuses one and the volume is never full. The same policy told there is no
+/// interval (`modificationInterval: 0s`) sends a second grow the storage refuses, and fills.
+#[test]
+fn a_fast_fill_on_ebs_is_never_refused_and_never_full() {
+    let ebs = [
+        "--interval",
+        "60s",
+        "--resize-delay",
+        "60s",
+        "--driver",
+        "ebs.csi.aws.com",
+    ];
+    let v = simulate_example(
+        "examples/ebs-fast-fill.yaml",
+        "examples/ebs-fast-fill.csv",
+        "50Gi",
+        &ebs,
+    );
+    assert_eq!(v["refused"].as_array().map(Vec::len), Some(0), "{v}");
+    assert_eq!(v["full_seconds"], 0.0, "{v}");
+    assert!(v["peak_used_percent"].as_f64() < Some(80.0), "{v}");
+    let at: Vec<f64> = v["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .map(|a| a["seconds"].as_f64().expect("seconds"))
+        .collect();
+    assert_eq!(at.len(), 3, "{v}");
+    for pair in at.windows(2) {
+        assert!(pair[1] - pair[0] >= 6.0 * 3600.0, "grows at {at:?}");
+    }
+    // 2 MB/s for 6 h + 2m30s is 43.5 GB: each step is at least that, rounded to whole Gi.
+    assert_eq!(grows(&v), [101 * GI, 152 * GI, 203 * GI], "{v}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let blind = write(
+        &dir,
+        "p.yaml",
+        "enabled: true\nlimit: 1Ti\nmodificationInterval: 0s\n",
+    );
+    let v = simulate_example(&blind, "examples/ebs-fast-fill.csv", "50Gi", &ebs);
+    assert!(!v["refused"].as_array().expect("refused").is_empty(), "{v}");
+    assert!(v["full_seconds"].as_f64() > Some(3600.0), "{v}");
+}
+
+/// Issue 27: the predictive trigger is on by default, and a volume whose fill rate is noisy
+/// but that never reaches its line is not grown: temporary files written and deleted, WAL
+/// recycled at each checkpoint with a VACUUM truncating a table, an ingest compacted away. Each
+/// trace rises at 60-215 MB/s for 5-50 s at a time, 3-6Gi under the line: from its own low every
+/// tooth predicts a crossing inside the lead time (the estimator before issue 27 grew all three).
+#[test]
+fn noisy_fills_are_not_grown_early() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let defaults = write(&dir, "p.yaml", "enabled: true\nlimit: 1Ti\n");
+    for trace in ["bursts", "wal-vacuum", "deletes"] {
+        for delay in ["60s", "3s"] {
+            let v = simulate_example(
+                &defaults,
+                &format!("examples/noisy-{trace}.csv"),
+                "100Gi",
+                &["--interval", "1s", "--resize-delay", delay],
+            );
+            assert_eq!(grows(&v), [0u64; 0], "{trace}, {delay} resizer: {v}");
+            assert!(v["peak_used_percent"].as_f64() < Some(80.0), "{trace}: {v}");
+        }
+    }
+}

@@ -60,6 +60,10 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
         RoleArg::Tablespace => VolumeRole::Tablespace,
         RoleArg::Other => VolumeRole::Other,
     };
+    let storage_interval = args
+        .driver
+        .as_deref()
+        .and_then(crate::policy::drivers::modification_interval);
     let ctx = Context {
         current_size: Some(capacity),
         wal_has_own_volume: match role {
@@ -67,7 +71,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
             VolumeRole::Wal => Some(true),
             _ => None,
         },
-        driver_interval: None,
+        driver_interval: storage_interval,
     };
     let policy_path = args.policy.display().to_string();
     let validation = parse_policy_yaml(&read(&args.policy)?, &ctx);
@@ -99,6 +103,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
         resize_delay,
         start,
         facts,
+        storage_interval,
     };
     if args.compare_predictive {
         let c = compare(&policy, &trace, &opts);
@@ -161,10 +166,16 @@ fn table(r: &Report) -> String {
     // One timeline: actions and blocks interleaved by time.
     let mut rows: Vec<(f64, String)> = Vec::new();
     for a in &r.actions {
+        let refused = r.refused.iter().any(|x| x.seconds == a.seconds);
         let what = format!(
-            "{}{} {} -> {}",
+            "{}{}{} {} -> {}",
             a.kind.as_str(),
             if a.predicted { " (predicted)" } else { "" },
+            if refused {
+                " REFUSED by the storage (inside its modification interval)"
+            } else {
+                ""
+            },
             quantity::format(a.from_bytes),
             quantity::format(a.to_bytes)
         );
@@ -201,10 +212,11 @@ fn table(r: &Report) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out.push_str(&format!(
-        "final capacity {}, peak used {:.2}%, full for {:.0} s, {} evaluations\n",
+        "final capacity {}, peak used {:.2}%, full for {:.0} s, {} refused resizes, {} evaluations\n",
         quantity::format(r.final_capacity_bytes),
         r.peak_used_percent,
         r.full_seconds,
+        r.refused.len(),
         r.evaluations
     ));
     out

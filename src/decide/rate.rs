@@ -5,7 +5,10 @@
 //! usage. Slopes rather than a least-squares line: one burst is one interval, and trimming the top
 //! quarter drops it, so a bulk load that then stops does not keep predicting a fill. Starting at
 //! the lowest usage: a delete starts the estimate afresh instead of dragging it negative for the
-//! whole window (and the fill that follows a delete is the one that matters).
+//! whole window (and the fill that follows a delete is the one that matters). Until that fill
+//! is more than twice the largest delete in the window, it may be the same cycle again (temporary
+//! files written and removed, WAL recycled at each checkpoint): no estimate, so a cycling
+//! volume is never grown ahead of a fill that is about to be deleted.
 
 use jiff::SignedDuration;
 use serde::Serialize;
@@ -68,6 +71,14 @@ pub fn estimate(samples: &[Sample]) -> Option<f64> {
     if since.len() <= MIN_INTERVALS {
         return None;
     }
+    // A rise up to twice what was deleted within the window may be the same cycle again
+    // (temporary files, WAL recycled at each checkpoint) on top of a slow growth: not yet a fill
+    // to predict from. Twice, because the lowest sample can be a cycle or more before the last.
+    let rise = since[since.len() - 1].used_bytes - since[0].used_bytes;
+    let deleted = largest_drop(&clean);
+    if deleted > 0 && rise <= deleted.saturating_mul(2) {
+        return None;
+    }
     let mut slopes: Vec<f64> = since
         .windows(2)
         .map(|w| (w[1].used_bytes as f64 - w[0].used_bytes as f64) / (w[1].seconds - w[0].seconds))
@@ -80,6 +91,17 @@ pub fn estimate(samples: &[Sample]) -> Option<f64> {
     let cut = slopes.len() / 4;
     let kept = &slopes[cut..slopes.len() - cut];
     Some(kept.iter().sum::<f64>() / kept.len() as f64)
+}
+
+/// The largest fall in usage from an earlier sample to a later one (0 when it never falls).
+fn largest_drop(samples: &[Sample]) -> u64 {
+    let mut peak = 0;
+    let mut drop = 0;
+    for s in samples {
+        peak = peak.max(s.used_bytes);
+        drop = drop.max(peak - s.used_bytes);
+    }
+    drop
 }
 
 /// The resize lead time from how long this claim's past resizes took (newest last): the longest
@@ -145,18 +167,52 @@ mod tests {
 
     #[test]
     fn a_delete_starts_afresh() {
-        // Filling at 1000/s, a delete, then filling at 10/s: only the slow fill counts.
+        // Filling at 1000/s, a delete of 19_900, then filling at 10/s: only the slow fill
+        // counts, once it has written more than the delete took away or the delete has left
+        // the window of samples.
         let mut s = linear(20, 1_000);
         let t0 = 20.0;
-        for i in 0..6 {
+        for i in 0..200 {
             s.push(Sample {
                 seconds: t0 + i as f64,
                 used_bytes: 100 + 10 * i,
             });
         }
+        assert_eq!(estimate(&s[..30]), None, "refilling what was deleted");
+        assert_eq!(
+            estimate(&s[..139]),
+            None,
+            "the delete is still in the window"
+        );
         assert_eq!(estimate(&s), Some(10.0));
         // Right after the delete there is not enough to say.
         assert_eq!(estimate(&s[..22]), None);
+    }
+
+    #[test]
+    fn a_cycle_is_not_a_fill() {
+        // 20 s of 100/s, then deleted, again and again (temporary files, WAL recycled at each
+        // checkpoint): every tooth looks like a fast fill from its own low.
+        let s: Vec<Sample> = (0..120)
+            .map(|i| Sample {
+                seconds: i as f64,
+                used_bytes: 10_000 + 100 * (i % 25).min(20),
+            })
+            .collect();
+        for n in 30..=120 {
+            assert_eq!(estimate(&s[..n]), None, "after {n} samples");
+        }
+        // The first tooth, before any delete, is a fill as far as anyone can tell.
+        assert_eq!(estimate(&s[..10]), Some(100.0));
+        // A fill that goes past twice the teeth is one.
+        let mut s = s;
+        for i in 0..60 {
+            s.push(Sample {
+                seconds: 120.0 + i as f64,
+                used_bytes: 10_000 + 100 * i,
+            });
+        }
+        assert_eq!(estimate(&s), Some(100.0));
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct Options {
     pub resize_delay: SignedDuration,
     pub start: Timestamp,
     pub facts: VolumeFacts,
+    /// The storage accepts one resize per this interval (its CSI driver's limit): a resize sent
+    /// sooner after the last one it accepted is refused and lands nothing.
+    pub storage_interval: Option<SignedDuration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -71,6 +74,8 @@ pub struct SimFallback {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub actions: Vec<SimAction>,
+    /// Resizes the storage refused: sent inside its modification interval.
+    pub refused: Vec<SimAction>,
     pub blocked: Vec<SimBlocked>,
     pub final_capacity_bytes: u64,
     pub peak_used_percent: f64,
@@ -101,6 +106,8 @@ struct World {
     samples: Vec<Sample>,
     next_row: usize,
     history: Vec<Action>,
+    /// When the storage last accepted a resize.
+    accepted: Option<f64>,
 }
 
 impl World {
@@ -152,8 +159,34 @@ impl World {
         (claim, fill_rate)
     }
 
+    /// Would the storage refuse a resize at `t` (inside its interval since the last it took)?
+    fn refuses(&self, interval: Option<SignedDuration>, t: f64) -> bool {
+        interval
+            .zip(self.accepted)
+            .is_some_and(|(iv, at)| t - at < iv.as_secs_f64())
+    }
+
+    /// A resize the storage refused: in the history as failed, the claim's size unchanged.
+    fn refused(&mut self, (to, kind): (u64, GrowKind), from: u64, now: Timestamp) {
+        self.history.push(Action {
+            at: now,
+            kind,
+            from,
+            to,
+            node: "simulate".to_string(),
+            fs_before: Some(self.capacity),
+            landed: None,
+            result: Some(ActionResult::Failed),
+            instance: None,
+            volume_type: None,
+            tablespace: None,
+        });
+    }
+
     /// Requests the grow the engine decided, as the actor's PATCH would.
-    fn grow(&mut self, (to, kind): (u64, GrowKind), from: u64, now: Timestamp, lands_at: f64) {
+    fn grow(&mut self, (to, kind): (u64, GrowKind), from: u64, now: Timestamp, t: f64, delay: f64) {
+        self.accepted = Some(t);
+        let lands_at = t + delay;
         self.history.push(Action {
             at: now,
             kind,
@@ -176,6 +209,7 @@ impl Report {
     fn new(capacity: u64) -> Report {
         Report {
             actions: Vec::new(),
+            refused: Vec::new(),
             blocked: Vec::new(),
             final_capacity_bytes: capacity,
             peak_used_percent: 0.0,
@@ -236,6 +270,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
         samples: Vec::new(),
         next_row: 0,
         history: Vec::new(),
+        accepted: None,
     };
     let mut report = Report::new(opts.capacity);
     let mut last_reason = None;
@@ -278,15 +313,21 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
         report.record(&decision, (now, t - first), &mut last_reason);
         if let Some((to, kind)) = decision.grow_to() {
             let from = claim.current_bytes();
-            report.actions.push(SimAction {
+            let action = SimAction {
                 at: now,
                 seconds: t - first,
                 kind,
                 from_bytes: from,
                 to_bytes: to,
                 predicted: decision.predicted,
-            });
-            world.grow((to, kind), from, now, t + delay);
+            };
+            if world.refuses(opts.storage_interval, t) {
+                world.refused((to, kind), from, now);
+                report.refused.push(action.clone());
+            } else {
+                world.grow((to, kind), from, now, t, delay);
+            }
+            report.actions.push(action);
         }
     }
     if world.lands_at.is_some_and(|at| at <= last) {

@@ -15,6 +15,7 @@ fn opts(capacity: u64) -> Options {
             expandable: true,
             ..VolumeFacts::default()
         },
+        storage_interval: None,
     }
 }
 
