@@ -183,11 +183,12 @@ fn trigger_keys_are_checked_like_the_others() {
     }
     assert_eq!(r.lines.len(), 4, "{text}");
 
-    // Lead time without the trigger, and the trigger in convergent mode, are warnings.
+    // Lead time with the trigger turned off (it is on by default), and the trigger in
+    // convergent mode, are warnings.
     let off = write(
         &dir,
         "off.yaml",
-        b"limit: 100Gi\nmode: convergent\nmaintenanceWindow:\n  schedule: '0 3 * * 0'\ntrigger:\n  resizeLeadTime: 1m\n",
+        b"limit: 100Gi\nmode: convergent\nmaintenanceWindow:\n  schedule: '0 3 * * 0'\ntrigger:\n  predictive: false\n  resizeLeadTime: 1m\n",
     );
     let r = validate(&[&off]);
     assert_eq!(r.code, Some(0), "{:?}", r.lines);
