@@ -1,5 +1,5 @@
 //! Peak usage of a real tmpfs volume filled at a steady rate, threshold-only against the
-//! predictive trigger, with `headroom agent` at its default settings (`--interval 10s`,
+//! predictive trigger (the default since issue 27), with `headroom agent` at its default settings (`--interval 10s`,
 //! `--measure-interval 1s`) against the real test API server, and a simulated resizer that
 //! applies a new size a fixed delay after the request (tmpfs remounted bigger and
 //! `status.capacity` set, as the e2e tests' CSI driver does). Needs root and the server.
@@ -9,8 +9,15 @@
 //! shrunk: a 2Gi claim and a 3 s resize, so at 200 MB/s the last 20 % fills in 2.1 s, before a
 //! resize started at the threshold can land, and the first 80 % takes 8.6 s.
 //!
-//! `cargo bench --bench peak` (`-- --bench`) runs 10, 50 and 200 MB/s; without `--bench` (e.g.
-//! `cargo test --benches`) a smoke pass of one small, slow fill.
+//! Both policies are the defaults but for `trigger.predictive: false` on the threshold-only
+//! claim: the predictive one learns its lead time from its own first resize (until then the
+//! default `resizeLeadTime: 2m` + `margin: 30s`).
+//!
+//! `cargo bench --bench peak` (`-- --bench`) runs 10, 50, 200 and 500 MB/s with a 3 s resizer;
+//! `-- --bench --resize-delay 60` runs the rates whose fill a 60 s resizer can outlast within
+//! this machine's memory (10 and 50 MB/s: at 200 MB/s the 13 GB written during one resize would
+//! have to fit in RAM twice). Without `--bench` (e.g. `cargo test --benches`) a smoke pass of
+//! one small, slow fill.
 
 mod support;
 
@@ -28,25 +35,17 @@ use support::node::{MI, fill, request_of, wait_for};
 const MB: f64 = 1e6;
 
 struct Plan {
-    size_mi: u64,
     resize_delay: Duration,
-    /// (MB/s, used share the fill starts from)
-    rates: Vec<(f64, f64)>,
+    /// (MB/s, used share the fill starts from, claim size in MiB)
+    rates: Vec<(f64, f64, u64)>,
     /// The fill stops once this share of the claim's first size has been written.
     end_share: f64,
 }
 
-fn policy(predictive: bool, delay: Duration) -> Vec<(&'static str, String)> {
-    let mut p = vec![
-        ("enabled", "true".to_string()),
-        ("limit", "32Gi".to_string()),
-    ];
-    if predictive {
-        // The user's own figure for how long a resize takes here, and a margin.
-        p.push(("trigger-predictive", "true".to_string()));
-        let secs = delay.as_secs().max(1);
-        p.push(("trigger-resize-lead-time", format!("{secs}s")));
-        p.push(("trigger-margin", "1s".to_string()));
+fn policy(predictive: bool) -> Vec<(&'static str, &'static str)> {
+    let mut p = vec![("enabled", "true"), ("limit", "32Gi")];
+    if !predictive {
+        p.push(("trigger-predictive", "false"));
     }
     p
 }
@@ -117,16 +116,14 @@ struct Row {
     final_mi: u64,
 }
 
-fn run_rate(plan: &Plan, rate_mb: f64, start_share: f64) -> [Row; 2] {
+fn run_rate(plan: &Plan, rate_mb: f64, start_share: f64, size_mi: u64) -> [Row; 2] {
     let mut c = KubeCluster::new();
     let fast = c.fast.clone();
-    let size = plan.size_mi * MI;
+    let size = size_mi * MI;
     let names = ["threshold", "predictive"];
     let mut mounts = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        let p = policy(i == 1, plan.resize_delay);
-        let p: Vec<(&str, &str)> = p.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let m = c.claim(name, &fast, plan.size_mi, &p);
+        let m = c.claim(name, &fast, size_mi, &policy(i == 1));
         fill(&m, (size as f64 * start_share) as u64);
         mounts.push(m);
     }
@@ -176,35 +173,48 @@ fn main() -> ExitCode {
     if !server::available("bench peak") {
         return ExitCode::SUCCESS;
     }
-    let plan = if full {
-        Plan {
-            size_mi: 2048,
-            resize_delay: Duration::from_secs(3),
-            rates: vec![(10.0, 0.70), (50.0, 0.50), (200.0, 0.20)],
-            end_share: 1.1,
-        }
-    } else {
-        Plan {
-            size_mi: 64,
+    let args: Vec<String> = std::env::args().collect();
+    let delay = args
+        .iter()
+        .position(|a| a == "--resize-delay")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(3);
+    let plan = match (full, delay) {
+        (false, _) => Plan {
             resize_delay: Duration::from_secs(1),
-            rates: vec![(4.0, 0.5)],
+            rates: vec![(4.0, 0.5, 64)],
             end_share: 1.0,
-        }
+        },
+        (true, 60) => Plan {
+            resize_delay: Duration::from_secs(60),
+            rates: vec![(10.0, 0.50, 2048), (50.0, 0.0, 4096)],
+            end_share: 1.1,
+        },
+        (true, d) => Plan {
+            resize_delay: Duration::from_secs(d),
+            rates: vec![
+                (10.0, 0.70, 2048),
+                (50.0, 0.50, 2048),
+                (200.0, 0.20, 2048),
+                (500.0, 0.0, 4096),
+            ],
+            end_share: 1.1,
+        },
     };
     println!(
-        "claim {} MiB, resize delay {:?}, fill until {:.0} % of the first size is written",
-        plan.size_mi,
+        "resize delay {:?}, fill until {:.0} % of the first size is written",
         plan.resize_delay,
         plan.end_share * 100.0
     );
     println!(
-        "| fill | from | threshold-only: peak | full for | grows | final size | predictive: peak | full for | grows | final size |"
+        "| fill | claim | from | threshold-only: peak | full for | grows | final size | predictive: peak | full for | grows | final size |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for &(rate, from) in &plan.rates {
-        let [t, p] = run_rate(&plan, rate, from);
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for &(rate, from, size_mi) in &plan.rates {
+        let [t, p] = run_rate(&plan, rate, from, size_mi);
         println!(
-            "| {rate} MB/s | {:.0} % | {:.1} % | {:.1} s | {} | {} MiB | {:.1} % | {:.1} s | {} | {} MiB |",
+            "| {rate} MB/s | {size_mi} MiB | {:.0} % | {:.1} % | {:.1} s | {} | {} MiB | {:.1} % | {:.1} s | {} | {} MiB |",
             from * 100.0,
             t.peak * 100.0,
             t.full_ms as f64 / 1000.0,

@@ -39,7 +39,8 @@ pub fn lasting_growth(inputs: &Inputs, policy: &Policy, rate: &FillRate, ratio: 
         return 0;
     };
     let per_second = rate.bytes_per_second;
-    if !per_second.is_finite() || per_second <= 0.0 || !(ratio > 0.0) {
+    let usable_ratio = ratio.is_finite() && ratio > 0.0;
+    if !per_second.is_finite() || per_second <= 0.0 || !usable_ratio {
         return 0;
     }
     let horizon = interval.saturating_add(predictive::lead(policy, rate));
