@@ -43,7 +43,7 @@ pub enum BlockReason {
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 20] = [
+    pub const ALL: [BlockReason; 21] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
