@@ -47,7 +47,7 @@ pub async fn health(
     let path = s.volume.path.clone();
     let from_volume = async {
         let read = prober
-            .in_flight()
+            .busy_paths()
             .run(&s.volume.path, prober.deadline(), move || {
                 health::read_volumes(&path, data_mount.as_deref(), now)
             })

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use crate::cli::TrimArgs;
-use crate::probe::bounded::{BoundedError, InFlight};
+use crate::probe::bounded::{BoundedError, BusyPaths};
 use crate::quantity;
 use crate::reclaim::{TrimError, fitrim};
 
@@ -31,7 +31,8 @@ pub fn run(args: &TrimArgs) -> Result<ExitCode, TrimCmdError> {
     let path = args.path.clone();
     let deadline = Duration::from_secs(args.timeout);
     // The same bounded call as the agent's probe: opening a hung mount blocks in the kernel.
-    let result = runtime.block_on(InFlight::new().run(&args.path, deadline, move || fitrim(&path)));
+    let result =
+        runtime.block_on(BusyPaths::new().run(&args.path, deadline, move || fitrim(&path)));
     runtime.shutdown_background();
     let bytes = result.map_err(|source| TrimCmdError::NoAnswer {
         path: args.path.display().to_string(),

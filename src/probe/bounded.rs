@@ -30,7 +30,7 @@ impl BoundedError {
 
 /// The paths with a blocking call still running. Cheap to clone; clones share the set.
 #[derive(Debug, Clone, Default)]
-pub struct InFlight {
+pub struct BusyPaths {
     busy: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
@@ -49,7 +49,7 @@ impl Drop for Busy {
     }
 }
 
-impl InFlight {
+impl BusyPaths {
     pub fn new() -> Self {
         Self::default()
     }
@@ -111,47 +111,47 @@ mod tests {
 
     #[tokio::test]
     async fn a_stuck_call_times_out_blocks_its_path_only_and_frees_it_when_it_returns() {
-        let inflight = InFlight::new();
+        let busy_paths = BusyPaths::new();
         let (release, gate) = mpsc::channel::<()>();
         let stuck = Path::new("/hung");
         let short = Duration::from_millis(50);
-        let r = inflight
+        let r = busy_paths
             .run(stuck, short, move || gate.recv().is_ok())
             .await;
         assert_eq!(r, Err(BoundedError::TimedOut(short)));
-        assert!(inflight.is_busy(stuck));
+        assert!(busy_paths.is_busy(stuck));
         // No second call on the same path while the first is stuck: the closure must not run.
         let ran = Arc::new(Mutex::new(false));
         let flag = Arc::clone(&ran);
-        let again = inflight
+        let again = busy_paths
             .run(stuck, short, move || *flag.lock().unwrap() = true)
             .await;
         assert_eq!(again, Err(BoundedError::StillBusy));
         assert!(!*ran.lock().unwrap());
         // Another path is unaffected.
-        let ok = inflight
+        let ok = busy_paths
             .run(Path::new("/fine"), Duration::from_secs(30), || 7)
             .await;
         assert_eq!(ok, Ok(7));
         // Once the stuck call returns, the path is usable again.
         release.send(()).unwrap();
-        while inflight.is_busy(stuck) {
+        while busy_paths.is_busy(stuck) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert_eq!(
-            inflight.run(stuck, Duration::from_secs(30), || 1).await,
+            busy_paths.run(stuck, Duration::from_secs(30), || 1).await,
             Ok(1)
         );
-        assert!(inflight.is_empty());
+        assert!(busy_paths.is_empty());
     }
 
     #[tokio::test]
     async fn a_panicking_call_is_an_error_and_frees_its_path() {
-        let inflight = InFlight::new();
-        let r: Result<(), _> = inflight
+        let busy_paths = BusyPaths::new();
+        let r: Result<(), _> = busy_paths
             .run(Path::new("/p"), Duration::from_secs(30), || panic!("boom"))
             .await;
         assert!(matches!(r, Err(BoundedError::Task(_))), "{r:?}");
-        assert!(inflight.is_empty());
+        assert!(busy_paths.is_empty());
     }
 }

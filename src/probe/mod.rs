@@ -11,7 +11,7 @@
 
 pub mod anchor;
 pub mod bounded;
-pub mod kubelet;
+pub mod kubelet_dir;
 pub mod mounts;
 pub mod pass;
 pub mod safe_open;
@@ -148,7 +148,7 @@ pub struct Volume {
     pub shared_with: Vec<PathBuf>,
     pub findings: Vec<String>,
     pub unmeasured: Option<Unmeasured>,
-    /// Path components of the mount directory below the kubelet root, for [`kubelet::measure`];
+    /// Path components of the mount directory below the kubelet root, for [`kubelet_dir::measure`];
     /// `None` when there is nothing to measure.
     #[serde(skip)]
     pub(crate) mount_rel: Option<std::sync::Arc<[std::ffi::OsString]>>,
@@ -252,7 +252,7 @@ pub const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs
 pub struct Prober {
     root: PathBuf,
     deadline: std::time::Duration,
-    in_flight: bounded::InFlight,
+    busy_paths: bounded::BusyPaths,
     /// One pass at a time (a scan's probe or the fast loop's re-measurement): two passes would
     /// find each other's calls busy and report healthy volumes unmeasured.
     pass: std::sync::Arc<tokio::sync::Mutex<()>>,
@@ -263,20 +263,20 @@ impl Prober {
         Prober {
             root,
             deadline,
-            in_flight: bounded::InFlight::new(),
+            busy_paths: bounded::BusyPaths::new(),
             pass: Default::default(),
         }
     }
 
     /// Blocking calls that passed their deadline and have not returned yet.
     pub fn stuck_calls(&self) -> usize {
-        self.in_flight.len()
+        self.busy_paths.len()
     }
 
     /// Shared with other readers of the same volumes (the WAL reader), so no path gets a second
     /// call while one is stuck.
-    pub fn in_flight(&self) -> &bounded::InFlight {
-        &self.in_flight
+    pub fn busy_paths(&self) -> &bounded::BusyPaths {
+        &self.busy_paths
     }
 
     pub fn deadline(&self) -> std::time::Duration {
@@ -287,10 +287,10 @@ impl Prober {
         let _pass = self.pass.lock().await;
         let root = self.root.clone();
         let found = self
-            .in_flight
+            .busy_paths
             .run(&self.root, self.deadline, move || {
                 let mounts = read_mountinfo()?;
-                kubelet::find(&root, &mounts)
+                kubelet_dir::find(&root, &mounts)
             })
             .await
             .map_err(|source| ProbeError::Discovery {
@@ -316,7 +316,7 @@ impl Prober {
             key: |t: &Target| &*t.path,
             call: |t: &Target| anchor::remeasure(&t.path, &t.anchor),
         };
-        pass::run(&self.in_flight, self.deadline, pass)
+        pass::run(&self.busy_paths, self.deadline, pass)
             .await
             .into_iter()
             .map(|r| r.unwrap_or_else(|e| Err(anchor::RemeasureError::Bounded(e))))
@@ -332,14 +332,14 @@ impl Prober {
             .filter_map(|(i, v)| Some((i, (v.path.clone(), v.mount_rel.clone()?))))
             .unzip();
         let call = move |(_, rel): &(PathBuf, std::sync::Arc<[std::ffi::OsString]>)| {
-            kubelet::measure_at(&root_fd, rel)
+            kubelet_dir::measure_at(&root_fd, rel)
         };
         let pass = pass::Pass {
             jobs,
             key: |(path, _)| path.as_path(),
             call,
         };
-        let results = pass::run(&self.in_flight, self.deadline, pass).await;
+        let results = pass::run(&self.busy_paths, self.deadline, pass).await;
         for (i, r) in at.into_iter().zip(results) {
             let Some(v) = vols.get_mut(i) else { continue };
             match r {
@@ -434,7 +434,7 @@ impl Prober {
             key: PathBuf::as_path,
             call,
         };
-        pass::run(&self.in_flight, self.deadline, pass).await
+        pass::run(&self.busy_paths, self.deadline, pass).await
     }
 }
 

@@ -10,7 +10,7 @@
 //! slow (network) volumes get up to [`WORKERS`] calls at once, and a volume that hangs holds up
 //! the ones queued behind it for at most [`RAMP`]. A volume still running at its deadline is
 //! reported timed out and its worker abandoned (it ends when the kernel lets the call return).
-//! Its path stays busy in [`InFlight`] until the call returns, so later passes report it at once
+//! Its path stays busy in [`BusyPaths`] until the call returns, so later passes report it at once
 //! without a thread.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::bounded::{BoundedError, InFlight};
+use super::bounded::{BoundedError, BusyPaths};
 
 /// Most blocking workers a pass runs at once (workers stuck past their deadline not counted): a
 /// hung volume holds one until its deadline; more of them only matter for slow (network) volumes.
@@ -64,7 +64,7 @@ impl<T> Shared<T> {
 }
 
 /// What a pass runs: `call` on each job, at most one call at a time per `key` (shared with every
-/// other user of `in_flight`).
+/// other user of `busy_paths`).
 pub struct Pass<J, F> {
     pub jobs: Vec<J>,
     pub key: fn(&J) -> &Path,
@@ -73,7 +73,7 @@ pub struct Pass<J, F> {
 
 /// Runs the pass; one result per job, in their order.
 pub async fn run<J, T, F>(
-    in_flight: &InFlight,
+    busy_paths: &BusyPaths,
     deadline: Duration,
     pass: Pass<J, F>,
 ) -> Vec<Result<T, BoundedError>>
@@ -102,7 +102,7 @@ where
         jobs: pass.jobs,
         key: pass.key,
         call: pass.call,
-        in_flight: in_flight.clone(),
+        busy_paths: busy_paths.clone(),
     });
     let spawn = || {
         let w = Arc::clone(&worker);
@@ -206,7 +206,7 @@ struct Worker<J, F, T> {
     jobs: Vec<J>,
     key: fn(&J) -> &Path,
     call: F,
-    in_flight: InFlight,
+    busy_paths: BusyPaths,
 }
 
 impl<J, F, T> Worker<J, F, T>
@@ -232,7 +232,7 @@ where
             let Some(job) = self.jobs.get(i) else {
                 return;
             };
-            let out = self.in_flight.enter((self.key)(job)).and_then(|_busy| {
+            let out = self.busy_paths.enter((self.key)(job)).and_then(|_busy| {
                 catch_unwind(AssertUnwindSafe(|| (self.call)(job)))
                     .map_err(|_| BoundedError::Task("the probe call panicked".to_owned()))
             });
@@ -280,7 +280,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_job_runs_once_in_order() {
-        let inflight = InFlight::new();
+        let busy_paths = BusyPaths::new();
         let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = Arc::clone(&calls);
         let pass = Pass {
@@ -291,11 +291,11 @@ mod tests {
                 p.display().to_string()
             },
         };
-        let out = run(&inflight, Duration::from_secs(30), pass).await;
+        let out = run(&busy_paths, Duration::from_secs(30), pass).await;
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 100);
         let want: Vec<_> = (0..100).map(|i| Ok(format!("/v{i}"))).collect();
         assert_eq!(out, want);
-        assert!(inflight.is_empty());
+        assert!(busy_paths.is_empty());
     }
 
     #[test]
@@ -356,23 +356,23 @@ mod tests {
     /// refuses them at once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hung_jobs_time_out_alone_and_stay_busy_until_they_return() {
-        let inflight = InFlight::new();
+        let busy_paths = BusyPaths::new();
         let gate = Arc::new(Gate::default());
         let short = Duration::from_millis(300);
         let n = 3 * WORKERS;
-        let out = run(&inflight, short, gated(n, 2, Arc::clone(&gate))).await;
+        let out = run(&busy_paths, short, gated(n, 2, Arc::clone(&gate))).await;
         assert_eq!(out[0], Err(BoundedError::TimedOut(short)));
         assert_eq!(out[1], Err(BoundedError::TimedOut(short)));
         for (i, r) in out.iter().enumerate().skip(2) {
             assert_eq!(r, &Ok(format!("/v{i}")));
         }
-        assert_eq!(inflight.len(), 2);
-        let again = run(&inflight, short, gated(n, 2, Arc::clone(&gate))).await;
+        assert_eq!(busy_paths.len(), 2);
+        let again = run(&busy_paths, short, gated(n, 2, Arc::clone(&gate))).await;
         assert_eq!(again[0], Err(BoundedError::StillBusy));
         assert_eq!(again[1], Err(BoundedError::StillBusy));
         assert_eq!(again[2], Ok("/v2".to_owned()));
         gate.open();
-        while !inflight.is_empty() {
+        while !busy_paths.is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -381,7 +381,7 @@ mod tests {
     /// queued behind it still run while it is blocked (a worker was added for them).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hung_first_job_does_not_hold_the_jobs_behind_it() {
-        let inflight = InFlight::new();
+        let busy_paths = BusyPaths::new();
         let gate = Arc::new(Gate::default());
         let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let n = 50;
@@ -401,8 +401,8 @@ mod tests {
             }
         };
         let running = tokio::spawn({
-            let inflight = inflight.clone();
-            async move { run(&inflight, Duration::from_secs(600), pass).await }
+            let busy_paths = busy_paths.clone();
+            async move { run(&busy_paths, Duration::from_secs(600), pass).await }
         });
         // A liveness bound, not a speed claim: without a second worker they never run at all.
         let others = tokio::time::timeout(Duration::from_secs(60), async {
@@ -422,12 +422,12 @@ mod tests {
     /// queued behind them still run, and the pass ends.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn more_hung_jobs_than_workers_still_leave_the_rest_measured() {
-        let inflight = InFlight::new();
+        let busy_paths = BusyPaths::new();
         let gate = Arc::new(Gate::default());
         let short = Duration::from_millis(200);
         let hung = WORKERS + 3;
         let out = run(
-            &inflight,
+            &busy_paths,
             short,
             gated(3 * WORKERS, hung, Arc::clone(&gate)),
         )
@@ -439,16 +439,16 @@ mod tests {
                 assert_eq!(r, &Ok(format!("/v{i}")), "job {i}");
             }
         }
-        assert_eq!(inflight.len(), hung);
+        assert_eq!(busy_paths.len(), hung);
         gate.open();
-        while !inflight.is_empty() {
+        while !busy_paths.is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_job_is_an_error_of_its_own() {
-        let inflight = InFlight::new();
+        let busy_paths = BusyPaths::new();
         let pass = Pass {
             jobs: paths(5),
             key: |p: &PathBuf| p.as_path(),
@@ -457,9 +457,9 @@ mod tests {
                 1
             },
         };
-        let out = run(&inflight, Duration::from_secs(30), pass).await;
+        let out = run(&busy_paths, Duration::from_secs(30), pass).await;
         assert!(matches!(out[2], Err(BoundedError::Task(_))), "{out:?}");
         assert_eq!(out.iter().filter(|r| r == &&Ok(1)).count(), 4);
-        assert!(inflight.is_empty());
+        assert!(busy_paths.is_empty());
     }
 }
