@@ -18,6 +18,7 @@ mod slim;
 #[cfg(test)]
 mod trace_tests;
 mod wal;
+mod work;
 pub mod world;
 
 pub use crate::report::{MeasuredBy, VolumeReport};

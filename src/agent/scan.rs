@@ -5,33 +5,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::{Api, Client};
+use kube::Client;
 use tokio::task::JoinHandle;
 
-use super::act::{Actor, Applied};
-use super::contain::contain;
-use super::kubelet_stats::{ByClaim, KubeletStats, KubeletVolume};
+use super::kubelet_stats::{ByClaim, KubeletStats};
 use super::measure::Watchlist;
 use super::pgconn::{self, Credentials};
 use super::samples::Samples;
 use super::shutdown::Shutdown;
+use super::work::{VolumeCtx, Work, quota_version};
 use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
-use crate::decide::WalHealth;
 use crate::events::Events;
 use crate::http::AdminState;
 use crate::k8s::roles;
 use crate::metrics::labels::VolumeLabels;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
-use crate::resolve::trigger::Trigger;
-use crate::resolve::{Evaluation, Subject, inflight, prepare};
-
-/// A conflicting writer (another agent on an RWX claim, an old pod during a move) gets at most
-/// this many fresh reads and decisions per scan.
-const CONFLICT_RETRIES: usize = 3;
 
 pub struct Scanner {
     work: Arc<Work>,
@@ -46,30 +38,6 @@ pub struct Scanner {
     /// What the fast measurement loop watches between scans.
     watchlist: Arc<Watchlist>,
 }
-
-/// What one volume's work needs, shared by the scan and the tasks it starts.
-struct Work {
-    cfg: AgentConfig,
-    client: Client,
-    events: Events,
-    admin: Arc<AdminState>,
-    shutdown: Shutdown,
-    prober: probe::Prober,
-    retried: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Each evaluated volume's trigger (by mount path), for the fast measurement loop.
-    triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Trigger>>,
-    /// Each volume's recent usage, from scans and the fast loop: its fill rate.
-    samples: Arc<Samples>,
-    /// What earlier scans saw of each data directory's replication slots.
-    slots: std::sync::Mutex<crate::postgres::slots::Tracker>,
-    /// Claims whose grow the API server refused as over quota: the namespace's quota versions
-    /// then, and when. No grow is tried again until those versions change (or [`REFUSAL_HOLD`]
-    /// has passed, in case the quota watch missed a change), never every interval.
-    refusals: std::sync::Mutex<HashMap<String, (String, tokio::time::Instant)>>,
-}
-
-/// The longest a quota refusal stands without the quotas changing.
-const REFUSAL_HOLD: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
 pub fn node_draining(node: Option<&Node>) -> bool {
@@ -353,180 +321,6 @@ impl Scanner {
         let tasks = self.running.drain().map(|(_, t)| t);
         let _ = tokio::time::timeout(grace, futures::future::join_all(tasks)).await;
     }
-}
-
-impl Work {
-    async fn volume(
-        &self,
-        ctx: &VolumeCtx,
-        mut pvc: PersistentVolumeClaim,
-        now: Timestamp,
-    ) -> VolumeReport {
-        let ns = pvc.metadata.namespace.clone().unwrap_or_default();
-        let name = pvc.metadata.name.clone().unwrap_or_default();
-        let key = format!("{ns}/{name}");
-        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
-        let actor = Actor {
-            api: api.clone(),
-            events: &self.events,
-            metrics: self.admin.metrics(),
-            shutdown: &self.shutdown,
-            node: &self.cfg.node,
-            dry_run: self.cfg.dry_run,
-            timeout: self.cfg.api_timeout,
-            retried: &self.retried,
-        };
-        let mut wal: Option<WalHealth> = None;
-        let mut attempt = 0;
-        loop {
-            let claim_refs: Vec<&PersistentVolumeClaim> = ctx
-                .claims
-                .iter()
-                .map(|c| {
-                    if c.metadata.name == pvc.metadata.name {
-                        &pvc
-                    } else {
-                        c.as_ref()
-                    }
-                })
-                .collect();
-            let subject = Subject {
-                volume: &ctx.vol,
-                pod: &ctx.pod,
-                pvc: &pvc,
-                pod_claims: &claim_refs,
-                storage_class: ctx.class.as_deref(),
-                central: &ctx.central,
-                node: &self.cfg.node,
-                node_draining: ctx.draining,
-                resize_timeout: self.cfg.resize_timeout,
-                group_size: ctx.group_size,
-                kubelet: ctx.kubelet,
-                fill_rate: ctx.fill_rate,
-                quotas: &ctx.quotas,
-                quota_refused: self.refused(&key, &ctx.quota_version),
-            };
-            let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
-            attempt += 1;
-            self.note_trigger(&ctx.vol.path, &eval);
-            match actor.apply(&pvc, &eval, now).await {
-                Applied::Done => return eval.report,
-                Applied::Conflict if attempt < CONFLICT_RETRIES => {
-                    match tokio::time::timeout(self.cfg.api_timeout, api.get(&name)).await {
-                        Ok(Ok(fresh)) => pvc = fresh,
-                        _ => return eval.report,
-                    }
-                }
-                Applied::Conflict => return eval.report,
-                Applied::QuotaRefused if attempt < CONFLICT_RETRIES => {
-                    self.lock_refusals().insert(
-                        key.clone(),
-                        (ctx.quota_version.clone(), tokio::time::Instant::now()),
-                    );
-                }
-                Applied::QuotaRefused => return eval.report,
-            }
-        }
-    }
-
-    /// Resolves the claim once, gathers WAL health for the policy it resolved to (once per
-    /// scan: a conflict's fresh read reuses it), and decides once.
-    async fn evaluate(
-        &self,
-        ctx: &VolumeCtx,
-        subject: &Subject<'_>,
-        wal: &mut Option<WalHealth>,
-        now: Timestamp,
-    ) -> Evaluation {
-        let metrics = self.admin.metrics();
-        let prepared = match contain(subject, now, metrics, || prepare(subject, now)) {
-            Ok(p) => p,
-            Err(e) => return *e,
-        };
-        if wal.is_none() {
-            *wal = super::wal::health(
-                &self.prober,
-                &self.slots,
-                subject,
-                &prepared,
-                &ctx.creds,
-                ctx.data_mount.as_deref(),
-                now,
-            )
-            .await;
-        }
-        let wal = wal.clone();
-        contain(subject, now, metrics, || prepared.finish(subject, wal, now)).unwrap_or_else(|e| *e)
-    }
-
-    fn lock_refusals(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, tokio::time::Instant)>> {
-        self.refusals
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Whether claim `key`'s last grow was refused as over quota and the quotas (at `version`)
-    /// have not changed since; a refusal that no longer stands is forgotten.
-    fn refused(&self, key: &str, version: &str) -> bool {
-        let mut refusals = self.lock_refusals();
-        let stands = refusals
-            .get(key)
-            .is_some_and(|(v, at)| v == version && at.elapsed() < REFUSAL_HOLD);
-        if !stands {
-            refusals.remove(key);
-        }
-        stands
-    }
-
-    fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
-        let learned = inflight::learned_lead(&eval.history);
-        let trigger = eval
-            .policy
-            .as_ref()
-            .and_then(|p| Trigger::for_policy(p, learned));
-        let mut t = self
-            .triggers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match trigger {
-            Some(trigger) => t.insert(path.to_path_buf(), trigger),
-            None => t.remove(path),
-        };
-    }
-}
-
-/// The namespace's quotas as names and resourceVersions: changes whenever any of them does.
-fn quota_version(quotas: &[Arc<ResourceQuota>]) -> String {
-    quotas
-        .iter()
-        .map(|q| {
-            format!(
-                "{}@{}",
-                q.metadata.name.as_deref().unwrap_or(""),
-                q.metadata.resource_version.as_deref().unwrap_or("")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-struct VolumeCtx {
-    vol: Volume,
-    quotas: Vec<Arc<ResourceQuota>>,
-    quota_version: String,
-    pod: Arc<Pod>,
-    claims: Vec<Arc<PersistentVolumeClaim>>,
-    class: Option<Arc<k8s_openapi::api::storage::v1::StorageClass>>,
-    central: Arc<CentralPolicy>,
-    creds: Arc<Credentials>,
-    draining: bool,
-    group_size: Option<u64>,
-    kubelet: Option<KubeletVolume>,
-    fill_rate: Option<f64>,
-    /// The pod's Postgres data volume, for a WAL volume's data directory.
-    data_mount: Option<std::path::PathBuf>,
 }
 
 /// What every volume of one scan shares.

@@ -16,6 +16,7 @@ use prometheus::{Encoder, Histogram, HistogramOpts, Registry, TextEncoder};
 use crate::decide::GrowKind;
 use crate::report::VolumeReport;
 
+mod families;
 pub mod labels;
 mod resizes;
 #[cfg(test)]

@@ -4,12 +4,14 @@
 //! annotation mapping, the hierarchy merge and validation produce it; nothing here does I/O.
 
 pub mod annotations;
+mod checker;
 pub mod drivers;
 pub mod fields;
 pub mod json_schema;
 pub mod merge;
 pub mod reclaim;
 pub mod reclaim_global;
+mod sections;
 pub mod spec;
 pub mod topolvm;
 pub mod validate;

@@ -1,0 +1,226 @@
+//! One volume's work within a scan: resolve the claim, gather WAL health, decide once, act,
+//! and retry on a conflicting writer; it runs as its own task so a slow volume holds only itself.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota};
+use kube::{Api, Client};
+
+use super::act::{Actor, Applied};
+use super::contain::contain;
+use super::kubelet_stats::KubeletVolume;
+use super::pgconn::Credentials;
+use super::samples::Samples;
+use super::shutdown::Shutdown;
+use super::{AgentConfig, VolumeReport};
+use crate::decide::WalHealth;
+use crate::events::Events;
+use crate::http::AdminState;
+use crate::policy::merge::CentralPolicy;
+use crate::probe::{self, Volume};
+use crate::resolve::trigger::Trigger;
+use crate::resolve::{Evaluation, Subject, inflight, prepare};
+
+/// A conflicting writer (another agent on an RWX claim, an old pod during a move) gets at most
+/// this many fresh reads and decisions per scan.
+const CONFLICT_RETRIES: usize = 3;
+
+/// What one volume's work needs, shared by the scan and the tasks it starts.
+pub(super) struct Work {
+    pub(super) cfg: AgentConfig,
+    pub(super) client: Client,
+    pub(super) events: Events,
+    pub(super) admin: Arc<AdminState>,
+    pub(super) shutdown: Shutdown,
+    pub(super) prober: probe::Prober,
+    pub(super) retried: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Each evaluated volume's trigger (by mount path), for the fast measurement loop.
+    pub(super) triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Trigger>>,
+    /// Each volume's recent usage, from scans and the fast loop: its fill rate.
+    pub(super) samples: Arc<Samples>,
+    /// What earlier scans saw of each data directory's replication slots.
+    pub(super) slots: std::sync::Mutex<crate::postgres::slots::Tracker>,
+    /// Claims whose grow the API server refused as over quota: the namespace's quota versions
+    /// then, and when. No grow is tried again until those versions change (or [`REFUSAL_HOLD`]
+    /// has passed, in case the quota watch missed a change), never every interval.
+    pub(super) refusals: std::sync::Mutex<HashMap<String, (String, tokio::time::Instant)>>,
+}
+
+/// The longest a quota refusal stands without the quotas changing.
+const REFUSAL_HOLD: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+impl Work {
+    pub(super) async fn volume(
+        &self,
+        ctx: &VolumeCtx,
+        mut pvc: PersistentVolumeClaim,
+        now: Timestamp,
+    ) -> VolumeReport {
+        let ns = pvc.metadata.namespace.clone().unwrap_or_default();
+        let name = pvc.metadata.name.clone().unwrap_or_default();
+        let key = format!("{ns}/{name}");
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        let actor = Actor {
+            api: api.clone(),
+            events: &self.events,
+            metrics: self.admin.metrics(),
+            shutdown: &self.shutdown,
+            node: &self.cfg.node,
+            dry_run: self.cfg.dry_run,
+            timeout: self.cfg.api_timeout,
+            retried: &self.retried,
+        };
+        let mut wal: Option<WalHealth> = None;
+        let mut attempt = 0;
+        loop {
+            let claim_refs: Vec<&PersistentVolumeClaim> = ctx
+                .claims
+                .iter()
+                .map(|c| {
+                    if c.metadata.name == pvc.metadata.name {
+                        &pvc
+                    } else {
+                        c.as_ref()
+                    }
+                })
+                .collect();
+            let subject = Subject {
+                volume: &ctx.vol,
+                pod: &ctx.pod,
+                pvc: &pvc,
+                pod_claims: &claim_refs,
+                storage_class: ctx.class.as_deref(),
+                central: &ctx.central,
+                node: &self.cfg.node,
+                node_draining: ctx.draining,
+                resize_timeout: self.cfg.resize_timeout,
+                group_size: ctx.group_size,
+                kubelet: ctx.kubelet,
+                fill_rate: ctx.fill_rate,
+                quotas: &ctx.quotas,
+                quota_refused: self.refused(&key, &ctx.quota_version),
+            };
+            let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
+            attempt += 1;
+            self.note_trigger(&ctx.vol.path, &eval);
+            match actor.apply(&pvc, &eval, now).await {
+                Applied::Done => return eval.report,
+                Applied::Conflict if attempt < CONFLICT_RETRIES => {
+                    match tokio::time::timeout(self.cfg.api_timeout, api.get(&name)).await {
+                        Ok(Ok(fresh)) => pvc = fresh,
+                        _ => return eval.report,
+                    }
+                }
+                Applied::Conflict => return eval.report,
+                Applied::QuotaRefused if attempt < CONFLICT_RETRIES => {
+                    self.lock_refusals().insert(
+                        key.clone(),
+                        (ctx.quota_version.clone(), tokio::time::Instant::now()),
+                    );
+                }
+                Applied::QuotaRefused => return eval.report,
+            }
+        }
+    }
+
+    /// Resolves the claim once, gathers WAL health for the policy it resolved to (once per
+    /// scan: a conflict's fresh read reuses it), and decides once.
+    async fn evaluate(
+        &self,
+        ctx: &VolumeCtx,
+        subject: &Subject<'_>,
+        wal: &mut Option<WalHealth>,
+        now: Timestamp,
+    ) -> Evaluation {
+        let metrics = self.admin.metrics();
+        let prepared = match contain(subject, now, metrics, || prepare(subject, now)) {
+            Ok(p) => p,
+            Err(e) => return *e,
+        };
+        if wal.is_none() {
+            *wal = super::wal::health(
+                &self.prober,
+                &self.slots,
+                subject,
+                &prepared,
+                &ctx.creds,
+                ctx.data_mount.as_deref(),
+                now,
+            )
+            .await;
+        }
+        let wal = wal.clone();
+        contain(subject, now, metrics, || prepared.finish(subject, wal, now)).unwrap_or_else(|e| *e)
+    }
+
+    pub(super) fn lock_refusals(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, tokio::time::Instant)>> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether claim `key`'s last grow was refused as over quota and the quotas (at `version`)
+    /// have not changed since; a refusal that no longer stands is forgotten.
+    fn refused(&self, key: &str, version: &str) -> bool {
+        let mut refusals = self.lock_refusals();
+        let stands = refusals
+            .get(key)
+            .is_some_and(|(v, at)| v == version && at.elapsed() < REFUSAL_HOLD);
+        if !stands {
+            refusals.remove(key);
+        }
+        stands
+    }
+
+    fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
+        let learned = inflight::learned_lead(&eval.history);
+        let trigger = eval
+            .policy
+            .as_ref()
+            .and_then(|p| Trigger::for_policy(p, learned));
+        let mut t = self
+            .triggers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match trigger {
+            Some(trigger) => t.insert(path.to_path_buf(), trigger),
+            None => t.remove(path),
+        };
+    }
+}
+
+/// The namespace's quotas as names and resourceVersions: changes whenever any of them does.
+pub(super) fn quota_version(quotas: &[Arc<ResourceQuota>]) -> String {
+    quotas
+        .iter()
+        .map(|q| {
+            format!(
+                "{}@{}",
+                q.metadata.name.as_deref().unwrap_or(""),
+                q.metadata.resource_version.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub(super) struct VolumeCtx {
+    pub(super) vol: Volume,
+    pub(super) quotas: Vec<Arc<ResourceQuota>>,
+    pub(super) quota_version: String,
+    pub(super) pod: Arc<Pod>,
+    pub(super) claims: Vec<Arc<PersistentVolumeClaim>>,
+    pub(super) class: Option<Arc<k8s_openapi::api::storage::v1::StorageClass>>,
+    pub(super) central: Arc<CentralPolicy>,
+    pub(super) creds: Arc<Credentials>,
+    pub(super) draining: bool,
+    pub(super) group_size: Option<u64>,
+    pub(super) kubelet: Option<KubeletVolume>,
+    pub(super) fill_rate: Option<f64>,
+    /// The pod's Postgres data volume, for a WAL volume's data directory.
+    pub(super) data_mount: Option<std::path::PathBuf>,
+}
