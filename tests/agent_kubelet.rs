@@ -87,12 +87,16 @@ fn a_blind_volume_gets_the_kubelets_numbers_and_the_others_a_cross_check() {
         "20 % apart, the metric says {off}"
     );
     assert!(same < 0.01, "in agreement, the metric says {same}");
-    let (_, body) = get(port, "/volumes").expect("/volumes");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
-    let blind = v["volumes"]
-        .as_array()
-        .and_then(|a| a.iter().find(|x| x["pvc"] == "blind"))
-        .unwrap_or_else(|| panic!("blind not reported: {body}"));
+    // The cross-check's metric is set during a scan, /volumes when the scan is done: wait for it.
+    let blind = wait_for(Duration::from_secs(15), "blind in /volumes", || {
+        let (_, body) = get(port, "/volumes")?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["volumes"]
+            .as_array()?
+            .iter()
+            .find(|x| x["pvc"] == "blind")
+            .cloned()
+    });
     assert_eq!(blind["measured_by"], "kubelet", "{blind}");
     assert_eq!(blind["measurement"]["used_bytes"], 40 * MI, "{blind}");
     // Many scans later: still the one request (at most once a minute), with the token.
