@@ -61,7 +61,7 @@ const NEEDS: &[Need] = &[
         group: "",
         resource: "persistentvolumeclaims",
         verbs: &["get"],
-        file: "src/agent/scan.rs",
+        file: "src/agent/work.rs",
         evidence: &["api.get(&name)"],
     },
     Need {
