@@ -37,9 +37,12 @@ struct Watched {
     used: u64,
 }
 
+/// Looked up once per volume per pass; see [`crate::probe::bounded`] for the hasher.
+type WatchMap = HashMap<PathBuf, Watched, foldhash::fast::RandomState>;
+
 /// The volumes the fast loop watches, set by each scan, and their samples.
 pub struct Watchlist {
-    volumes: Mutex<HashMap<PathBuf, Watched>>,
+    volumes: Mutex<WatchMap>,
     wake: Notify,
     samples: Arc<Samples>,
 }
@@ -68,7 +71,7 @@ impl Watchlist {
         // A volume already watched keeps its turn: the scan just measured it, and measuring every
         // volume again right after each scan would be work done twice. A new one is due at once.
         let due = |path: &PathBuf| current.get(path).map_or(now, |w| w.due);
-        let watched: HashMap<PathBuf, Watched> = volumes
+        let watched: WatchMap = volumes
             .iter()
             .filter_map(|v| {
                 let trigger = *triggers.get(&v.path)?;
@@ -88,7 +91,7 @@ impl Watchlist {
         *current = watched;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Watched>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WatchMap> {
         self.volumes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -15,9 +15,12 @@ use crate::decide::rate::{self, Sample};
 /// may measure the same volume within milliseconds.
 const MIN_SPACING: Duration = Duration::from_millis(200);
 
+/// Looked up once per volume per measurement; see [`crate::probe::bounded`] for the hasher.
+type Series = HashMap<PathBuf, VecDeque<Sample>, foldhash::fast::RandomState>;
+
 pub struct Samples {
     origin: Instant,
-    series: Mutex<HashMap<PathBuf, VecDeque<Sample>>>,
+    series: Mutex<Series>,
 }
 
 impl Default for Samples {
@@ -30,7 +33,7 @@ impl Default for Samples {
 }
 
 impl Samples {
-    fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, VecDeque<Sample>>> {
+    fn lock(&self) -> MutexGuard<'_, Series> {
         self.series.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -39,11 +42,11 @@ impl Samples {
     pub fn record(&self, path: &Path, used_bytes: u64, at: Instant) -> Option<f64> {
         let seconds = at.saturating_duration_since(self.origin).as_secs_f64();
         let mut series = self.lock();
-        // No key allocation for a volume already known (the common case, every pass).
-        if !series.contains_key(path) {
-            series.insert(path.to_path_buf(), VecDeque::new());
-        }
-        let s = series.get_mut(path)?;
+        // One lookup and no key allocation for a volume already known (every pass).
+        let s = match series.get_mut(path) {
+            Some(s) => s,
+            None => series.entry(path.to_path_buf()).or_default(),
+        };
         let spaced = s
             .back()
             .is_none_or(|last| seconds - last.seconds >= MIN_SPACING.as_secs_f64());

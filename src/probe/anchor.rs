@@ -3,8 +3,9 @@
 //! The scan reaches each mount through a walk that refuses every symlink ([`super::safe_open`])
 //! and records the identity of what it reached: the mount's id (`statx` `STATX_MNT_ID_UNIQUE`,
 //! never reused; `STATX_MNT_ID` before Linux 6.8) and the directory's device and inode. Between
-//! scans the fast loop opens the same absolute path with `O_PATH | O_NOFOLLOW` (one plain open
-//! on every kernel and seccomp profile), and takes the numbers only when that descriptor has the
+//! scans the fast loop opens the same path with `O_PATH | O_NOFOLLOW` (one plain open on every
+//! kernel and seccomp profile), relative to the kubelet root descriptor that walk started from
+//! (absolute when there is none), and takes the numbers only when that descriptor has the
 //! recorded identity; `fstatfs` then reads the same descriptor, so the identity and the numbers
 //! cannot belong to two different mounts. The descriptor is closed before returning: one held
 //! on a tenant volume would keep the kubelet from unmounting it.
@@ -23,7 +24,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::fcntl::open;
+use nix::fcntl::{open, openat};
 use nix::sys::stat::Mode;
 
 use super::bounded::BoundedError;
@@ -100,11 +101,26 @@ pub fn anchor_of<Fd: AsFd>(fd: Fd) -> Result<Anchor, Errno> {
 /// statfs of the mount at `path`, only when it is still the one `anchor` names.
 pub fn remeasure(path: &Path, anchor: &Anchor) -> Result<FsStats, RemeasureError> {
     let fd = open(path, WALK, Mode::empty()).map_err(RemeasureError::Open)?;
-    let now = anchor_of(&fd).map_err(RemeasureError::Identity)?;
+    checked_statfs(&fd, anchor)
+}
+
+fn checked_statfs<Fd: AsFd>(fd: Fd, anchor: &Anchor) -> Result<FsStats, RemeasureError> {
+    let now = anchor_of(fd.as_fd()).map_err(RemeasureError::Identity)?;
     if now != *anchor {
         return Err(RemeasureError::Moved);
     }
-    statfs_fd(&fd).map_err(RemeasureError::Statfs)
+    statfs_fd(fd.as_fd()).map_err(RemeasureError::Statfs)
+}
+
+/// [`remeasure`] of the mount at `rel` below `dir` (the kubelet root the scan walked from): the
+/// same open and the same identity check, with fewer components to resolve.
+pub fn remeasure_at<Fd: AsFd>(
+    dir: Fd,
+    rel: &Path,
+    anchor: &Anchor,
+) -> Result<FsStats, RemeasureError> {
+    let fd = openat(dir, rel, WALK, Mode::empty()).map_err(RemeasureError::Open)?;
+    checked_statfs(&fd, anchor)
 }
 
 /// The anchor of `path` as a plain open finds it: for tests that compare it with the walk's.

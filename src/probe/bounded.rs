@@ -7,7 +7,7 @@
 //! costs one thread, not one per scan.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,18 +28,23 @@ impl BoundedError {
     }
 }
 
+/// Entered and left once per volume per pass (several hundred times a second on a full node), so
+/// hashed with foldhash rather than SipHash: the keys are the kubelet's paths on this node, which
+/// no tenant chooses, and the hasher is still seeded per process.
+type PathSet = HashSet<Arc<Path>, foldhash::fast::RandomState>;
+
 /// The paths with a blocking call still running. Cheap to clone; clones share the set.
 #[derive(Debug, Clone, Default)]
 pub struct BusyPaths {
-    busy: Arc<Mutex<HashSet<PathBuf>>>,
+    busy: Arc<Mutex<PathSet>>,
 }
 
 /// A path marked busy; dropping it (when the blocking call returns, panics, or is dropped
 /// unrun) frees the path.
 #[derive(Debug)]
 pub struct Busy {
-    busy: Arc<Mutex<HashSet<PathBuf>>>,
-    key: PathBuf,
+    busy: Arc<Mutex<PathSet>>,
+    key: Arc<Path>,
 }
 
 impl Drop for Busy {
@@ -67,7 +72,7 @@ impl BusyPaths {
         self.lock().contains(key)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PathSet> {
         self.busy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -75,12 +80,13 @@ impl BusyPaths {
     /// blocking call itself (on a thread it waits for with a deadline of its own). Refuses when
     /// a call on `key` is still running.
     pub fn enter(&self, key: &Path) -> Result<Busy, BoundedError> {
-        if !self.lock().insert(key.to_path_buf()) {
+        let key: Arc<Path> = Arc::from(key);
+        if !self.lock().insert(Arc::clone(&key)) {
             return Err(BoundedError::StillBusy);
         }
         Ok(Busy {
             busy: Arc::clone(&self.busy),
-            key: key.to_path_buf(),
+            key,
         })
     }
 

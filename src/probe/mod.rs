@@ -115,6 +115,8 @@ impl VolumeClass {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub path: std::sync::Arc<std::path::Path>,
+    /// `path` below the kubelet root, when the scan walked there from it.
+    rel: Option<std::sync::Arc<std::path::Path>>,
     anchor: anchor::Anchor,
 }
 
@@ -190,6 +192,10 @@ impl Volume {
     pub fn target(&self) -> Option<Target> {
         Some(Target {
             path: self.path.as_path().into(),
+            rel: self
+                .mount_rel
+                .as_ref()
+                .map(|c| c.iter().collect::<PathBuf>().into()),
             anchor: self.anchor?,
         })
     }
@@ -256,6 +262,10 @@ pub struct Prober {
     /// One pass at a time (a scan's probe or the fast loop's re-measurement): two passes would
     /// find each other's calls busy and report healthy volumes unmeasured.
     pass: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The kubelet root as the last scan's walk opened it. The fast loop opens mount points
+    /// relative to it: a third of the path walk fewer (the kubelet root's own components) on
+    /// every re-measurement. It is the kubelet's directory, never a tenant's volume.
+    root_fd: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<std::os::fd::OwnedFd>>>>,
 }
 
 impl Prober {
@@ -265,6 +275,7 @@ impl Prober {
             deadline,
             busy_paths: bounded::BusyPaths::new(),
             pass: Default::default(),
+            root_fd: Default::default(),
         }
     }
 
@@ -311,10 +322,14 @@ impl Prober {
         targets: Vec<Target>,
     ) -> Vec<Result<statfs::FsStats, anchor::RemeasureError>> {
         let _pass = self.pass.lock().await;
+        let root = self.last_root();
         let pass = pass::Pass {
             jobs: targets,
             key: |t: &Target| &*t.path,
-            call: |t: &Target| anchor::remeasure(&t.path, &t.anchor),
+            call: move |t: &Target| match (&root, &t.rel) {
+                (Some(root), Some(rel)) => anchor::remeasure_at(root, rel, &t.anchor),
+                _ => anchor::remeasure(&t.path, &t.anchor),
+            },
         };
         pass::run(&self.busy_paths, self.deadline, pass)
             .await
@@ -324,8 +339,18 @@ impl Prober {
     }
 
     /// Each volume's statfs, in one [`pass`]: its own deadline per volume, a few threads for all.
+    fn last_root(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        let root = self.root_fd.lock();
+        root.unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     async fn measure(&self, root_fd: std::os::fd::OwnedFd, vols: &mut [Volume]) {
         let root_fd = std::sync::Arc::new(root_fd);
+        *self
+            .root_fd
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(root_fd.clone());
         let (at, jobs): (Vec<usize>, Vec<_>) = vols
             .iter()
             .enumerate()
