@@ -74,31 +74,10 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// Spawns `cmd` from a thread that lives as long as the test process, with PR_SET_PDEATHSIG:
-/// the child is killed when the test process ends, however it ends (the signal follows the
-/// thread that forked, so it must not be a test's own thread).
-fn spawn_tied(mut cmd: Command) -> Child {
-    use std::os::unix::process::CommandExt;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let _ = tx.send(cmd.spawn());
-        loop {
-            std::thread::park();
-        }
-    });
-    rx.recv()
-        .expect("spawner thread")
-        .expect("spawn server process")
-}
+// The real node's processes are tied to the test process the same way.
+#[path = "../realnode/proc.rs"]
+mod proc;
+use proc::spawn_tied;
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().expect("run command");

@@ -1,4 +1,5 @@
-//! Starting the node's processes so that they die with the test process, however it ends.
+//! Starting processes (the real node's, and the API server harness's etcd and kube-apiserver)
+//! so that they die with the test process, however it ends.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -25,7 +26,7 @@ pub fn spawn_tied(mut cmd: Command) -> Child {
     });
     rx.recv()
         .expect("spawner thread")
-        .expect("spawn node process")
+        .expect("spawn a test process")
 }
 
 pub fn log_file(dir: &Path, name: &str) -> Stdio {
