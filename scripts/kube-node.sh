@@ -7,8 +7,9 @@
 # pause.oci.tar named k8s.gcr.io/pause:3.2, the 1.20 kubelet's default) and the test CSI node
 # plugin (tests/support/realnode/csi/main.go, built with the same Go against the source's vendored
 # CSI spec and kubelet plugin-registration API). Cached outside the clone in
-# ${HEADROOM_KUBE_CACHE:-~/.cache/headroom}/node-1.20.2; the source tree is kept there (without
-# its build output) so a changed plugin rebuilds in seconds. Installs containerd, runc, the CNI
+# ${HEADROOM_KUBE_CACHE:-~/.cache/headroom}/node-1.20.2; the source tree (shared with
+# scripts/kube-apiserver.sh through scripts/kube-source.sh, in kubernetes-1.20.2) is kept without
+# its build output so a changed plugin rebuilds in seconds. Installs containerd, runc, the CNI
 # plugins, iptables, ipset, conntrack and xfsprogs from Debian's packages when missing. Runs as
 # root (apt-get).
 set -euo pipefail
@@ -49,27 +50,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 mkdir -p "$dir"
-src="$dir/src"
-export GOPATH="$dir/.go" GO111MODULE=off GOFLAGS= GOCACHE="$dir/.gocache"
-export PATH="/usr/lib/go/bin:$PATH"
-
-if [ ! -f "$src/.complete" ]; then
-  if ! grep -rqs '^Types: deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    log "adding a deb-src entry for bookworm main"
-    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-      | $SUDO tee /etc/apt/sources.list.d/headroom-deb-src.sources >/dev/null
-    $SUDO apt-get update -qq
-  fi
-  rm -rf "$src" "$dir/dl"; mkdir -p "$dir/dl"
-  log "fetching the kubernetes source package"
-  (cd "$dir/dl" && apt-get source -qq --download-only kubernetes >/dev/null \
-    && dpkg-source -x --no-check kubernetes_*.dsc "$src" >/dev/null)
-  # dpkg-source leaves a copy of the upstream tarball beside the tree it extracts.
-  rm -rf "$dir/dl" "$dir"/kubernetes_*
-  touch "$src/.complete"
-fi
-mkdir -p "$GOPATH/src/k8s.io"
-ln -sfn "$src" "$GOPATH/src/k8s.io/kubernetes"
+# Before the tree was shared it lived here; a machine that has it gets the space back.
+rm -rf "$dir/src" "$dir/.go" "$dir/.gocache"
+. "$here/scripts/kube-source.sh"
+kube_source
 
 want=()
 for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do
@@ -77,18 +61,9 @@ for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do
 done
 if [ "${#want[@]}" -gt 0 ]; then
   start=$(date +%s)
-  log "building ${want[*]} (about 7 minutes on 2 cores with a cold Go cache)"
-  (cd "$GOPATH/src/k8s.io/kubernetes" \
-    && make WHAT="${want[*]}" KUBE_GIT_VERSION="v$version" >"$dir/make.log" 2>&1) \
-    || { tail -40 "$dir/make.log" >&2; exit 1; }
-  for w in "${want[@]}"; do
-    b="${w#cmd/}"
-    out=$(find "$src/_output" -type f -name "$b" -perm -u+x | head -1)
-    [ -n "$out" ] || { log "no $b under _output"; exit 1; }
-    install -m 0755 "$out" "$dir/$b.tmp" && mv "$dir/$b.tmp" "$dir/$b"
-  done
+  log "building ${want[*]} (about 7 minutes on 2 cores with a cold Go cache, less after kube-apiserver)"
+  kube_make "$dir" "" "${want[@]}"
   log "built ${want[*]} in $(( $(date +%s) - start ))s"
-  rm -rf "$src/_output"
 fi
 
 if [ ! -x "$dir/pause" ]; then
@@ -119,6 +94,6 @@ if [ -f "$plugin_src" ]; then
   fi
   ln -sfn "$(basename "$plugin")" "$dir/headroom-csi"
 fi
-# The build cache is GBs; the plugin's own dependencies rebuild in under a minute without it.
-rm -rf "$GOCACHE"
+# The plugin's own dependencies rebuild in under a minute without the Go cache.
+kube_cache_done
 echo "$dir"
