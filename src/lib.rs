@@ -18,7 +18,8 @@
 //! - `resolve`: a claim's objects and measurements to the engine's inputs, the resize in flight,
 //!   which lines fire (pure)
 //! - `simulate`: the engine and the resize in flight over a synthetic trace (pure)
-//! - `reclaim`, `http`: fstrim on schedule; the admin endpoint
+//! - `reclaim`, `http`, `webhook`: fstrim on schedule; the admin endpoint; the claim admission
+//!   webhook (new group members created at size)
 //! - `cli`: the command line's arguments
 //! - `agent`: the node agent (watch stores, scan loop, act)
 //! - `cmd`: the one-shot commands (`validate`, `simulate`, `scan`, `wal-health`, `status`, `trim`)
@@ -41,3 +42,4 @@ pub mod reclaim;
 pub mod report;
 pub mod resolve;
 pub mod simulate;
+pub mod webhook;

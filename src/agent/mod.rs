@@ -75,6 +75,8 @@ pub struct AgentConfig {
     pub measure_interval: Option<Duration>,
     pub listen: String,
     pub shutdown_grace: Duration,
+    /// The claim admission webhook, when served.
+    pub webhook: Option<crate::webhook::WebhookConfig>,
 }
 
 fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
@@ -132,8 +134,38 @@ impl AgentConfig {
             },
             listen: a.listen.clone(),
             shutdown_grace: duration("shutdown-grace", &a.shutdown_grace)?,
+            webhook: webhook_config(a)?,
         })
     }
+}
+
+/// The webhook's settings, when `--webhook-listen` turns it on.
+fn webhook_config(a: &AgentArgs) -> Result<Option<crate::webhook::WebhookConfig>, AgentError> {
+    use crate::webhook::{Tls, WebhookConfig, certs};
+    let Some(listen) = a.webhook_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) else {
+        return Ok(None);
+    };
+    let tls = match (&a.webhook_cert_file, &a.webhook_key_file) {
+        (Some(cert), Some(key)) => Tls::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: a.webhook_ca_file.clone(),
+        },
+        _ => Tls::Secret {
+            name: a.webhook_secret.clone(),
+            names: certs::names(&a.webhook_service, &a.namespace, &a.webhook_extra_names),
+        },
+    };
+    let configuration = Some(a.webhook_configuration.trim())
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    Ok(Some(WebhookConfig {
+        listen: listen.to_string(),
+        namespace: a.namespace.clone(),
+        tls,
+        configuration,
+        deadline: duration("webhook-deadline", &a.webhook_deadline)?,
+    }))
 }
 
 /// `headroom agent`: builds the runtime and runs until SIGTERM/SIGINT.
@@ -202,6 +234,18 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         let _ = http_stopped.await;
     }));
 
+    // Bound before anything else, like --listen: a port in use is a configuration error.
+    let webhook_listener = match &cfg.webhook {
+        Some(w) => Some(
+            tokio::net::TcpListener::bind(&w.listen)
+                .await
+                .map_err(|source| AgentError::Listen {
+                    addr: w.listen.clone(),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
     let counted = api_metrics::CountRequests(Arc::new(ApiHealth(admin.clone())));
     let client = client::build(
         kube::Config::infer()
@@ -223,6 +267,24 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         .await
         .map_err(|_| AgentError::StoreDropped)?;
     admin.set_synced(true);
+    // Served once the stores it reads (classes, the ConfigMap) have synced.
+    let (stop_webhook, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
+    let webhook = cfg.webhook.clone().zip(webhook_listener).map(|(w, listener)| {
+        let sources = crate::webhook::Sources {
+            classes: world.classes.clone(),
+            configmaps: world.configmaps.clone(),
+            configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
+        };
+        let client = client.clone();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = webhook_stopped.await;
+            };
+            if let Err(e) = crate::webhook::run(w, listener, client, sources, stopped).await {
+                tracing::error!(error = %e, "webhook not served");
+            }
+        })
+    });
     let reporter = Reporter {
         controller: "headroom".into(),
         instance: Some(format!("headroom-{}", cfg.node)),
@@ -292,5 +354,9 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     tracing::info!("shutting down");
     let _ = stop_http.send(());
     let _ = server.await;
+    let _ = stop_webhook.send(());
+    if let Some(w) = webhook {
+        let _ = w.await;
+    }
     Ok(ExitCode::SUCCESS)
 }
