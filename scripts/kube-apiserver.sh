@@ -4,11 +4,17 @@
 # and reused while it exists; etcd comes from Debian's etcd-server package. Runs as root (apt-get).
 # Build recipe as debian/rules does it: GOPATH mode with a .go/src/k8s.io/kubernetes symlink, and
 # `make WHAT=cmd/kube-apiserver` (which generates the OpenAPI definitions first; needs rsync). The
-# source tree and Go cache are shared with scripts/kube-node.sh (scripts/kube-source.sh).
+# source tree and Go cache are shared with scripts/kube-node.sh (scripts/kube-source.sh), which
+# patches the tree with kube-apiserver-reflect2.patch: Debian's Go 1.19 and the vendored reflect2
+# v1.0.1 make json-iterator's sorted-map encoding write through a garbage pointer, which kills the
+# server (SIGSEGV) whenever a mutating webhook returns a JSONPatch (tests/kube_webhook.rs). A
+# binary built before the patch (no matching stamp beside it) is rebuilt.
 set -euo pipefail
 version=1.20.2
 cache="${HEADROOM_KUBE_CACHE:-$HOME/.cache/headroom}"
 bin="$cache/kube-apiserver-$version"
+stamp="$bin.patches"
+patches="$(sha256sum "$(dirname "$0")/kube-apiserver-reflect2.patch" | cut -d' ' -f1)"
 log() { echo "kube-apiserver.sh: $*" >&2; }
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -18,13 +24,14 @@ apt_install() {
 }
 [ -x /usr/bin/etcd ] || { log "installing etcd-server"; apt_install etcd-server; }
 
-if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+if [ -x "$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$patches" ]; then echo "$bin"; exit 0; fi
 
 missing=()
 command -v go >/dev/null || [ -x /usr/lib/go/bin/go ] || missing+=(golang-go)
 command -v rsync >/dev/null || missing+=(rsync)
 command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
 command -v make >/dev/null || missing+=(make)
+command -v patch >/dev/null || missing+=(patch)
 log "installing build tools: ${missing[*]:-none missing}"
 apt_install "${missing[@]}" ca-certificates
 
@@ -33,6 +40,7 @@ kube_source
 start=$(date +%s)
 log "building cmd/kube-apiserver (about 12-15 minutes on 2 cores with a cold Go cache)"
 kube_make "$cache" "-$version" cmd/kube-apiserver
+echo "$patches" >"$stamp"
 log "built in $(( $(date +%s) - start ))s"
 kube_cache_done
 echo "$bin"

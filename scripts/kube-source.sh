@@ -24,6 +24,12 @@ kube_source() {
     rm -rf "$tree/dl" "$tree"/kubernetes_*
     touch "$src/.complete"
   fi
+  # reflect2 v1.0.2's fix for Go 1.18+ (see scripts/kube-apiserver.sh), once per tree.
+  if [ ! -f "$src/.reflect2-patched" ]; then
+    command -v patch >/dev/null || apt_install patch
+    patch -s -p1 -N -d "$src" <"$(dirname "${BASH_SOURCE[0]}")/kube-apiserver-reflect2.patch"
+    touch "$src/.reflect2-patched"
+  fi
   mkdir -p "$GOPATH/src/k8s.io"
   ln -sfn "$src" "$GOPATH/src/k8s.io/kubernetes"
 }

@@ -270,7 +270,11 @@ pub struct AgentArgs {
     pub webhook_listen: Option<String>,
     /// The webhook's Service in the agent's namespace: the serving certificate is for
     /// <service>.<namespace>.svc.
-    #[arg(long, env = "HEADROOM_WEBHOOK_SERVICE", default_value = "headroom-webhook")]
+    #[arg(
+        long,
+        env = "HEADROOM_WEBHOOK_SERVICE",
+        default_value = "headroom-webhook"
+    )]
     pub webhook_service: String,
     /// More names for the serving certificate (DNS names or IP addresses, comma-separated), for
     /// a webhook configured with a URL.
@@ -278,17 +282,33 @@ pub struct AgentArgs {
     pub webhook_extra_names: Vec<String>,
     /// Secret in the agent's namespace holding the webhook's CA and serving certificate; the
     /// first agent that finds it missing creates it.
-    #[arg(long, env = "HEADROOM_WEBHOOK_SECRET", default_value = "headroom-webhook-tls")]
+    #[arg(
+        long,
+        env = "HEADROOM_WEBHOOK_SECRET",
+        default_value = "headroom-webhook-tls"
+    )]
     pub webhook_secret: String,
     /// The MutatingWebhookConfiguration whose caBundle the agents keep; empty: left alone.
-    #[arg(long, env = "HEADROOM_WEBHOOK_CONFIGURATION", default_value = "headroom")]
+    #[arg(
+        long,
+        env = "HEADROOM_WEBHOOK_CONFIGURATION",
+        default_value = "headroom"
+    )]
     pub webhook_configuration: String,
     /// A serving certificate of your own (PEM, with --webhook-key-file): no Secret is read or
     /// created.
-    #[arg(long, env = "HEADROOM_WEBHOOK_CERT_FILE", requires = "webhook_key_file")]
+    #[arg(
+        long,
+        env = "HEADROOM_WEBHOOK_CERT_FILE",
+        requires = "webhook_key_file"
+    )]
     pub webhook_cert_file: Option<PathBuf>,
     /// The key of --webhook-cert-file (PEM).
-    #[arg(long, env = "HEADROOM_WEBHOOK_KEY_FILE", requires = "webhook_cert_file")]
+    #[arg(
+        long,
+        env = "HEADROOM_WEBHOOK_KEY_FILE",
+        requires = "webhook_cert_file"
+    )]
     pub webhook_key_file: Option<PathBuf>,
     /// With your own certificate: the CA (PEM) to set as caBundle; unset: caBundle is yours.
     #[arg(long, env = "HEADROOM_WEBHOOK_CA_FILE", requires = "webhook_cert_file")]

@@ -138,8 +138,55 @@ const NEEDS: &[Need] = &[
     },
 ];
 
+/// What only the webhook calls (`--webhook-listen`), granted only by `overlays/webhook/rbac.yaml`.
+const WEBHOOK_NEEDS: &[Need] = &[
+    // A new claim named <template>-<set>-<ordinal> with peers: which set's template it is.
+    Need {
+        scope: "cluster",
+        group: "apps",
+        resource: "statefulsets",
+        verbs: &["list"],
+        file: "src/webhook/lookup.rs",
+        evidence: &[
+            "Api<StatefulSet> = Api::namespaced",
+            ".map_err(list(\"statefulsets\"))",
+        ],
+    },
+    Need {
+        scope: "cluster",
+        group: "admissionregistration.k8s.io",
+        resource: "mutatingwebhookconfigurations",
+        verbs: &["get", "patch"],
+        file: "src/webhook/certs.rs",
+        evidence: &[
+            "Api<MutatingWebhookConfiguration> = Api::all",
+            "let config = api.get(name)",
+            "api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))",
+        ],
+    },
+    // The serving certificate's Secret, in the agent's namespace: created once, read back.
+    Need {
+        scope: "namespace",
+        group: "",
+        resource: "secrets",
+        verbs: &["get", "create"],
+        file: "src/webhook/certs.rs",
+        evidence: &[
+            "Api<Secret> = Api::namespaced(client.clone(), namespace)",
+            "api.get_opt(name)",
+            ".create(&PostParams::default(), &secret_of(",
+        ],
+    },
+];
+
 /// Rust type named in `Api<..>` -> the resource it reaches.
 const TYPES: &[(&str, &str)] = &[
+    ("Secret", "secrets"),
+    ("StatefulSet", "statefulsets"),
+    (
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    ),
     ("Pod", "pods"),
     ("PersistentVolumeClaim", "persistentvolumeclaims"),
     ("ResourceQuota", "resourcequotas"),
@@ -188,10 +235,10 @@ fn rust_sources(dir: &Path, out: &mut Vec<(String, String)>) {
     }
 }
 
-#[test]
-fn rbac_grants_exactly_what_the_code_calls() {
+/// Every permission `needs` asks for, after checking each row's evidence is in its file.
+fn needed(needs: &[Need]) -> BTreeSet<Grant> {
     let mut needed = BTreeSet::new();
-    for n in NEEDS {
+    for n in needs {
         let source = read(n.file);
         for e in n.evidence {
             assert!(
@@ -211,6 +258,12 @@ fn rbac_grants_exactly_what_the_code_calls() {
             ));
         }
     }
+    needed
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_code_calls() {
+    let needed = needed(NEEDS);
     let mut granted = grants("rbac/clusterrole.yaml", "cluster");
     granted.extend(grants("rbac/role.yaml", "namespace"));
     let extra: Vec<_> = granted.difference(&needed).collect();
@@ -298,6 +351,11 @@ fn every_api_the_source_reaches_has_a_grant() {
     let mut sources = Vec::new();
     rust_sources(&Path::new(ROOT).join("src"), &mut sources);
     let resources: BTreeSet<&str> = NEEDS.iter().map(|n| n.resource).collect();
+    let with_webhook: BTreeSet<&str> = NEEDS
+        .iter()
+        .chain(WEBHOOK_NEEDS)
+        .map(|n| n.resource)
+        .collect();
     for (file, text) in &sources {
         for marker in ["Api::<", "Api<"] {
             for (at, _) in text.match_indices(marker) {
@@ -306,6 +364,12 @@ fn every_api_the_source_reaches_has_a_grant() {
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
                     .collect();
+                // The webhook's own calls are granted by its overlay alone.
+                let resources = if file.contains("/src/webhook/") {
+                    &with_webhook
+                } else {
+                    &resources
+                };
                 if ty.is_empty() || ty == "K" {
                     continue; // generic helpers (spawn_reflector<K>) are covered at their call sites
                 }
@@ -328,7 +392,13 @@ fn every_api_the_source_reaches_has_a_grant() {
         if text.contains("Recorder::new(") {
             assert!(resources.contains("events"), "{file} records Events");
         }
-        assert!(!text.contains("Api::<Secret>"), "{file} reads Secrets");
+        // Only the webhook's own certificate Secret, and only from certs.rs.
+        if !file.ends_with("/src/webhook/certs.rs") {
+            assert!(
+                !text.contains("Api::<Secret>") && !text.contains("Api<Secret>"),
+                "{file} reaches Secrets"
+            );
+        }
     }
 }
 
@@ -504,4 +574,191 @@ fn shipped_configmap_parses_with_the_agents_parsers() {
             file.display()
         );
     }
+}
+
+/// One overlay document's rules as grants (`scope` by kind), and each rule's resourceNames.
+fn rule_grants(doc: &Value, out: &mut BTreeSet<Grant>, names: &mut Vec<(String, Vec<String>)>) {
+    let scope = match doc["kind"].as_str() {
+        Some("ClusterRole") => "cluster",
+        Some("Role") => "namespace",
+        _ => return,
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for rule in doc["rules"].as_array().expect("rules") {
+        for g in strings(&rule["apiGroups"]) {
+            for r in strings(&rule["resources"]) {
+                for v in strings(&rule["verbs"]) {
+                    names.push((format!("{r} {v}"), strings(&rule["resourceNames"])));
+                    out.insert((scope.to_string(), g.clone(), r.clone(), v));
+                }
+            }
+        }
+    }
+}
+
+fn overlay(rel: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// overlays/webhook grants exactly what only the webhook calls, on nothing but its own Secret and
+/// configuration where a name can be given, bound to the agent's service account; the rest of
+/// the overlay (Service, configuration, the agent's flags and port) agrees with the agent.
+#[test]
+fn the_webhook_overlay_grants_exactly_what_the_webhook_calls() {
+    use clap::CommandFactory;
+    let needed = needed(WEBHOOK_NEEDS);
+    let docs = overlay("overlays/webhook/rbac.yaml");
+    let mut granted = BTreeSet::new();
+    let mut names = Vec::new();
+    for d in &docs {
+        rule_grants(d, &mut granted, &mut names);
+    }
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "granted but not called: {extra:?}\ncalled but not granted: {missing:?}"
+    );
+    // Names the agent uses by default: its flags' defaults.
+    let cli = headroom::cli::Cli::command();
+    let agent = cli.find_subcommand("agent").expect("agent");
+    let default = |id: &str| {
+        agent
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .and_then(|a| a.get_default_values().first().cloned())
+            .unwrap_or_else(|| panic!("--{id} default"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let secret = default("webhook_secret");
+    let configuration = default("webhook_configuration");
+    let service = default("webhook_service");
+    for (what, resource_names) in &names {
+        let want: &[&str] = match what.as_str() {
+            // Create cannot be limited by name (the object does not exist yet).
+            "secrets create" | "statefulsets list" => &[],
+            "secrets get" => &[secret.as_str()],
+            _ => &[configuration.as_str()],
+        };
+        assert_eq!(resource_names, want, "{what}");
+    }
+    // The deny list holds for everything but the one named Secret.
+    for d in &docs {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("rule.yaml");
+        std::fs::write(&path, serde_json::to_string(d).expect("json")).expect("write");
+        if d["kind"] == "ClusterRole" || d["kind"] == "Role" {
+            let found: Vec<String> = denied_rules(path.to_str().expect("utf-8"))
+                .into_iter()
+                .filter(|f| !(d["kind"] == "Role" && f.ends_with(": secrets")))
+                .collect();
+            assert!(found.is_empty(), "{found:?}");
+        }
+        if d["kind"] == "ClusterRole" {
+            for r in d["rules"].as_array().expect("rules") {
+                assert!(!r["resources"].to_string().contains("secrets"), "{r}");
+            }
+        }
+    }
+    let sa = yaml("rbac/serviceaccount.yaml");
+    for b in docs
+        .iter()
+        .filter(|d| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+    {
+        let role = &b["roleRef"]["name"];
+        assert!(
+            docs.iter().any(|d| &d["metadata"]["name"] == role),
+            "{role}"
+        );
+        assert_eq!(b["subjects"][0]["name"], sa["metadata"]["name"]);
+        assert_eq!(b["subjects"][0]["namespace"], sa["metadata"]["namespace"]);
+    }
+
+    // The agent's flags and port, the Service and the configuration agree.
+    let patch = yaml("overlays/webhook/agent.yaml");
+    let c = &patch["spec"]["template"]["spec"]["containers"][0];
+    let source = read("src/cli.rs");
+    let mut listen = None;
+    for e in c["env"].as_array().expect("env") {
+        let name = e["name"].as_str().expect("name");
+        assert!(
+            source.contains(&format!("env = \"{name}\"")),
+            "{name} is no agent flag"
+        );
+        if name == "HEADROOM_WEBHOOK_LISTEN" {
+            listen = e["value"].as_str().map(str::to_string);
+        }
+    }
+    let listen = listen.expect("HEADROOM_WEBHOOK_LISTEN turns the webhook on");
+    let port = &c["ports"][0];
+    assert_eq!(
+        listen
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u64>().ok()),
+        port["containerPort"].as_u64()
+    );
+    let docs = overlay("overlays/webhook/webhook.yaml");
+    let svc = docs
+        .iter()
+        .find(|d| d["kind"] == "Service")
+        .expect("Service");
+    assert_eq!(svc["metadata"]["name"], service.as_str());
+    assert_eq!(svc["metadata"]["namespace"], sa["metadata"]["namespace"]);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], port["name"]);
+    assert_eq!(
+        svc["spec"]["selector"],
+        yaml("daemonset/daemonset.yaml")["spec"]["template"]["metadata"]["labels"]
+    );
+    let mwc = docs
+        .iter()
+        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .expect("configuration");
+    assert_eq!(mwc["metadata"]["name"], configuration.as_str());
+    let hooks = mwc["webhooks"].as_array().expect("webhooks");
+    assert_eq!(hooks.len(), 1);
+    let h = &hooks[0];
+    assert_eq!(
+        h["failurePolicy"], "Ignore",
+        "a webhook that is down must never block a claim"
+    );
+    assert_eq!(h["sideEffects"], "None");
+    assert_eq!(h["admissionReviewVersions"], serde_json::json!(["v1"]));
+    assert_eq!(
+        h["clientConfig"]["service"]["name"],
+        svc["metadata"]["name"]
+    );
+    assert_eq!(
+        h["clientConfig"]["service"]["namespace"],
+        svc["metadata"]["namespace"]
+    );
+    assert_eq!(
+        h["clientConfig"]["service"]["port"],
+        svc["spec"]["ports"][0]["port"]
+    );
+    assert!(
+        h["clientConfig"].get("caBundle").is_none(),
+        "the agents set caBundle"
+    );
+    assert_eq!(
+        h["rules"],
+        serde_json::json!([{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["persistentvolumeclaims"], "scope": "Namespaced"}])
+    );
+    // The agent answers within its deadline, before the API server gives up on it.
+    let deadline: jiff::SignedDuration = default("webhook_deadline").parse().expect("duration");
+    let timeout = h["timeoutSeconds"].as_i64().expect("timeoutSeconds");
+    assert!(
+        deadline < jiff::SignedDuration::from_secs(timeout),
+        "{deadline} vs {timeout}s"
+    );
 }

@@ -142,7 +142,12 @@ impl AgentConfig {
 /// The webhook's settings, when `--webhook-listen` turns it on.
 fn webhook_config(a: &AgentArgs) -> Result<Option<crate::webhook::WebhookConfig>, AgentError> {
     use crate::webhook::{Tls, WebhookConfig, certs};
-    let Some(listen) = a.webhook_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) else {
+    let Some(listen) = a
+        .webhook_listen
+        .as_deref()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    else {
         return Ok(None);
     };
     let tls = match (&a.webhook_cert_file, &a.webhook_key_file) {
@@ -269,22 +274,26 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     admin.set_synced(true);
     // Served once the stores it reads (classes, the ConfigMap) have synced.
     let (stop_webhook, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhook = cfg.webhook.clone().zip(webhook_listener).map(|(w, listener)| {
-        let sources = crate::webhook::Sources {
-            classes: world.classes.clone(),
-            configmaps: world.configmaps.clone(),
-            configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
-        };
-        let client = client.clone();
-        tokio::spawn(async move {
-            let stopped = async move {
-                let _ = webhook_stopped.await;
+    let webhook = cfg
+        .webhook
+        .clone()
+        .zip(webhook_listener)
+        .map(|(w, listener)| {
+            let sources = crate::webhook::Sources {
+                classes: world.classes.clone(),
+                configmaps: world.configmaps.clone(),
+                configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
             };
-            if let Err(e) = crate::webhook::run(w, listener, client, sources, stopped).await {
-                tracing::error!(error = %e, "webhook not served");
-            }
-        })
-    });
+            let client = client.clone();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = webhook_stopped.await;
+                };
+                if let Err(e) = crate::webhook::run(w, listener, client, sources, stopped).await {
+                    tracing::error!(error = %e, "webhook not served");
+                }
+            })
+        });
     let reporter = Reporter {
         controller: "headroom".into(),
         instance: Some(format!("headroom-{}", cfg.node)),

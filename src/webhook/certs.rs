@@ -44,7 +44,12 @@ pub fn names(service: &str, namespace: &str, extra: &[String]) -> Vec<String> {
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}.svc.cluster.local"),
     ];
-    out.extend(extra.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()));
+    out.extend(
+        extra
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+    );
     out
 }
 

@@ -60,12 +60,17 @@ pub fn statefulset_group(pvc: &PersistentVolumeClaim, sets: &[StatefulSet]) -> O
 
 /// Reads what [`super::size::verdict`] needs for `pvc`. No deadline here: the caller bounds the
 /// whole review.
-pub async fn find(client: &kube::Client, pvc: &PersistentVolumeClaim) -> Result<Found, WebhookError> {
+pub async fn find(
+    client: &kube::Client,
+    pvc: &PersistentVolumeClaim,
+) -> Result<Found, WebhookError> {
     let ns = pvc.metadata.namespace.as_deref().unwrap_or("");
-    let list = |what: &'static str| move |source| WebhookError::Read {
-        what,
-        namespace: ns.to_string(),
-        source,
+    let list = |what: &'static str| {
+        move |source| WebhookError::Read {
+            what,
+            namespace: ns.to_string(),
+            source,
+        }
     };
     let mut group = roles::group_key(pvc, None);
     let name = pvc.metadata.name.as_deref().unwrap_or("");
@@ -85,7 +90,11 @@ pub async fn find(client: &kube::Client, pvc: &PersistentVolumeClaim) -> Result<
         .items;
     if group.is_none() && has_ordinal_peers(name, &members) {
         let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-        let sets = sets.list(&params).await.map_err(list("statefulsets"))?.items;
+        let sets = sets
+            .list(&params)
+            .await
+            .map_err(list("statefulsets"))?
+            .items;
         group = statefulset_group(pvc, &sets);
     }
     Ok(Found { group, members })

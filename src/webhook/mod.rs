@@ -102,7 +102,10 @@ fn read_file(path: &PathBuf) -> Result<String, CertError> {
     })
 }
 
-async fn obtain(cfg: &WebhookConfig, client: &kube::Client) -> Result<certs::ServingCert, WebhookError> {
+async fn obtain(
+    cfg: &WebhookConfig,
+    client: &kube::Client,
+) -> Result<certs::ServingCert, WebhookError> {
     match &cfg.tls {
         Tls::Secret { name, names } => {
             certs::ensure_secret(client, &cfg.namespace, name, names).await
@@ -117,7 +120,11 @@ async fn obtain(cfg: &WebhookConfig, client: &kube::Client) -> Result<certs::Ser
 
 /// Retries `attempt` with a doubling pause (up to [`RETRY_MAX`]) until it succeeds; `None` when
 /// `stop` says to give up first.
-async fn retry<T, F, Fut>(what: &str, stop: &tokio::sync::watch::Receiver<bool>, mut attempt: F) -> Option<T>
+async fn retry<T, F, Fut>(
+    what: &str,
+    stop: &tokio::sync::watch::Receiver<bool>,
+    mut attempt: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, WebhookError>>,
@@ -138,7 +145,12 @@ where
 }
 
 /// Keeps the configuration's `caBundle` at `ca` until `stop`.
-async fn keep_ca_bundle(client: kube::Client, name: String, ca: String, stop: tokio::sync::watch::Receiver<bool>) {
+async fn keep_ca_bundle(
+    client: kube::Client,
+    name: String,
+    ca: String,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         let done = retry("setting caBundle", &stop, || async {
             let wrote = certs::ensure_ca_bundle(&client, &name, &ca).await?;

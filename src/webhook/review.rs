@@ -23,7 +23,9 @@ pub struct ClaimCreate {
 pub enum Reviewed {
     Create(ClaimCreate),
     /// Any other operation or resource: allowed untouched.
-    Other { uid: String },
+    Other {
+        uid: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -72,9 +74,8 @@ pub fn parse(body: &[u8]) -> Result<Reviewed, ReviewError> {
         )));
     }
     let r = review.request;
-    let is_claim = r.kind.group.is_empty()
-        && r.kind.version == "v1"
-        && r.kind.kind == "PersistentVolumeClaim";
+    let is_claim =
+        r.kind.group.is_empty() && r.kind.version == "v1" && r.kind.kind == "PersistentVolumeClaim";
     if !is_claim || r.operation != "CREATE" {
         return Ok(Reviewed::Other { uid: r.uid });
     }
@@ -110,11 +111,7 @@ pub fn allow(uid: &str, patch: Option<&Value>, warning: Option<&str>) -> Vec<u8>
     }
     if let Some(w) = warning {
         // The API server caps a warning at 4 KiB and drops control characters; so do we.
-        let clean: String = w
-            .chars()
-            .filter(|c| !c.is_control())
-            .take(400)
-            .collect();
+        let clean: String = w.chars().filter(|c| !c.is_control()).take(400).collect();
         response["warnings"] = json!([format!("headroom: {clean}")]);
     }
     json!({ "apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response })

@@ -57,10 +57,18 @@ async fn route(reviewer: &Reviewer, req: Request<Incoming>) -> Response<Full<Byt
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "webhook: request body refused");
-            return reply(StatusCode::PAYLOAD_TOO_LARGE, b"body refused\n".to_vec(), false);
+            return reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                b"body refused\n".to_vec(),
+                false,
+            );
         }
         Err(_) => {
-            return reply(StatusCode::REQUEST_TIMEOUT, b"body too slow\n".to_vec(), false);
+            return reply(
+                StatusCode::REQUEST_TIMEOUT,
+                b"body too slow\n".to_vec(),
+                false,
+            );
         }
     };
     reply(StatusCode::OK, reviewer.review(&bytes).await, true)
@@ -105,8 +113,7 @@ pub async fn serve(
         let http = http.clone();
         conns.spawn(async move {
             let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
-            {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "webhook: TLS handshake");

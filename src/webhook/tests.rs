@@ -67,7 +67,8 @@ fn a_create_is_read_with_the_requests_namespace() {
 
 #[test]
 fn hostile_reviews_are_errors_never_panics() {
-    let bodies: Vec<Vec<u8>> = vec![
+    let bodies: Vec<Vec<u8>> =
+        vec![
         b"".to_vec(),
         b"{".to_vec(),
         b"null".to_vec(),
@@ -85,7 +86,11 @@ fn hostile_reviews_are_errors_never_panics() {
     for b in &bodies {
         assert!(review::parse(b).is_err(), "{}", String::from_utf8_lossy(b));
         // The answer still allows, naming the uid when there is one.
-        let r = response(&review::allow(&review::uid_of(b).unwrap_or_default(), None, Some("x")));
+        let r = response(&review::allow(
+            &review::uid_of(b).unwrap_or_default(),
+            None,
+            Some("x"),
+        ));
         assert!(r.get("patch").is_none());
     }
     assert_eq!(
@@ -179,9 +184,16 @@ fn only_a_claim_that_opted_in_is_raised() {
         json!({"headroom.dev/enabled": "false", "headroom.dev/limit": "1Gi"}),
         cnpg(),
     );
-    assert_eq!(decide(&off, &CentralPolicy::default()), Verdict::Keep(Keep::NotOptedIn));
+    assert_eq!(
+        decide(&off, &CentralPolicy::default()),
+        Verdict::Keep(Keep::NotOptedIn)
+    );
     // The ConfigMap's defaults opt it in, as they do for the agent.
-    let data = [(POLICY_KEY.to_string(), "enabled: true\nlimit: 1Gi\n".to_string())].into();
+    let data = [(
+        POLICY_KEY.to_string(),
+        "enabled: true\nlimit: 1Gi\n".to_string(),
+    )]
+    .into();
     let central = parse_configmap(&data, "headroom/headroom");
     assert!(matches!(decide(&pvc, &central), Verdict::Raise { to, .. } if to == 80 * MI));
     // So does the StorageClass.
@@ -192,7 +204,13 @@ fn only_a_claim_that_opted_in_is_raised() {
     .expect("class");
     let group = crate::k8s::roles::group_key(&pvc, None);
     assert!(matches!(
-        verdict(&pvc, group.as_deref(), &members(), Some(&class), &CentralPolicy::default()),
+        verdict(
+            &pvc,
+            group.as_deref(),
+            &members(),
+            Some(&class),
+            &CentralPolicy::default()
+        ),
         Verdict::Raise { .. }
     ));
 }
@@ -209,7 +227,10 @@ fn hostile_claims_keep_their_size_and_say_why() {
     }
     let mut none = claim("pg-3", "1Gi", opted_in(), cnpg());
     none.spec = None;
-    assert!(matches!(decide(&none, &central), Verdict::Keep(Keep::NoRequest(_))));
+    assert!(matches!(
+        decide(&none, &central),
+        Verdict::Keep(Keep::NoRequest(_))
+    ));
     let bad_policy = claim(
         "pg-3",
         "64Mi",

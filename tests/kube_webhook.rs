@@ -1,0 +1,462 @@
+//! The claim admission webhook (issue 25, item 3) on the real kube-apiserver 1.20 + etcd
+//! (tests/support/kube): its `MutatingAdmissionWebhook` plugin (on by default) calls the agents
+//! over HTTPS with the `caBundle` they set, and applies their JSONPatch before the claim is
+//! stored. The configuration is `overlays/webhook/`'s, reached by URL instead of its Service (no
+//! kube-proxy here); the agents run as their service account with `rbac/` plus the overlay's
+//! RBAC, exactly as shipped.
+//!
+//! The configuration is cluster-wide and the Secret is one per agent namespace, so the tests of
+//! this file run one at a time (a lock), each in its own namespace.
+
+mod support {
+    pub mod http;
+    pub mod kube;
+    pub mod node;
+    pub mod root;
+}
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::{Value, json};
+use support::kube::block;
+use support::kube::cluster::{KubeCluster, POLICY, annotation};
+use support::kube::server::{self, AGENT_USER};
+use support::node::{MI, fill, request_of, wait_for};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const CONFIGURATION: &str = "headroom";
+const SECRET: &str = "headroom-webhook-tls";
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn overlay_docs(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("overlays/webhook").join(file))
+        .expect("overlay file");
+    serde_saphyr::from_multiple(&text).expect("overlay YAML")
+}
+
+async fn ensure<K>(api: Api<K>, v: &Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(v.clone()).expect("manifest");
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create {v}: {e}"),
+    }
+}
+
+/// The overlay's RBAC, as shipped (once per server: the objects are left for the next test).
+fn apply_overlay_rbac(c: &KubeCluster) {
+    let admin = c.admin.0.clone();
+    block(async move {
+        for v in overlay_docs("rbac.yaml") {
+            let ns = v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let a = admin.clone();
+            match v["kind"].as_str() {
+                Some("ClusterRole") => ensure::<ClusterRole>(Api::all(a), &v).await,
+                Some("ClusterRoleBinding") => ensure::<ClusterRoleBinding>(Api::all(a), &v).await,
+                Some("Role") => ensure::<Role>(Api::namespaced(a, &ns), &v).await,
+                Some("RoleBinding") => ensure::<RoleBinding>(Api::namespaced(a, &ns), &v).await,
+                other => panic!("rbac.yaml: unexpected kind {other:?}"),
+            }
+        }
+    });
+}
+
+/// The overlay's MutatingWebhookConfiguration, re-created to reach `port` on loopback, limited
+/// to this test's namespace (no other test's claims pass through it), with `ca` as its bundle.
+fn configure(c: &KubeCluster, port: u16, ca: Option<&str>) {
+    let mut v = overlay_docs("webhook.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .expect("the overlay's configuration");
+    let hook = &mut v["webhooks"][0];
+    hook["clientConfig"] = json!({ "url": format!("https://127.0.0.1:{port}/mutate") });
+    if let Some(ca) = ca {
+        use base64::Engine;
+        hook["clientConfig"]["caBundle"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(ca));
+    }
+    hook["namespaceSelector"]["matchLabels"] = json!({ "headroom-test": c.ns });
+    let api: Api<MutatingWebhookConfiguration> = Api::all(c.admin.0.clone());
+    block(async move {
+        let _ = api.delete(CONFIGURATION, &DeleteParams::default()).await;
+        wait_gone(&api).await;
+        let obj: MutatingWebhookConfiguration = serde_json::from_value(v).expect("configuration");
+        api.create(&PostParams::default(), &obj)
+            .await
+            .expect("create the configuration");
+    });
+}
+
+async fn wait_gone(api: &Api<MutatingWebhookConfiguration>) {
+    for _ in 0..100 {
+        if api.get_opt(CONFIGURATION).await.ok().flatten().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the old configuration is still there");
+}
+
+fn ca_bundle(c: &KubeCluster) -> Option<String> {
+    let api: Api<MutatingWebhookConfiguration> = Api::all(c.admin.0.clone());
+    let cfg = block(async move { api.get(CONFIGURATION).await.expect("configuration") });
+    let bundle = cfg.webhooks?.first()?.client_config.ca_bundle.clone()?;
+    Some(String::from_utf8(bundle.0).expect("PEM"))
+}
+
+/// The Secret's `key`, if the Secret exists.
+fn secret(c: &KubeCluster, key: &str) -> Option<String> {
+    let api: Api<Secret> = Api::namespaced(c.admin.0.clone(), "headroom");
+    let s = block(async move { api.get_opt(SECRET).await.expect("get secret") })?;
+    let b = s.data?.get(key)?.clone();
+    Some(String::from_utf8(b.0).expect("PEM"))
+}
+
+fn delete_secret(c: &KubeCluster) {
+    let api: Api<Secret> = Api::namespaced(c.admin.0.clone(), "headroom");
+    block(async move {
+        let _ = api.delete(SECRET, &DeleteParams::default()).await;
+    });
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn webhook_args(port: u16) -> Vec<String> {
+    vec![
+        "--webhook-listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--webhook-extra-names".into(),
+        "127.0.0.1".into(),
+    ]
+}
+
+/// The agent serves once it has its certificate; the caBundle is set by then or soon after.
+fn wait_serving(c: &KubeCluster, port: u16) {
+    wait_for(Duration::from_secs(30), "the webhook to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    wait_for(Duration::from_secs(30), "the caBundle", || {
+        (ca_bundle(c).is_some() && ca_bundle(c) == secret(c, "ca.crt")).then_some(())
+    });
+}
+
+/// A test namespace the configuration reaches.
+fn label_namespace(c: &KubeCluster) {
+    let body = json!({"metadata": {"labels": {"headroom-test": c.ns}}});
+    c.patch_cluster::<k8s_openapi::api::core::v1::Namespace>(&c.ns.clone(), body);
+}
+
+fn headroom_annotations(policy: &[(&str, &str)]) -> Value {
+    let mut a = json!({});
+    for (k, v) in policy {
+        a[format!("headroom.dev/{k}")] = json!(v);
+    }
+    a
+}
+
+/// Creates an unbound claim (as the StatefulSet controller or an operator does); returns its
+/// request as the API server stored it.
+fn create_claim(
+    c: &KubeCluster,
+    name: &str,
+    size_mi: u64,
+    annotations: Value,
+    labels: Value,
+) -> u64 {
+    let made = c.create(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": c.ns, "annotations": annotations, "labels": labels},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": c.fast,
+            "resources": {"requests": {"storage": format!("{size_mi}Mi")}},
+        },
+    }));
+    let pvc = serde_json::from_value(made).expect("claim");
+    request_of(&pvc)
+}
+
+fn statefulset(c: &KubeCluster, name: &str, template: &str) {
+    let set: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": c.ns},
+        "spec": {
+            "serviceName": name, "replicas": 3,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "db", "image": "postgres:17"}]},
+            },
+            "volumeClaimTemplates": [{
+                "metadata": {"name": template},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}},
+            }],
+        },
+    }))
+    .expect("statefulset");
+    let api: Api<StatefulSet> = Api::namespaced(c.admin.0.clone(), &c.ns);
+    block(async move {
+        api.create(&PostParams::default(), &set)
+            .await
+            .expect("create statefulset")
+    });
+}
+
+/// The agent's requests of `resource` with `verb` anywhere, from the audit log (the Secret lives
+/// in the agent's namespace, the configuration in none).
+fn agent_calls(c: &KubeCluster, resource: &str, verb: &str) -> Vec<support::kube::audit::Entry> {
+    support::kube::audit::read(&c.server.audit_log())
+        .into_iter()
+        .filter(|e| e.user.username == AGENT_USER && e.resource() == resource && e.verb == verb)
+        .collect()
+}
+
+#[test]
+fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
+    if !server::available("new_members_are_born_at_their_groups_size_and_others_as_asked") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let c = KubeCluster::new();
+    apply_overlay_rbac(&c);
+    label_namespace(&c);
+    let policy = headroom_annotations(POLICY);
+    // Existing members, created before the webhook is configured: one grown to 80Mi.
+    statefulset(&c, "web", "data");
+    let sts = json!({"app": "web"});
+    create_claim(&c, "data-web-0", 80, policy.clone(), sts.clone());
+    create_claim(&c, "data-web-1", 64, policy.clone(), sts.clone());
+    let cnpg = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
+    create_claim(&c, "pg-1", 96, policy.clone(), cnpg.clone());
+    // A claim made by hand, named like a member, of no StatefulSet.
+    create_claim(&c, "cache-0", 80, policy.clone(), json!({}));
+
+    let port = free_port();
+    configure(&c, port, None);
+    let _agent = c.agent(
+        "1s",
+        &webhook_args(port)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    wait_serving(&c, port);
+
+    // A StatefulSet scale-up on 1.20: the template's claim, no owner, named <template>-<set>-2.
+    let started = Instant::now();
+    assert_eq!(
+        create_claim(&c, "data-web-2", 64, policy.clone(), sts.clone()),
+        80 * MI
+    );
+    let took = started.elapsed();
+    // A CloudNativePG instance joining its cluster.
+    assert_eq!(
+        create_claim(&c, "pg-2", 64, policy.clone(), cnpg.clone()),
+        96 * MI
+    );
+    // Its own limit caps it.
+    let mut capped = policy.clone();
+    capped["headroom.dev/limit"] = json!("72Mi");
+    assert_eq!(create_claim(&c, "pg-3", 64, capped, cnpg.clone()), 72 * MI);
+    // Not opted in: a member of the same set, created as asked.
+    assert_eq!(
+        create_claim(&c, "data-web-3", 64, json!({}), sts.clone()),
+        64 * MI
+    );
+    // A hand-made claim beside a larger one with the same prefix: no StatefulSet, no group.
+    assert_eq!(
+        create_claim(&c, "cache-1", 64, policy.clone(), json!({})),
+        64 * MI
+    );
+    // Born at size: the webhook's patch, not a PATCH by the agent afterwards.
+    for name in ["data-web-2", "pg-2", "pg-3"] {
+        assert!(
+            c.claim_writes(name).is_empty(),
+            "{name}: {:?}",
+            c.claim_writes(name)
+        );
+    }
+    // The StatefulSets were listed only for the claims with ordinal peers.
+    let lists = agent_calls(&c, "statefulsets", "list");
+    let here = lists
+        .iter()
+        .filter(|e| e.namespace() == Some(c.ns.as_str()))
+        .count();
+    assert_eq!(here, 3, "data-web-2, data-web-3 and cache-1: {lists:?}");
+    eprintln!("CREATE of a StatefulSet member through the webhook took {took:?}");
+}
+
+#[test]
+fn with_every_agent_down_a_claim_is_created_as_asked_then_grown() {
+    if !server::available("with_every_agent_down_a_claim_is_created_as_asked_then_grown") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = KubeCluster::new();
+    apply_overlay_rbac(&c);
+    label_namespace(&c);
+    // Configured and trusted, but nothing listens: failurePolicy Ignore lets the CREATE through.
+    let dead = free_port();
+    let ca = headroom::webhook::certs::generate(&["127.0.0.1".into()], 2026).expect("cert");
+    configure(&c, dead, Some(&ca.ca));
+    let policy = [
+        ("enabled", "true"),
+        ("limit", "200Mi"),
+        ("step", "16Mi"),
+        ("max-actions-per-day", "1"),
+        ("emergency-grow-critical-minimum-free", "1Mi"),
+        ("wal-safety-acknowledge-wal-risk", "true"),
+    ];
+    let labels = |p: &mut Value| {
+        p["metadata"]["labels"] = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
+    };
+    let fast = c.fast.clone();
+    let node_b = format!("{}-b", c.node);
+    c.add_node(&node_b);
+    c.pvc("pg-1", &fast, 80, &policy, labels);
+    c.pod("pg-1", &node_b, "pg-1");
+    let started = Instant::now();
+    c.pvc("pg-2", &fast, 64, &policy, labels);
+    let took = started.elapsed();
+    assert_eq!(
+        request_of(&c.get("pg-2")),
+        64 * MI,
+        "created at the size asked"
+    );
+
+    // Its instance starts on this node; the agent (its webhook on another port) raises it.
+    let uid = c.pod("pg-2", &c.node.clone(), "pg-2");
+    let pv = c.pv_name("pg-2");
+    let mount = c.root.tmpfs_volume(&uid, &pv, 64 * MI);
+    fill(&mount, MI);
+    let _csi = c.csi(&[("pg-2", mount.clone())], 200);
+    let port = free_port();
+    let _agent = c.agent(
+        "300ms",
+        &webhook_args(port)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    c.wait_capacity("pg-2", 80 * MI);
+    let history = annotation(&c.get("pg-2"), "headroom.dev/history").expect("history");
+    assert!(history.contains("GroupGrow"), "{history}");
+    c.assert_resize_patches("pg-2", 1);
+    eprintln!("CREATE with the webhook down took {took:?}");
+}
+
+/// `openssl s_client` against `port`, verifying the chain to `ca` and the name 127.0.0.1; the
+/// certificate it was served (PEM).
+fn served_certificate(port: u16, ca: &str) -> String {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).expect("write ca");
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-CAfile")
+        .arg(&ca_file)
+        .args(["-verify_return_error", "-verify_ip", "127.0.0.1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && text.contains("Verify return code: 0 (ok)"),
+        "{port}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let begin = text
+        .find("-----BEGIN CERTIFICATE-----")
+        .expect("certificate");
+    let end =
+        text.find("-----END CERTIFICATE-----").expect("end") + "-----END CERTIFICATE-----".len();
+    text[begin..end].to_string()
+}
+
+#[test]
+fn two_agents_started_together_end_with_one_secret_and_one_ca_bundle() {
+    if !server::available("two_agents_started_together_end_with_one_secret_and_one_ca_bundle") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let c = KubeCluster::new();
+    apply_overlay_rbac(&c);
+    label_namespace(&c);
+    delete_secret(&c);
+    wait_for(Duration::from_secs(10), "the old Secret to go", || {
+        secret(&c, "ca.crt").is_none().then_some(())
+    });
+    let creates_before = agent_calls(&c, "secrets", "create").len();
+    let (p1, p2) = (free_port(), free_port());
+    configure(&c, p1, None);
+    let node_b = format!("{}-b", c.node);
+    c.add_node(&node_b);
+    let a1 = webhook_args(p1);
+    let a2 = webhook_args(p2);
+    let _one_agent = c.agent("1s", &a1.iter().map(String::as_str).collect::<Vec<_>>());
+    let _other = c.agent_on(
+        &node_b,
+        c.root.path(),
+        "1s",
+        &a2.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    wait_serving(&c, p1);
+    wait_for(
+        Duration::from_secs(30),
+        "the second agent to listen",
+        || std::net::TcpStream::connect(("127.0.0.1", p2)).ok(),
+    );
+
+    let ca = secret(&c, "ca.crt").expect("the Secret");
+    let cert = secret(&c, "tls.crt").expect("tls.crt");
+    assert_eq!(ca_bundle(&c).as_deref(), Some(ca.as_str()));
+    // Both serve the Secret's certificate, which chains to the one caBundle.
+    for port in [p1, p2] {
+        assert_eq!(served_certificate(port, &ca).trim(), cert.trim(), "{port}");
+    }
+    // One creation succeeded; a loser of the race got 409 and read the winner's.
+    let creates: Vec<u16> = agent_calls(&c, "secrets", "create")
+        .iter()
+        .skip(creates_before)
+        .map(|e| e.code())
+        .collect();
+    assert_eq!(
+        creates.iter().filter(|c| **c == 201).count(),
+        1,
+        "{creates:?}"
+    );
+    assert!(
+        creates.iter().all(|c| *c == 201 || *c == 409),
+        "{creates:?}"
+    );
+
+    // Through the API server, with either agent behind the one bundle.
+    let policy = headroom_annotations(POLICY);
+    let cnpg = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_WAL"});
+    create_claim(&c, "pg-1-wal", 96, policy.clone(), cnpg.clone());
+    assert_eq!(
+        create_claim(&c, "pg-2-wal", 64, policy.clone(), cnpg.clone()),
+        96 * MI
+    );
+    let bundle = ca_bundle(&c);
+    configure(&c, p2, bundle.as_deref());
+    assert_eq!(create_claim(&c, "pg-3-wal", 64, policy, cnpg), 96 * MI);
+}
