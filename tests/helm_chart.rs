@@ -233,6 +233,13 @@ fn default_values_render_what_kustomize_renders() {
     let diff = differences(&chart, &overlay);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
     assert_ne!(overlay, base, "the overlay changes nothing");
+
+    // The webhook: exactly what overlays/webhook adds.
+    let chart = objects(&helm.template(&["--set", "webhook.enabled=true"]));
+    let overlay = without_namespace(kustomize(&kubectl, "overlays/webhook"));
+    let diff = differences(&chart, &overlay);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+    assert!(overlay.contains_key("MutatingWebhookConfiguration /headroom"));
 }
 
 #[test]
@@ -341,7 +348,29 @@ fn every_toggle_on_renders_every_value() {
         .as_str()
         .and_then(|l| l.rsplit(':').next())
         .and_then(|p| p.parse::<u64>().ok());
-    assert_eq!(c["ports"][0]["containerPort"].as_u64(), port);
+    let ports = c["ports"].as_array().expect("ports");
+    let named = |n: &str| ports.iter().find(|p| p["name"] == n).cloned();
+    assert_eq!(
+        named("metrics").expect("metrics")["containerPort"].as_u64(),
+        port
+    );
+    // webhook on: its port, and the names the agent keeps follow the release's full name.
+    assert_eq!(named("webhook").expect("webhook")["containerPort"], 9443);
+    assert_eq!(env("HEADROOM_WEBHOOK_LISTEN"), Some(json!("0.0.0.0:9443")));
+    let full = ds["metadata"]["name"].as_str().expect("name").to_string();
+    assert_eq!(
+        env("HEADROOM_WEBHOOK_CONFIGURATION"),
+        Some(json!(full.clone()))
+    );
+    let mwc = &o[&format!("MutatingWebhookConfiguration /{full}")];
+    assert_eq!(
+        mwc["webhooks"][0]["clientConfig"]["service"]["name"],
+        format!("{full}-webhook")
+    );
+    assert_eq!(
+        o[&format!("Role headroom/{full}-webhook")]["rules"][1]["resourceNames"],
+        json!([format!("{full}-webhook-tls")])
+    );
     for e in v("/agent/extraEnv").as_array().expect("extraEnv") {
         assert_eq!(
             env(e["name"].as_str().expect("name")),
