@@ -35,7 +35,7 @@ pub enum Format {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the node agent (what the DaemonSet runs): measure, decide and act for this node's volumes.
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
     /// Validate policy YAML files: warnings print and exit 0, errors print and exit 1.
     Validate(ValidateArgs),
     /// Replay a growth trace through the decision engine (a dry run of a policy).

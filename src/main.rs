@@ -23,7 +23,7 @@ fn main() -> anyhow::Result<ExitCode> {
         tracing::error!(%info, %backtrace, "panic");
     }));
     match cli.command {
-        Command::Agent(args) => Ok(headroom::agent::main(args)?),
+        Command::Agent(args) => Ok(headroom::agent::main(*args)?),
         Command::Validate(args) => Ok(cmd::validate::run(&args)?),
         Command::Simulate(args) => Ok(cmd::simulate::run(&args)?),
         Command::Scan(args) => Ok(cmd::scan::run(&args)?),

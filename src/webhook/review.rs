@@ -21,7 +21,7 @@ pub struct ClaimCreate {
 
 #[derive(Debug)]
 pub enum Reviewed {
-    Create(ClaimCreate),
+    Create(Box<ClaimCreate>),
     /// Any other operation or resource: allowed untouched.
     Other {
         uid: String,
@@ -87,7 +87,7 @@ pub fn parse(body: &[u8]) -> Result<Reviewed, ReviewError> {
     if pvc.metadata.namespace.as_deref().is_none_or(str::is_empty) {
         pvc.metadata.namespace = r.namespace;
     }
-    Ok(Reviewed::Create(ClaimCreate { uid: r.uid, pvc }))
+    Ok(Reviewed::Create(Box::new(ClaimCreate { uid: r.uid, pvc })))
 }
 
 /// The JSONPatch that sets the claim's storage request to `bytes` (the request exists: the
