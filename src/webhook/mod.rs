@@ -16,6 +16,8 @@ pub mod serve;
 pub mod size;
 
 #[cfg(test)]
+mod serve_tests;
+#[cfg(test)]
 mod tests;
 
 use std::future::Future;

@@ -1,0 +1,176 @@
+//! The HTTPS listener over real TLS on loopback, with hostile clients and an API server that
+//! refuses or never answers: every review is answered and allowed; a silent one by the deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+use super::certs;
+use super::handle::{Reviewer, Sources};
+
+struct Running {
+    port: u16,
+    ca: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// The webhook on a loopback port, its API server at `api` (nothing real answers there).
+async fn start(api: &str, deadline: Duration) -> Running {
+    let cert = certs::generate(&["127.0.0.1".into()], 2026).expect("cert");
+    let tls = certs::server_config(&cert).expect("tls");
+    let client =
+        kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
+    let (classes, _w1) = kube::runtime::reflector::store();
+    let (configmaps, _w2) = kube::runtime::reflector::store();
+    let reviewer = Arc::new(Reviewer {
+        client,
+        sources: Sources {
+            classes,
+            configmaps,
+            configmap: "headroom/headroom".into(),
+        },
+        deadline,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(super::serve::serve(listener, tls, reviewer, async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        port,
+        ca: cert.ca,
+        stop: Some(stop),
+    }
+}
+
+/// One request over TLS verified against the webhook's CA: (status, body).
+async fn request(r: &Running, method: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(r.ca.as_bytes()).expect("ca"))
+        .expect("root");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", r.port))
+        .await
+        .expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("the certificate verifies for 127.0.0.1");
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri("/mutate")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    let resp = send.send_request(req).await.expect("response");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, body.to_vec())
+}
+
+fn review(object: Value) -> Vec<u8> {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-7", "operation": "CREATE", "namespace": "db",
+            "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+            "object": object,
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn allowed(body: &[u8]) -> Value {
+    let v: Value = serde_json::from_slice(body).expect("JSON");
+    assert_eq!(v["response"]["allowed"], true, "{v}");
+    v["response"].clone()
+}
+
+fn cnpg_claim() -> Value {
+    json!({
+        "metadata": {"name": "pg-3", "labels": {"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"},
+                     "annotations": {"headroom.dev/enabled": "true", "headroom.dev/limit": "1Gi"}},
+        "spec": {"resources": {"requests": {"storage": "64Mi"}}},
+    })
+}
+
+#[tokio::test]
+async fn hostile_clients_get_answers_never_a_denial() {
+    // Nothing listens on port 1: any read the webhook tried would fail at once.
+    let r = start("http://127.0.0.1:1", Duration::from_secs(2)).await;
+    let (status, body) = request(&r, "POST", b"{not json".to_vec()).await;
+    assert_eq!(status, 200);
+    let resp = allowed(&body);
+    assert!(
+        resp["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("AdmissionReview"))
+    );
+    assert_eq!(request(&r, "GET", Vec::new()).await.0, 405);
+    assert_eq!(request(&r, "POST", vec![b' '; 5 << 20]).await.0, 413);
+    // No group and no ordinal: answered without any read.
+    let lone = json!({"metadata": {"name": "scratch"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}});
+    let resp = allowed(&request(&r, "POST", review(lone)).await.1);
+    assert_eq!(resp["uid"], "u-7");
+    assert!(resp.get("patch").is_none() && resp.get("warnings").is_none());
+    // A group whose members cannot be read: allowed unchanged, and told why.
+    let resp = allowed(&request(&r, "POST", review(cnpg_claim())).await.1);
+    assert!(resp.get("patch").is_none());
+    let warning = resp["warnings"][0].as_str().unwrap_or("");
+    assert!(
+        warning.contains("db/pg-3") && warning.contains("persistentvolumeclaims"),
+        "{warning}"
+    );
+}
+
+#[tokio::test]
+async fn an_api_server_that_never_answers_costs_one_deadline() {
+    // Accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let api = format!(
+        "http://127.0.0.1:{}",
+        silent.local_addr().expect("addr").port()
+    );
+    let r = start(&api, Duration::from_millis(300)).await;
+    let resp = allowed(&request(&r, "POST", review(cnpg_claim())).await.1);
+    assert!(resp.get("patch").is_none());
+    assert!(
+        resp["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("no size decided within")),
+        "{resp}"
+    );
+    drop(silent);
+}
