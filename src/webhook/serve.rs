@@ -47,7 +47,8 @@ async fn route(reviewer: &Reviewer, req: Request<Incoming>) -> Response<Full<Byt
             false,
         );
     }
-    // The body is read within the review's own deadline: a client that trickles it is dropped.
+    // One deadline for the whole review, body included: a client that trickles it is dropped.
+    let started = tokio::time::Instant::now();
     let body = tokio::time::timeout(
         reviewer.deadline,
         Limited::new(req.into_body(), MAX_BODY).collect(),
@@ -71,7 +72,8 @@ async fn route(reviewer: &Reviewer, req: Request<Incoming>) -> Response<Full<Byt
             );
         }
     };
-    reply(StatusCode::OK, reviewer.review(&bytes).await, true)
+    let left = reviewer.deadline.saturating_sub(started.elapsed());
+    reply(StatusCode::OK, reviewer.review(&bytes, left).await, true)
 }
 
 /// Serves reviews until `shutdown` completes; open connections are then dropped.
