@@ -1155,8 +1155,8 @@ fn helm_installs_upgrades_and_uninstalls_on_a_real_api_server() {
 }
 
 #[test]
-fn kubectl_1_30_applies_daemonset_and_the_reclaim_space_overlay() {
-    let test = "kubectl_1_30_applies_daemonset_and_the_reclaim_space_overlay";
+fn kubectl_1_30_applies_daemonset_and_the_overlays() {
+    let test = "kubectl_1_30_applies_daemonset_and_the_overlays";
     if !server::available(test) {
         return;
     }
@@ -1230,4 +1230,45 @@ fn kubectl_1_30_applies_daemonset_and_the_reclaim_space_overlay() {
         pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
         true
     );
+
+    // The webhook overlay; the caBundle an agent sets survives the overlay applied again.
+    let webhook = path("overlays/webhook");
+    let apply_webhook = || {
+        ok(&mut kubectl_cmd(
+            &kubectl,
+            kc,
+            &["apply", "-k", webhook.to_str().expect("utf-8")],
+        ))
+    };
+    let out = apply_webhook();
+    let mwc = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
+    for (kind, ns, name) in [
+        (mwc, "", "headroom"),
+        ("services", "headroom", "headroom-webhook"),
+        (
+            "clusterroles.rbac.authorization.k8s.io",
+            "",
+            "headroom-webhook",
+        ),
+        (
+            "roles.rbac.authorization.k8s.io",
+            "headroom",
+            "headroom-webhook",
+        ),
+    ] {
+        assert!(
+            get(&kubectl, kc, kind, ns, name).is_some(),
+            "{kind} {ns}/{name}: {out}"
+        );
+    }
+    let bundle = json!({"webhooks": [{"name": "claims.headroom.dev", "clientConfig": {"caBundle": "Zm9v"}}]});
+    ok(&mut kubectl_cmd(
+        &kubectl,
+        kc,
+        &["patch", mwc, "headroom", "-p", &bundle.to_string()],
+    ));
+    apply_webhook();
+    let cfg = get(&kubectl, kc, mwc, "", "headroom").expect("configuration");
+    assert_eq!(cfg["webhooks"][0]["clientConfig"]["caBundle"], "Zm9v");
+    assert_eq!(cfg["webhooks"][0]["failurePolicy"], "Ignore");
 }
