@@ -62,6 +62,7 @@ fn main() {
         for i in 0..n {
             let used = (i % 100) * GI;
             let d = decide(black_box(&Inputs {
+                logical: None,
                 policy: PolicyInput::Valid(policy),
                 measurement: Measurement {
                     capacity_bytes: 100 * GI,

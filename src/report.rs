@@ -91,5 +91,8 @@ pub struct VolumeReport {
     /// The namespace's tightest ResourceQuota line on this claim, when one limits it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::decide::quota::QuotaView>,
+    /// The logical volume whose budget and history the claim shares, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logical: Option<crate::decide::logical::LogicalView>,
     pub evaluated_at: Timestamp,
 }

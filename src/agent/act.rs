@@ -40,6 +40,7 @@ pub fn grow_body(
         node: node.to_string(),
         fs_before: report.measurement.map(|m| m.capacity_bytes),
         landed: None,
+        action: eval.action.clone(),
         ..recorded(report)
     };
     let history = state::append(&eval.history, action, now);
@@ -62,6 +63,7 @@ fn recorded(report: &VolumeReport) -> Action {
         instance: report.instance.clone(),
         volume_type: Some(report.role),
         tablespace: report.tablespace.clone(),
+        action: None,
     }
 }
 
@@ -329,6 +331,7 @@ impl Actor<'_> {
             to: size,
             node: self.node.to_string(),
             fs_before: eval.report.measurement.map(|m| m.capacity_bytes),
+            action: eval.action.clone(),
             ..recorded(&eval.report)
         };
         let history = state::append(&eval.history, action, now);

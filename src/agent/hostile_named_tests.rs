@@ -253,6 +253,7 @@ fn a_panic_is_contained_to_its_claim() {
     let central = CentralPolicy::default();
     let claims = [&p];
     let s = Subject {
+        logical: None,
         volume: &vol,
         pod: &pod,
         pvc: &p,

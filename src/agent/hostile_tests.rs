@@ -327,6 +327,7 @@ fn downstream(e: &Evaluation, pvc: &PersistentVolumeClaim, now: Timestamp, metri
     let _ = crate::decide::recover::retry_size(&r.claim, &e.history);
     if let Some((to, kind)) = r.decision.grow_to() {
         let action = Action {
+            action: None,
             at: now,
             kind,
             from: r.claim.current_bytes(),
@@ -356,6 +357,7 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
     };
     let claims = [&p];
     let s = Subject {
+        logical: None,
         volume: &vol,
         pod: &pod,
         pvc: &p,

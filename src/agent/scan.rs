@@ -435,6 +435,11 @@ impl<'v> Claim<'v> {
             vol: self.vol.clone(),
             group_size: roles::group_key(&self.pvc, Some(&self.pod))
                 .and_then(|k| world.group_size(&ns, &k)),
+            logical: crate::k8s::logical::peers(
+                &self.pvc,
+                Some(&self.pod),
+                world.claims_in(&ns).iter().map(|c| c.as_ref()),
+            ),
             kubelet: self
                 .pvc
                 .metadata

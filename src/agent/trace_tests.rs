@@ -149,6 +149,7 @@ proptest! {
             vol.measurement = scan.statfs_ok.then_some(m);
             let claims = [&claim];
             let s = Subject {
+                logical: None,
                 volume: &vol,
                 pod: &pod,
                 pvc: &claim,
@@ -226,6 +227,7 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
         vol.measurement = Some(m);
         let claims = [&claim];
         let s = Subject {
+            logical: None,
             volume: &vol,
             pod: &pod,
             pvc: &claim,
@@ -275,6 +277,7 @@ fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> crate::resolve::Eval
     });
     let claims = [&claim];
     let s = Subject {
+        logical: None,
         volume: &vol,
         pod: &pod,
         pvc: &claim,

@@ -101,6 +101,7 @@ impl Work {
                 fill_rate: ctx.fill_rate,
                 quotas: &ctx.quotas,
                 quota_refused: self.refused(&key, &ctx.quota_version),
+                logical: ctx.logical.as_ref(),
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
             attempt += 1;
@@ -219,6 +220,8 @@ pub(super) struct VolumeCtx {
     pub(super) creds: Arc<Credentials>,
     pub(super) draining: bool,
     pub(super) group_size: Option<u64>,
+    /// The claim's logical volume and its other members, from the namespace's claim watch.
+    pub(super) logical: Option<crate::k8s::logical::Peers>,
     pub(super) kubelet: Option<KubeletVolume>,
     pub(super) fill_rate: Option<f64>,
     /// The pod's Postgres data volume, for a WAL volume's data directory.

@@ -317,6 +317,14 @@ impl World {
         crate::k8s::roles::group_size(store.state().iter().map(|p| p.as_ref()), key)
     }
 
+    /// Every claim of namespace `ns` as its watch last saw them (none until it has listed).
+    pub fn claims_in(&self, ns: &str) -> Vec<Arc<PersistentVolumeClaim>> {
+        self.namespaces
+            .get(ns)
+            .map(|(store, _, _)| store.state())
+            .unwrap_or_default()
+    }
+
     /// The claim as last seen by its namespace's watch; `None` until that watch has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
         let (store, _, _) = self.namespaces.get(namespace)?;

@@ -5,6 +5,7 @@ pub mod output;
 pub mod scan;
 pub mod simulate;
 pub mod status;
+pub mod status_logical;
 pub mod status_policy;
 pub mod trim;
 pub mod validate;

@@ -82,9 +82,14 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, StatusError> {
             });
         }
         let rows: Vec<Row> = claims.iter().map(Row::from_pvc).collect();
+        let now = Timestamp::now();
         Ok(match args.format {
+            // Each row's status carries its `logicalVolume`.
             Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
-            Format::Table => render_table(&rows, Timestamp::now()),
+            Format::Table => {
+                let logical = super::status_logical::rows(&claims, now);
+                render_table(&rows, now) + &super::status_logical::render(&logical)
+            }
         })
     })?;
     super::output::emit(&out)?;

@@ -30,6 +30,7 @@ fn decide_at(p: &Policy, size: u64, used: u64, history: &[Action], now: Timestam
         resize: ResizeState::Idle,
     };
     decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(p),
         measurement: Measurement {
             capacity_bytes: size,
@@ -51,6 +52,7 @@ fn decide_at(p: &Policy, size: u64, used: u64, history: &[Action], now: Timestam
 
 fn grew(at: Timestamp, kind: GrowKind) -> Action {
     Action {
+        action: None,
         at,
         kind,
         from: 10 * GI,
@@ -202,6 +204,7 @@ fn the_effective_size_is_what_a_new_claim_should_get() {
         resize: ResizeState::Idle,
     };
     let d = decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(&p),
         measurement: Measurement {
             capacity_bytes: 30 * GI,

@@ -1,14 +1,14 @@
 //! What the engine answers.
 
 use jiff::Timestamp;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::budget::BudgetView;
 use super::inputs::GrowKind;
 
 /// Why growth that is needed (or that the engine was asked about) does not happen. The names are
 /// stable: they are metric label values and Event messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockReason {
     AtLimit,
@@ -66,6 +66,11 @@ impl BlockReason {
         BlockReason::QuotaExhausted,
         BlockReason::ModificationInterval,
     ];
+
+    /// The reason `as_str` names (a status annotation's `blockedReason`).
+    pub fn parse(text: &str) -> Option<BlockReason> {
+        Self::ALL.into_iter().find(|r| r.as_str() == text)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -180,6 +185,10 @@ pub struct Decision {
     /// `resize_failed` until the lowered request lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_to: Option<u64>,
+    /// A group raise that belongs to a logical action already counted (see
+    /// [`super::logical`]): the entry it records names that action and spends no new slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joins: Option<super::logical::ActionId>,
 }
 
 impl Decision {
@@ -200,6 +209,7 @@ impl Decision {
             notes: Vec::new(),
             fallback: None,
             lower_to: None,
+            joins: None,
         }
     }
 

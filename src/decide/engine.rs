@@ -60,7 +60,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
             reason: BlockReason::Disabled,
         });
     }
-    let budget = Budget::new(inputs.history, inputs.now, policy);
+    let budget = Budget::new(budget_history(inputs), inputs.now, policy);
     let mut decision = Decision {
         verdict: Verdict::NoAction {
             state: State::Balanced,
@@ -85,11 +85,19 @@ pub fn decide(inputs: &Inputs) -> Decision {
         notes: Vec::new(),
         fallback: None,
         lower_to: None,
+        joins: None,
     };
     // Lowering a refused request cancels a resize: no gate of growth applies to it.
     decision.lower_to = super::recover::lower_to(inputs.claim, inputs.history);
     decision.next_grow = interval::next_grow(inputs, policy);
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
+    if let Verdict::Grow {
+        kind: GrowKind::GroupGrow,
+        ..
+    } = decision.verdict
+    {
+        decision.joins = joining(inputs).cloned();
+    }
     decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
     decision
 }
@@ -109,6 +117,20 @@ fn effective_size(inputs: &Inputs, policy: &Policy, verdict: &Verdict) -> u64 {
         Mode::Threshold => 0,
     };
     current.max(growing).max(group).max(floor)
+}
+
+/// The actions the budget and cooldown count: the logical volume's distinct actions when the
+/// claim shares them, else its own history.
+fn budget_history<'a>(inputs: &Inputs<'a>) -> &'a [super::Action] {
+    inputs
+        .logical
+        .map_or(inputs.history, |l| l.actions.as_slice())
+}
+
+/// The counted logical action a group raise of this claim would join: such a raise is part of
+/// that action (its slot is spent), so neither cooldown nor budget holds it.
+fn joining<'a>(inputs: &Inputs<'a>) -> Option<&'a super::logical::ActionId> {
+    inputs.logical.and_then(|l| l.joins())
 }
 
 fn blocked(reason: BlockReason) -> Verdict {
@@ -189,14 +211,15 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
             return blocked(BlockReason::OutsideWindow);
         }
     }
-    if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow {
+    let joins = kind == GrowKind::GroupGrow && joining(inputs).is_some();
+    if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow && !joins {
         let since = budget::minus(inputs.now, COOLDOWN);
-        let cooling = budget::counted(inputs.history, inputs.now).any(|a| a.at > since);
+        let cooling = budget::counted(budget_history(inputs), inputs.now).any(|a| a.at > since);
         if cooling {
             return blocked(BlockReason::Cooldown);
         }
     }
-    if !budget.allows(kind) {
+    if !joins && !budget.allows(kind) {
         return blocked(BlockReason::BudgetExhausted);
     }
     within_quota(inputs, policy, (to, kind), decision)

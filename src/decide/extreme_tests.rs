@@ -23,6 +23,7 @@ fn any_time() -> impl Strategy<Value = Timestamp> {
 
 fn action(at: Timestamp, from: u64, to: u64) -> Action {
     Action {
+        action: None,
         at,
         kind: GrowKind::Grow,
         from,
@@ -57,6 +58,7 @@ proptest! {
         let claim = ClaimState { request_bytes: size, capacity_bytes: size, resize: ResizeState::Idle };
         let history: Vec<Action> = history.iter().map(|&(at, to)| action(at, size, to)).collect();
         let inputs = Inputs {
+            logical: None,
             policy: PolicyInput::Valid(&p),
             measurement: Measurement {
                 capacity_bytes: size,
@@ -100,6 +102,7 @@ fn history_at_the_end_of_time_is_not_counted_and_does_not_overflow() {
         vec![action(now + CLOCK_SKEW + SignedDuration::from_secs(1), GI, 2 * GI); 3],
     ] {
         let d = decide(&Inputs {
+            logical: None,
             policy: PolicyInput::Valid(&p),
             measurement: Measurement {
                 capacity_bytes: 10 * GI,

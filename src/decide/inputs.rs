@@ -145,6 +145,10 @@ pub struct Action {
     /// The tablespace the volume holds, for a tablespace volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tablespace: Option<String>,
+    /// The logical action this entry belongs to (see [`super::logical`]); absent in entries
+    /// written before logical volumes and on claims in none, each of which is its own action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<super::logical::ActionId>,
 }
 
 /// What became of a resize request.
@@ -358,4 +362,7 @@ pub struct Inputs<'a> {
     /// The volume's recent fill rate (see [`super::rate`]); `None` when not (yet) known. Only
     /// `trigger.predictive` acts on it; `seconds_to_full` reports it.
     pub fill_rate: Option<super::rate::FillRate>,
+    /// The claim's logical volume, when it shares budget and history with one; `None`: the
+    /// claim's own history alone, as for a claim in no logical volume.
+    pub logical: Option<&'a super::logical::Logical>,
 }

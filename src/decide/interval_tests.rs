@@ -22,6 +22,7 @@ fn ebs(limit: u64) -> Policy {
 
 fn grow(at: &str, kind: GrowKind) -> Action {
     Action {
+        action: None,
         at: ts(at),
         kind,
         from: 100 * GI,
@@ -49,6 +50,7 @@ fn run_at_rate(
     bytes_per_second: Option<f64>,
 ) -> Decision {
     decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(p),
         measurement: m,
         claim: &claim(size),
@@ -249,6 +251,7 @@ proptest! {
         let c = claim(size);
         let fill = FillRate { bytes_per_second: rate, resize_lead: None };
         let inputs = Inputs {
+            logical: None,
             policy: PolicyInput::Valid(&p),
             measurement: m,
             claim: &c,

@@ -6,6 +6,7 @@ mod engine;
 pub mod inputs;
 pub mod interval;
 pub mod lines;
+pub mod logical;
 pub mod predictive;
 pub mod quota;
 pub mod rate;

@@ -18,6 +18,7 @@ fn decide_at(p: &Policy, facts: VolumeFacts, now: Timestamp) -> Decision {
         resize: ResizeState::Idle,
     };
     decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(p),
         measurement: Measurement {
             capacity_bytes: 10 * GI,
@@ -74,6 +75,7 @@ fn unknown_capacity_blocks_even_an_emergency() {
         resize: ResizeState::Idle,
     };
     let d = decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(&p),
         measurement: Measurement {
             capacity_bytes: 10 * GI,

@@ -33,6 +33,7 @@ fn run(
     r: Option<FillRate>,
 ) -> Decision {
     decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(p),
         measurement: m,
         claim: c,
@@ -141,6 +142,7 @@ fn a_prediction_passes_every_guard() {
     let p = predictive(100 * GI);
     let spent: Vec<Action> = (1..=3)
         .map(|h| Action {
+            action: None,
             at: ts("2026-03-01T12:00:00Z") - SignedDuration::from_hours(h),
             kind: GrowKind::Grow,
             from: GI,

@@ -57,6 +57,7 @@ prop_compose! {
             enabled: true,
             mode: if convergent { Mode::Convergent } else { Mode::Threshold },
             limit,
+            logical_volume: crate::policy::LogicalVolume::Auto,
             usage_threshold,
             min_available: crate::policy::MinAvailable::Bytes(min_available),
             inode_threshold,
@@ -363,13 +364,14 @@ proptest! {
             _ => ResizeState::Idle,
         };
         let claim = ClaimState { request_bytes: size + request_delta / MI * MI, capacity_bytes: size, resize };
-        let history: Vec<Action> = history.iter().map(|&(ago, k)| Action {
+        let history: Vec<Action> = history.iter().map(|&(ago, k)| Action { action: None,
             at: now - SignedDuration::from_secs(ago),
             kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
             from: size, to: size, node: String::new(), fs_before: None, landed: None,
             result: None, instance: None, volume_type: None, tablespace: None,
         }).collect();
         let inputs = Inputs {
+            logical: None,
             policy: PolicyInput::Valid(&p),
             measurement: measurement(size, used_pm, reserved_pm, inode_pm),
             claim: &claim,
@@ -412,6 +414,7 @@ proptest! {
             let claim = ClaimState { request_bytes: size, capacity_bytes: size, resize: ResizeState::Idle };
             let facts = VolumeFacts { node_draining: draining, ..f };
             let inputs = Inputs {
+                logical: None,
                 policy: PolicyInput::Valid(&p),
                 measurement: measurement(size, used_pm, 0, 0),
                 claim: &claim,
@@ -425,7 +428,7 @@ proptest! {
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
             if let Verdict::Grow { to, kind } = d.verdict {
-                history.push(Action { at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None, result: None, instance: None, volume_type: None, tablespace: None });
+                history.push(Action { action: None, at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None, result: None, instance: None, volume_type: None, tablespace: None });
                 size = to;
             }
         }

@@ -15,6 +15,7 @@ fn enabled() -> Policy {
 
 fn run(p: &Policy, size: u64, used: u64, f: VolumeFacts) -> Decision {
     decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(p),
         measurement: meas(size, used),
         claim: &claim(size),

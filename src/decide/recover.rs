@@ -59,6 +59,7 @@ mod tests {
 
     fn act(kind: GrowKind, from: u64, to: u64) -> Action {
         Action {
+            action: None,
             at: "2026-01-01T00:00:00Z".parse().expect("ts"),
             kind,
             from,
@@ -107,6 +108,7 @@ mod tests {
         let h = [act(GrowKind::Grow, 12 * GI, 15 * GI)];
         let run = |claim: &ClaimState, p: &crate::policy::Policy, facts: VolumeFacts| {
             decide(&Inputs {
+                logical: None,
                 policy: PolicyInput::Valid(p),
                 measurement: Default::default(),
                 claim,

@@ -76,6 +76,7 @@ impl<'a> Case<'a> {
     }
     fn run(&self) -> Decision {
         decide(&Inputs {
+            logical: None,
             policy: PolicyInput::Valid(self.policy),
             measurement: self.m,
             claim: &self.claim,
@@ -90,6 +91,7 @@ impl<'a> Case<'a> {
 
 fn action(at: Timestamp, kind: GrowKind) -> Action {
     Action {
+        action: None,
         at,
         kind,
         from: 10 * GI,
@@ -233,6 +235,7 @@ fn gates_that_apply_whatever_the_numbers() {
         Some(BlockReason::Disabled)
     );
     let d = decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Invalid,
         measurement: meas(GI, GI / 2),
         claim: &claim(GI),

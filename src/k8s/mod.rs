@@ -5,6 +5,7 @@
 //! Named `k8s` rather than `kube` so that `kube::` keeps meaning the client crate everywhere.
 
 pub mod claim;
+pub mod logical;
 pub mod quota;
 pub mod roles;
 pub mod state;

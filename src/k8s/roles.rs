@@ -53,11 +53,11 @@ fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
     meta.labels.as_ref().unwrap_or(&EMPTY)
 }
 
-fn annotations(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+pub(super) fn annotations(meta: &ObjectMeta) -> &BTreeMap<String, String> {
     meta.annotations.as_ref().unwrap_or(&EMPTY)
 }
 
-fn label(meta: &ObjectMeta, key: &str) -> Option<String> {
+pub(super) fn label(meta: &ObjectMeta, key: &str) -> Option<String> {
     labels(meta).get(key).filter(|v| !v.is_empty()).cloned()
 }
 
@@ -306,8 +306,17 @@ pub fn group_size<'a>(
         .max()
 }
 
+/// The StatefulSet that controls the object, by its owner reference.
+pub(super) fn controlling_statefulset(meta: &ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "StatefulSet" && o.controller == Some(true))
+        .map(|o| o.name.clone())
+}
+
 /// `<template>-<sts>-<ordinal>` -> template.
-fn claim_template<'a>(pvc_name: &'a str, sts: &str) -> Option<&'a str> {
+pub(super) fn claim_template<'a>(pvc_name: &'a str, sts: &str) -> Option<&'a str> {
     let (rest, ordinal) = pvc_name.rsplit_once('-')?;
     if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
 use crate::decide::budget;
+use crate::decide::logical::LogicalView;
 use crate::decide::quota::QuotaView;
 use crate::decide::{Action, BudgetView, Decision, State, Verdict};
 use crate::report::VolumeReport;
@@ -102,6 +103,10 @@ pub struct StatusAnnotation {
     /// The namespace's tightest ResourceQuota line on the claim and what it leaves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaView>,
+    /// The logical volume whose budget and history the claim shares: members, size, the
+    /// distinct actions of the day, and members that cannot follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_volume: Option<LogicalView>,
 }
 
 /// The RFC's `BudgetStatus`: the rolling 24 h budget, planned and emergency apart.
@@ -260,6 +265,7 @@ impl StatusAnnotation {
             conditions: conditions(d, state),
             fallback: d.fallback.map(FallbackNote::from),
             quota: report.quota.clone(),
+            logical_volume: report.logical.clone(),
         }
     }
 

@@ -24,6 +24,7 @@ fn now() -> Timestamp {
 
 fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
     Action {
+        action: None,
         at,
         kind: GrowKind::Grow,
         from: from_gi * GI,
@@ -143,6 +144,7 @@ fn append_keeps_the_fifty_newest() {
 #[test]
 fn fifty_full_entries_fit_the_annotation_budget() {
     let full = |i: i64| Action {
+        action: None,
         at: now() - SignedDuration::from_hours(i),
         kind: GrowKind::EmergencyGrow,
         from: 999 * 1024 * GI,
@@ -214,6 +216,7 @@ proptest! {
 
 fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
     VolumeReport {
+        logical: None,
         namespace: "db".into(),
         pvc: "pgdata-pg-main-1".into(),
         pv: "pvc-8f1c2a3b".into(),
@@ -241,6 +244,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             resize: ResizeState::Idle,
         },
         decision: Decision {
+            joins: None,
             verdict,
             target_bytes: Some(25 * GI),
             budget_left: 2,

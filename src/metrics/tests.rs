@@ -13,6 +13,7 @@ use crate::report::MeasuredBy;
 
 fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
     VolumeReport {
+        logical: None,
         namespace: "db".into(),
         pvc: pvc.into(),
         pv: format!("pv-{pvc}"),

@@ -97,6 +97,7 @@ mod tests {
             request: r(),
             target_buffer: r(),
             modification_interval: r(),
+            logical_volume: r(),
             trigger: TriggerSpec {
                 predictive: r(),
                 resize_lead_time: r(),

@@ -33,6 +33,7 @@ pub const FIELDS: &[Field] = &[
     f("request", "headroom.dev/request"),
     f("targetBuffer", "headroom.dev/target-buffer"),
     f("modificationInterval", "headroom.dev/modification-interval"),
+    f("logicalVolume", "headroom.dev/logical-volume"),
     f("trigger.predictive", "headroom.dev/trigger-predictive"),
     f(
         "trigger.resizeLeadTime",
@@ -166,6 +167,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "maxActionsPerDay" => MAX_ACTIONS_PER_DAY.to_string(),
         "targetBuffer" => TARGET_BUFFER.to_string(),
         "modificationInterval" => MODIFICATION_INTERVAL.to_string(),
+        "logicalVolume" => "auto".to_string(),
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),

@@ -43,6 +43,7 @@ fn kind(path: &str) -> Option<Kind> {
         | "walSafety.alertOnResize"
         | "reclaimSpace.enabled" => Boolean,
         "mode" => Enum(&["threshold", "convergent"]),
+        "logicalVolume" => Enum(&["auto", "on", "off"]),
         "minAvailable" => Floor,
         "limit"
         | "minStep"

@@ -60,6 +60,20 @@ pub enum Mode {
     Convergent,
 }
 
+/// `logicalVolume`: whether a claim's budget, history and size are its logical volume's (the
+/// claims of one database cluster and role, one StatefulSet template, one `headroom.dev/group`)
+/// or its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogicalVolume {
+    /// On for Postgres operators' clusters (their members hold the same data) and explicit
+    /// groups (the user asked for it); off for StatefulSets of unknown software, whose members
+    /// may hold different data (Kafka, Elasticsearch).
+    Auto,
+    On,
+    Off,
+}
+
 /// How much one threshold-mode action adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -197,6 +211,8 @@ pub struct Policy {
     pub enabled: bool,
     pub mode: Mode,
     pub limit: u64,
+    /// Shares budget, history and size with the claim's logical volume (see [`LogicalVolume`]).
+    pub logical_volume: LogicalVolume,
     /// Grow when this percent is used; `None`: no percent trigger (`minAvailable` alone, or
     /// `usageThreshold: 0`).
     pub usage_threshold: Option<u8>,
@@ -226,6 +242,7 @@ pub mod defaults {
     use super::*;
     pub const ENABLED: bool = false;
     pub const MODE: Mode = Mode::Threshold;
+    pub const LOGICAL_VOLUME: LogicalVolume = LogicalVolume::Auto;
     pub const USAGE_THRESHOLD: u8 = 80;
     pub const MIN_AVAILABLE: MinAvailable = MinAvailable::OFF;
     pub const INODE_THRESHOLD: u8 = 90;
@@ -273,6 +290,7 @@ impl Policy {
             enabled: ENABLED,
             mode: MODE,
             limit,
+            logical_volume: LOGICAL_VOLUME,
             usage_threshold: Some(USAGE_THRESHOLD),
             min_available: MIN_AVAILABLE,
             inode_threshold: INODE_THRESHOLD,

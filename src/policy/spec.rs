@@ -132,6 +132,8 @@ pub struct PolicySpec {
     pub target_buffer: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
     pub modification_interval: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub logical_volume: Option<Raw>,
     #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
     pub trigger: TriggerSpec,
     #[serde(skip_serializing_if = "WindowSpec::is_empty")]
@@ -192,6 +194,7 @@ macro_rules! slot {
             "request" => Some($($r)+ $s.request),
             "targetBuffer" => Some($($r)+ $s.target_buffer),
             "modificationInterval" => Some($($r)+ $s.modification_interval),
+            "logicalVolume" => Some($($r)+ $s.logical_volume),
             "trigger.predictive" => Some($($r)+ $s.trigger.predictive),
             "trigger.resizeLeadTime" => Some($($r)+ $s.trigger.resize_lead_time),
             "trigger.margin" => Some($($r)+ $s.trigger.margin),

@@ -695,6 +695,7 @@ fn pvc_autoresizers_own_resize_cases_grow_where_it_does() {
             resize: ResizeState::Idle,
         };
         let d = decide(&Inputs {
+            logical: None,
             policy: PolicyInput::Valid(&p),
             measurement: m,
             claim: &claim,

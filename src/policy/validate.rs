@@ -44,6 +44,9 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     };
     let enabled = c.value("enabled", boolean).unwrap_or(ENABLED);
     let mode = c.value("mode", value::mode).unwrap_or(MODE);
+    let logical_volume = c
+        .value("logicalVolume", value::logical_volume)
+        .unwrap_or(LOGICAL_VOLUME);
 
     let limit = limit(&mut c);
     let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
@@ -96,6 +99,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             let mut p = Policy::with_limit(limit);
             p.enabled = enabled;
             p.mode = mode;
+            p.logical_volume = logical_volume;
             p.usage_threshold = usage_threshold;
             p.min_available = min_available;
             p.inode_threshold = inode_threshold;

@@ -1,7 +1,7 @@
 //! Parsing one value's text. Every error message quotes the text and says what to write instead;
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
-use super::{MinAvailable, Mode, Step};
+use super::{LogicalVolume, MinAvailable, Mode, Step};
 use crate::quantity::{self, QuantityError};
 
 pub fn boolean(text: &str) -> Result<bool, String> {
@@ -18,6 +18,17 @@ pub fn mode(text: &str) -> Result<Mode, String> {
         "convergent" => Ok(Mode::Convergent),
         other => Err(format!(
             "'{other}' is not a mode; write threshold or convergent"
+        )),
+    }
+}
+
+pub fn logical_volume(text: &str) -> Result<LogicalVolume, String> {
+    match text.trim() {
+        "auto" => Ok(LogicalVolume::Auto),
+        "on" => Ok(LogicalVolume::On),
+        "off" => Ok(LogicalVolume::Off),
+        other => Err(format!(
+            "'{other}' is not a logicalVolume setting; write auto, on or off"
         )),
     }
 }

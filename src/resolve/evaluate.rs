@@ -11,6 +11,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::KubeletVolume;
 use super::inflight::{self, Seen};
+use super::logical::{self, Shared};
 use crate::decide::quota::{self, QuotaView};
 use crate::decide::rate::FillRate;
 use crate::decide::{
@@ -48,6 +49,8 @@ pub struct Subject<'a> {
     /// The API server refused this claim's last grow as over quota, and the namespace's quotas
     /// have not changed since.
     pub quota_refused: bool,
+    /// The claim's logical volume and its other members, when it belongs to one.
+    pub logical: Option<&'a crate::k8s::logical::Peers>,
 }
 
 #[derive(Debug)]
@@ -59,6 +62,9 @@ pub struct Evaluation {
     /// history is written back with the time and result, so the claim keeps how long its
     /// resizes take and what became of them.
     pub history_changed: bool,
+    /// The logical action a history entry written for this evaluation belongs to; `None` when
+    /// the claim keeps its own budget.
+    pub action: Option<crate::decide::logical::ActionId>,
 }
 
 fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -152,6 +158,7 @@ pub struct Prepared {
     /// The largest request the namespace's quotas admit, and what the status shows of them.
     quota_ceiling: Option<u64>,
     quota: Option<QuotaView>,
+    shared: Option<Shared>,
 }
 
 /// [`prepare`] then [`Prepared::finish`]: the whole evaluation when WAL health is at hand.
@@ -255,6 +262,14 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     };
     let mut validation = validate(&merged.spec, &ctx);
     errors.extend(validation.errors.iter().cloned());
+    let shared = match (validation.policy.as_ref(), s.logical) {
+        (Some(p), Some(peers)) => {
+            let uid = s.pvc.metadata.uid.as_deref().unwrap_or_default();
+            let own = (history.as_slice(), claim.request_bytes);
+            logical::shared(peers, own, p, (uid, now), &mut errors)
+        }
+        _ => None,
+    };
     validation
         .warnings
         .extend(ignored.map(|h| h.finding(state::HISTORY, budget::CLOCK_SKEW)));
@@ -281,6 +296,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         errors,
         quota_ceiling,
         quota,
+        shared,
     }
 }
 
@@ -308,7 +324,11 @@ impl Prepared {
             unmeasured: self.seen.is_none() && !self.block_mode,
             capacity_unknown: self.capacity_unknown,
             node_draining: s.node_draining,
-            group_size: s.group_size,
+            // Sharing, the volume's size is its members' (this claim's included).
+            group_size: match &self.shared {
+                Some(sh) => Some(sh.logical.size),
+                None => s.group_size,
+            },
             quota_ceiling: self.quota_ceiling,
         }
     }
@@ -332,6 +352,7 @@ impl Prepared {
             facts: self.facts(s),
             now,
             fill_rate: self.fill_rate,
+            logical: self.shared.as_ref().map(|sh| &sh.logical),
         });
         if let Some(m) = self.seen.filter(|m| m.by == MeasuredBy::Kubelet) {
             decision.notes.push(Note::KubeletNumbers { at: m.at });
@@ -353,6 +374,17 @@ impl Prepared {
     ) -> Evaluation {
         let measured_by = self.seen.map_or(MeasuredBy::None, |m| m.by);
         let role = self.role;
+        let own = (
+            s.pvc.metadata.name.as_deref().unwrap_or_default(),
+            self.claim.request_bytes,
+        );
+        let logical = self
+            .shared
+            .as_ref()
+            .map(|sh| sh.view(own, decision.blocked_reason(), now));
+        let action = self
+            .shared
+            .map(|sh| decision.joins.clone().unwrap_or(sh.new_action));
         let report = VolumeReport {
             namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
             pvc: s.pvc.metadata.name.clone().unwrap_or_default(),
@@ -388,6 +420,7 @@ impl Prepared {
             last_action: self.history.iter().max_by_key(|a| a.at).cloned(),
             fill_rate: self.fill_rate,
             quota: self.quota,
+            logical,
             evaluated_at: now,
         };
         Evaluation {
@@ -395,6 +428,7 @@ impl Prepared {
             policy: self.policy,
             history: self.history,
             history_changed: self.history_changed,
+            action,
         }
     }
 }
@@ -446,6 +480,7 @@ pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluatio
         last_action: None,
         fill_rate: None,
         quota: None,
+        logical: None,
         evaluated_at: now,
     };
     Evaluation {
@@ -453,5 +488,6 @@ pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluatio
         policy: None,
         history: Vec::new(),
         history_changed: false,
+        action: None,
     }
 }

@@ -13,6 +13,7 @@ const TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
 
 fn grow(at: Timestamp, from: u64, to: u64, fs_before: Option<u64>) -> Action {
     Action {
+        action: None,
         at,
         kind: GrowKind::Grow,
         from,
@@ -283,6 +284,7 @@ proptest! {
                 ..VolumeFacts::default()
             };
             let d = decide(&Inputs {
+                logical: None,
                 policy: PolicyInput::Valid(&policy),
                 measurement: seen.map(|s| s.measurement).unwrap_or_default(),
                 claim: &claim,
@@ -301,7 +303,7 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, result: None, instance: None, volume_type: None, tablespace: None });
+                history.push(Action { action: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, result: None, instance: None, volume_type: None, tablespace: None });
                 request = to;
                 asked = Some(i);
             }

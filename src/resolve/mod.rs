@@ -5,6 +5,7 @@
 
 pub mod evaluate;
 pub mod inflight;
+pub mod logical;
 pub mod trigger;
 
 use jiff::{SignedDuration, Timestamp};

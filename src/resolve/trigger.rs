@@ -277,6 +277,7 @@ mod tests {
             let claim = ClaimState { request_bytes: cap, capacity_bytes: cap, resize: ResizeState::Idle };
             let fill = crate::decide::FillRate { bytes_per_second: rate, resize_lead: learned };
             let inputs = Inputs {
+                logical: None,
                 policy: PolicyInput::Valid(&p), measurement: meas, claim: &claim, history: &[],
                 wal: None, facts: VolumeFacts::default(), now: jiff::Timestamp::UNIX_EPOCH,
                 fill_rate: Some(fill),

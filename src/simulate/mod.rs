@@ -180,6 +180,7 @@ impl World {
             instance: None,
             volume_type: None,
             tablespace: None,
+            action: None,
         });
     }
 
@@ -199,6 +200,7 @@ impl World {
             instance: None,
             volume_type: None,
             tablespace: None,
+            action: None,
         });
         self.request = to;
         self.lands_at = Some(lands_at);
@@ -301,6 +303,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
         let (claim, fill_rate) = world.resolve(measurement, now);
         let wal = trace.wal_at(t);
         let decision = decide(&Inputs {
+            logical: None,
             policy: PolicyInput::Valid(policy),
             measurement,
             claim: &claim,

@@ -45,6 +45,7 @@ pub fn decide_with(
         ..Default::default()
     };
     decide(&Inputs {
+        logical: None,
         policy: PolicyInput::Valid(&policy),
         measurement,
         claim: &claim,

@@ -1,0 +1,178 @@
+//! `headroom status`'s logical volumes: the claims whose agents share budget and history with a
+//! logical volume (their status says so), grouped by it, with each member's size and node, the
+//! volume's distinct actions of the day, the budget its members have left and the quota left.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use serde::Serialize;
+
+use crate::decide::logical::{self, Member};
+use crate::k8s::logical::{LogicalVolume, logical_volume, peer};
+use crate::k8s::state::read_status;
+use crate::quantity;
+
+/// One member as the table shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberRow {
+    pub name: String,
+    pub request_bytes: u64,
+    /// The node its agent last wrote the status from, else the scheduler's pick for its volume.
+    pub node: Option<String>,
+}
+
+/// One logical volume.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogicalRow {
+    pub namespace: String,
+    pub name: String,
+    pub members: Vec<MemberRow>,
+    /// Distinct logical actions in the rolling 24 h, from every member's history.
+    pub actions_last_24h: u32,
+    /// The fewest actions any member's own policy leaves it of the shared budget.
+    pub budget_left: Option<u32>,
+    /// The least room the namespace's quotas leave any member.
+    pub quota_left_bytes: Option<u64>,
+    /// Members whose history cannot be read: the count above leaves them out.
+    pub unreadable: Vec<String>,
+}
+
+/// The logical volumes of `claims` whose members' statuses say they share one.
+pub fn rows(claims: &[PersistentVolumeClaim], now: Timestamp) -> Vec<LogicalRow> {
+    let mut by_volume: BTreeMap<LogicalVolume, Vec<&PersistentVolumeClaim>> = BTreeMap::new();
+    for c in claims {
+        if let Some(lv) = logical_volume(c, None) {
+            by_volume.entry(lv).or_default().push(c);
+        }
+    }
+    by_volume
+        .into_iter()
+        .filter_map(|(lv, members)| row(&lv, &members, now))
+        .collect()
+}
+
+fn row(
+    lv: &LogicalVolume,
+    claims: &[&PersistentVolumeClaim],
+    now: Timestamp,
+) -> Option<LogicalRow> {
+    let statuses: Vec<_> = claims
+        .iter()
+        .map(|c| read_status(c).ok().flatten())
+        .collect();
+    if !statuses
+        .iter()
+        .flatten()
+        .any(|s| s.logical_volume.is_some())
+    {
+        return None;
+    }
+    let peers: Vec<_> = claims.iter().map(|c| peer(c)).collect();
+    let readable: Vec<Member> = peers
+        .iter()
+        .filter_map(|p| {
+            p.history.as_ref().ok().map(|h| Member {
+                request: p.request,
+                history: h,
+            })
+        })
+        .collect();
+    let used = readable
+        .split_first()
+        .map_or(0, |(own, rest)| logical::combine(*own, rest).used(now));
+    let shared = || {
+        statuses
+            .iter()
+            .flatten()
+            .filter(|s| s.logical_volume.is_some())
+    };
+    Some(LogicalRow {
+        namespace: lv.namespace.clone(),
+        name: lv.to_string(),
+        members: peers
+            .iter()
+            .zip(&statuses)
+            .map(|(p, s)| MemberRow {
+                name: p.name.clone(),
+                request_bytes: p.request,
+                node: s
+                    .as_ref()
+                    .map(|s| s.node.clone())
+                    .or_else(|| p.node.clone()),
+            })
+            .collect(),
+        actions_last_24h: used,
+        budget_left: shared().map(|s| s.budget_left).min(),
+        quota_left_bytes: shared()
+            .filter_map(|s| s.quota.as_ref())
+            .map(|q| q.left_bytes)
+            .min(),
+        unreadable: peers
+            .iter()
+            .filter(|p| p.history.is_err())
+            .map(|p| p.name.clone())
+            .collect(),
+    })
+}
+
+/// The logical volumes as a second table; empty when there are none.
+pub fn render(rows: &[LogicalRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let dash = || "-".to_string();
+    let header = [
+        "NAMESPACE",
+        "LOGICAL VOLUME",
+        "MEMBERS (SIZE@NODE)",
+        "ACTIONS 24H",
+        "BUDGET LEFT",
+        "QUOTA LEFT",
+    ];
+    let body: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let members = r
+                .members
+                .iter()
+                .map(|m| {
+                    let node = m.node.clone().unwrap_or_else(dash);
+                    format!("{} {}@{node}", m.name, quantity::format(m.request_bytes))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut actions = r.actions_last_24h.to_string();
+            if !r.unreadable.is_empty() {
+                actions.push_str(&format!(" (unreadable: {})", r.unreadable.join(", ")));
+            }
+            [
+                r.namespace.clone(),
+                r.name.clone(),
+                members,
+                actions,
+                r.budget_left.map_or_else(dash, |b| b.to_string()),
+                r.quota_left_bytes.map_or_else(dash, quantity::format),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &body {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::from("\n");
+    for r in std::iter::once(&header.map(String::from)).chain(&body) {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
