@@ -29,6 +29,7 @@ fn main() {
     };
     let history: Vec<Action> = (0..3)
         .map(|i| Action {
+            action: None,
             at: now - SignedDuration::from_hours(6 * i),
             kind: GrowKind::Grow,
             from: 10 * GI,

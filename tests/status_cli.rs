@@ -70,6 +70,7 @@ fn seed(c: &Cluster) {
     let grown = append(
         &[],
         Action {
+            action: None,
             at: now - SignedDuration::from_hours(3),
             kind: GrowKind::Grow,
             from: 10 * GI,

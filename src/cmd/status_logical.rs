@@ -176,3 +176,66 @@ pub fn render(rows: &[LogicalRow]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(name: &str, size: &str, annotations: serde_json::Value) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "db", "annotations": annotations,
+                "labels": {"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"}},
+            "spec": {"resources": {"requests": {"storage": size}}},
+        }))
+        .expect("claim")
+    }
+
+    #[test]
+    fn members_sizes_nodes_and_the_shared_budget() {
+        let now: Timestamp = "2026-01-04T04:00:00Z".parse().expect("ts");
+        let entry =
+            |at: &str| format!(r#"[{{"at":"{at}","kind":"Grow","from":1,"to":2,"action":"a-1"}}]"#);
+        let status = |node: &str, left: u32| {
+            json!({"node": node, "updatedAt": "2026-01-04T03:00:00Z", "effectiveSizeBytes": 1,
+                "state": "Balanced", "lastDecision": "x", "budgetLeft": left,
+                "logicalVolume": {"name": "cnpg/pg/data", "members": 3, "sizeBytes": 1,
+                    "actionsLast24h": 1}})
+            .to_string()
+        };
+        let claims = [
+            claim(
+                "pg-1",
+                "80Mi",
+                json!({"headroom.dev/history": entry("2026-01-04T01:00:00Z"),
+                       "headroom.dev/status": status("worker-1", 0)}),
+            ),
+            claim(
+                "pg-2",
+                "80Mi",
+                json!({"headroom.dev/history": entry("2026-01-04T01:00:05Z"),
+                       "headroom.dev/status": status("worker-2", 1)}),
+            ),
+            // Not evaluated yet: the scheduler's pick is its node.
+            claim(
+                "pg-3",
+                "64Mi",
+                json!({"volume.kubernetes.io/selected-node": "worker-3"}),
+            ),
+            claim("other", "1Gi", json!({})),
+        ];
+        let rows = rows(&claims[..3], now);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r.name, "cnpg/pg/data");
+        assert_eq!(r.actions_last_24h, 1, "one action, recorded by two members");
+        assert_eq!(r.budget_left, Some(0));
+        let table = render(&rows);
+        assert!(
+            table.contains("pg-1 80Mi@worker-1, pg-2 80Mi@worker-2, pg-3 64Mi@worker-3"),
+            "{table}"
+        );
+        // Claims whose agents share nothing show no logical table.
+        assert!(super::rows(&claims[2..], now).is_empty());
+    }
+}

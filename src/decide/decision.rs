@@ -185,10 +185,10 @@ pub struct Decision {
     /// `resize_failed` until the lowered request lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_to: Option<u64>,
-    /// A group raise that belongs to a logical action already counted (see
-    /// [`super::logical`]): the entry it records names that action and spends no new slot.
+    /// A group raise that belongs to a logical action already counted (logical volumes): the
+    /// entry it records names that action and spends no new slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub joins: Option<super::logical::ActionId>,
+    pub joins: Option<super::inputs::ActionId>,
 }
 
 impl Decision {

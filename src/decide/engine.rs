@@ -12,6 +12,7 @@ use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, Note, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
+use super::logical::{budget_history, follow, joining};
 use super::{interval, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, MI, round_up};
@@ -119,20 +120,6 @@ fn effective_size(inputs: &Inputs, policy: &Policy, verdict: &Verdict) -> u64 {
     current.max(growing).max(group).max(floor)
 }
 
-/// The actions the budget and cooldown count: the logical volume's distinct actions when the
-/// claim shares them, else its own history.
-fn budget_history<'a>(inputs: &Inputs<'a>) -> &'a [super::Action] {
-    inputs
-        .logical
-        .map_or(inputs.history, |l| l.actions.as_slice())
-}
-
-/// The counted logical action a group raise of this claim would join: such a raise is part of
-/// that action (its slot is spent), so neither cooldown nor budget holds it.
-fn joining<'a>(inputs: &Inputs<'a>) -> Option<&'a super::logical::ActionId> {
-    inputs.logical.and_then(|l| l.joins())
-}
-
 fn blocked(reason: BlockReason) -> Verdict {
     Verdict::Blocked { reason }
 }
@@ -212,17 +199,23 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
         }
     }
     let joins = kind == GrowKind::GroupGrow && joining(inputs).is_some();
-    if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow && !joins {
+    let spent = if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow && !joins {
         let since = budget::minus(inputs.now, COOLDOWN);
         let cooling = budget::counted(budget_history(inputs), inputs.now).any(|a| a.at > since);
-        if cooling {
-            return blocked(BlockReason::Cooldown);
-        }
+        cooling.then_some(BlockReason::Cooldown)
+    } else {
+        None
+    };
+    let spent = spent.or((!joins && !budget.allows(kind)).then_some(BlockReason::BudgetExhausted));
+    match spent {
+        // A need of its own the logical volume's budget cannot pay: the member still follows the
+        // action its peers already paid for.
+        Some(reason) => match follow(inputs, policy) {
+            Some(size) => within_quota(inputs, policy, (size, GrowKind::GroupGrow), decision),
+            None => blocked(reason),
+        },
+        None => within_quota(inputs, policy, (to, kind), decision),
     }
-    if !joins && !budget.allows(kind) {
-        return blocked(BlockReason::BudgetExhausted);
-    }
-    within_quota(inputs, policy, (to, kind), decision)
 }
 
 /// The grow, cut to what the namespace's quotas leave when a smaller step still does; blocked
@@ -290,8 +283,11 @@ fn group_need(inputs: &Inputs, policy: &Policy, need: Need) -> Need {
     if group <= current {
         return need;
     }
+    // Sharing a logical volume, a need no larger than the peers' size follows the action that
+    // set it rather than spending a slot of its own.
+    let joins = joining(inputs).is_some();
     match need {
-        Need::Grow { to, .. } if to >= group => need,
+        Need::Grow { to, .. } if to > group || (to == group && !joins) => need,
         Need::Grow {
             emergency: true, ..
         }

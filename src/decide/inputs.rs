@@ -145,10 +145,60 @@ pub struct Action {
     /// The tablespace the volume holds, for a tablespace volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tablespace: Option<String>,
-    /// The logical action this entry belongs to (see [`super::logical`]); absent in entries
-    /// written before logical volumes and on claims in none, each of which is its own action.
+    /// The logical action this entry belongs to (logical volumes, `decide::logical`); absent in
+    /// entries written before them and on claims in none, each of which is its own action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<super::logical::ActionId>,
+    pub action: Option<ActionId>,
+}
+
+/// Names the logical action a history entry belongs to: the acting claim's uid (its first
+/// characters) and the action's time, so two agents never mint the same id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ActionId(pub(super) String);
+
+/// Characters of the claim's uid kept in an id: enough to tell the members of one volume apart.
+const UID_CHARS: usize = 8;
+
+impl ActionId {
+    pub fn new(claim_uid: &str, at: Timestamp) -> Self {
+        let uid: String = claim_uid.chars().take(UID_CHARS).collect();
+        ActionId(format!("{uid}-{}", at.as_second()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ActionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the engine is told about the claim's logical volume.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Logical {
+    /// One entry per distinct logical action across every member's history (the action's
+    /// first entry, whose time is the action's). The budget and cooldown count these.
+    pub actions: Vec<Action>,
+    /// The largest request among the members, this claim included.
+    pub size: u64,
+    /// The action that set `size`: the newest grow to it in the history of a member at it.
+    /// `None` when no member's history shows one (a request edited by hand, an entry written
+    /// before logical volumes): a raise to it is then an action of its own.
+    pub source: Option<ActionId>,
+    /// This claim's own history already has an entry of `source`: it followed that action once
+    /// and does not follow it again.
+    pub joined: bool,
+}
+
+impl Logical {
+    /// The action a group raise of this claim belongs to, when it joins one already counted.
+    pub fn joins(&self) -> Option<&ActionId> {
+        self.source.as_ref().filter(|_| !self.joined)
+    }
 }
 
 /// What became of a resize request.
@@ -364,5 +414,5 @@ pub struct Inputs<'a> {
     pub fill_rate: Option<super::rate::FillRate>,
     /// The claim's logical volume, when it shares budget and history with one; `None`: the
     /// claim's own history alone, as for a claim in no logical volume.
-    pub logical: Option<&'a super::logical::Logical>,
+    pub logical: Option<&'a Logical>,
 }

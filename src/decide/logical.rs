@@ -10,33 +10,9 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::decision::BlockReason;
-use super::inputs::{Action, GrowKind};
-
-/// Names the logical action a history entry belongs to: the acting claim's uid (its first
-/// characters) and the action's time, so two agents never mint the same id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ActionId(String);
-
-/// Characters of the claim's uid kept in an id: enough to tell the members of one volume apart.
-const UID_CHARS: usize = 8;
-
-impl ActionId {
-    pub fn new(claim_uid: &str, at: Timestamp) -> Self {
-        let uid: String = claim_uid.chars().take(UID_CHARS).collect();
-        ActionId(format!("{uid}-{}", at.as_second()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for ActionId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+use super::inputs::{Action, GrowKind, Inputs};
+pub use super::inputs::{ActionId, Logical};
+use crate::policy::Policy;
 
 /// One member of a logical volume as the engine needs it: its request and parsed history.
 #[derive(Debug, Clone, Copy)]
@@ -45,29 +21,7 @@ pub struct Member<'a> {
     pub history: &'a [Action],
 }
 
-/// What the engine is told about the claim's logical volume.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Logical {
-    /// One entry per distinct logical action across every member's history (the action's
-    /// first entry, whose time is the action's). The budget and cooldown count these.
-    pub actions: Vec<Action>,
-    /// The largest request among the members, this claim included.
-    pub size: u64,
-    /// The action that set `size`: the newest grow to it in the history of a member at it.
-    /// `None` when no member's history shows one (a request edited by hand, an entry written
-    /// before logical volumes): a raise to it is then an action of its own.
-    pub source: Option<ActionId>,
-    /// This claim's own history already has an entry of `source`: it followed that action once
-    /// and does not follow it again.
-    pub joined: bool,
-}
-
 impl Logical {
-    /// The action a group raise of this claim belongs to, when it joins one already counted.
-    pub fn joins(&self) -> Option<&ActionId> {
-        self.source.as_ref().filter(|_| !self.joined)
-    }
-
     /// Distinct actions at `now` within the 24 h window.
     pub fn used(&self, now: Timestamp) -> u32 {
         let since = super::budget::minus(now, super::budget::WINDOW);
@@ -149,6 +103,36 @@ pub struct LogicalView {
     pub action: Option<ActionId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_following: Vec<NotFollowing>,
+}
+
+/// The actions the budget and cooldown count: the logical volume's distinct actions when the
+/// claim shares them, else its own history.
+pub(super) fn budget_history<'a>(inputs: &Inputs<'a>) -> &'a [Action] {
+    inputs
+        .logical
+        .map_or(inputs.history, |l| l.actions.as_slice())
+}
+
+/// The counted logical action a group raise of this claim would join: such a raise is part of
+/// that action (its slot is spent), so neither cooldown nor budget holds it.
+pub(super) fn joining<'a>(inputs: &Inputs<'a>) -> Option<&'a ActionId> {
+    inputs.logical.and_then(|l| l.joins())
+}
+
+/// The size a member may still be raised to when its own growth is held by the budget: its
+/// peers' (within its limit), when that joins a counted action and no gate of a group raise
+/// (window, drain) holds it.
+pub(super) fn follow(inputs: &Inputs, policy: &Policy) -> Option<u64> {
+    joining(inputs)?;
+    let window_closed = policy
+        .maintenance_window
+        .as_ref()
+        .is_some_and(|w| !w.is_open(inputs.now));
+    if window_closed || inputs.facts.node_draining {
+        return None;
+    }
+    let size = inputs.facts.group_size?.min(policy.limit);
+    (size > inputs.claim.current_bytes()).then_some(size)
 }
 
 #[cfg(test)]

@@ -276,3 +276,44 @@ fn ids_name_the_claim_and_the_time() {
     let b = ActionId::new("ééééééééééééééé", t);
     assert!(b.as_str().starts_with("éééééééé-"));
 }
+
+#[test]
+fn a_member_whose_own_need_the_spent_budget_cannot_pay_still_follows_its_peers() {
+    let peer = [entry("2026-01-04T01:00:00Z", 96 * MI, Some("b"))];
+    let l = combine(
+        Member {
+            request: 80 * MI,
+            history: &[],
+        },
+        &[Member {
+            request: 96 * MI,
+            history: &peer,
+        }],
+    );
+    // Filling, its own step would reach exactly the peers' size: it follows `b`, no new slot.
+    let d = run(&policy(1, 200 * MI), 80 * MI, 70 * MI, &[], Some(&l));
+    assert_eq!(d.grow_to(), Some((96 * MI, GrowKind::GroupGrow)));
+    assert_eq!(d.joins, Some(id("b")));
+    // A larger step of its own needs a slot the volume has not got: it is raised to its peers'
+    // size as part of `b`, never past them.
+    let big = Policy {
+        step: crate::policy::Step::Bytes(32 * MI),
+        ..policy(1, 200 * MI)
+    };
+    let d = run(&big, 80 * MI, 70 * MI, &[], Some(&l));
+    assert_eq!(d.grow_to(), Some((96 * MI, GrowKind::GroupGrow)));
+    assert_eq!(d.joins, Some(id("b")));
+    // With a slot left, its own larger need is its own action.
+    let d = run(
+        &Policy {
+            max_actions_per_day: 2,
+            ..big
+        },
+        80 * MI,
+        70 * MI,
+        &[],
+        Some(&l),
+    );
+    assert_eq!(d.grow_to(), Some((112 * MI, GrowKind::Grow)));
+    assert_eq!(d.joins, None);
+}

@@ -173,9 +173,7 @@ mod tests {
         assert!(share(&sts, LogicalVolume::On).is_some());
         // Off: the claim keeps its own budget, as a claim in no logical volume does.
         assert!(share(&cnpg, LogicalVolume::Off).is_none());
-
         let s = share(&cnpg, LogicalVolume::Auto).expect("shared");
-        drop(share);
         assert!(errors.is_empty());
         assert_eq!((s.members, s.logical.size), (3, 80));
         // The peer below the size says why it cannot follow; so does this claim when blocked.

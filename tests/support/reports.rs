@@ -21,6 +21,7 @@ pub fn at(s: &str) -> jiff::Timestamp {
 /// A 10 GiB data volume of a Postgres cluster, 85 % used, growth blocked because archiving fails.
 pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
     VolumeReport {
+        logical: None,
         namespace: ns.into(),
         pvc: pvc.into(),
         pv: format!("pvc-{pvc}-0a1b"),
@@ -57,6 +58,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             resize: ResizeState::Idle,
         },
         decision: Decision {
+            joins: None,
             verdict: Verdict::Blocked {
                 reason: BlockReason::WalArchiveUnhealthy,
             },
@@ -128,6 +130,7 @@ pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
     let mut r = pg_data(ns, pvc);
     r.role = VolumeRole::Wal;
     r.last_action = Some(Action {
+        action: None,
         at: at("2025-03-01T08:58:00Z"),
         kind: GrowKind::EmergencyGrow,
         from: 8 * GI,
