@@ -166,6 +166,13 @@ fn a_cluster_grows_as_one_logical_action_and_a_replacement_never_outgrows_it() {
     // too; what only a shared budget gives shows with room for two: the primary's second
     // action, followed by all, spends the cluster's day, and a member that arrives after it
     // joins at the size with a fresh history and still may not grow on its own.
+    // The replacement no longer needs growth of its own: with room in the budget it would
+    // otherwise take the slot at the moment the primary does (two members deciding at once each
+    // spend one; see README, Logical volumes).
+    fill(&replacement, MI);
+    wait_for(Duration::from_secs(20), "pg-4 to need nothing", || {
+        (c.status_field("pg-4", "state").as_deref() == Some("Balanced")).then_some(())
+    });
     let two = json!({"metadata": {"annotations": {"headroom.dev/max-actions-per-day": "2"}}});
     for name in ["pg-1", "pg-2", "pg-3", "pg-4"] {
         c.patch_claim(name, two.clone());

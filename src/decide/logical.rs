@@ -32,6 +32,30 @@ impl Logical {
     }
 }
 
+/// Members of one volume fill together (they hold the same data): two agents may each grow their
+/// own member before either sees the other's write. Grows to the same size this close together
+/// are that one resize, made by both: counted once, as every member following one action is.
+pub const CONCURRENT: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// `actions` (sorted by time) with concurrent grows to one size (see [`CONCURRENT`]) counted
+/// once. Entries without an id and lowered retries stay actions of their own.
+fn merge_concurrent(actions: Vec<Action>) -> Vec<Action> {
+    let mut out: Vec<Action> = Vec::with_capacity(actions.len());
+    for a in actions {
+        let same = |b: &Action| {
+            b.action.is_some()
+                && b.kind != GrowKind::Retry
+                && b.to == a.to
+                && a.at.duration_since(b.at) <= CONCURRENT
+        };
+        let mergeable = a.action.is_some() && a.kind != GrowKind::Retry;
+        if !(mergeable && out.iter().rev().any(same)) {
+            out.push(a);
+        }
+    }
+    out
+}
+
 /// An entry without an action id (written before logical volumes, or by a claim in none) is an
 /// action of its own: keyed by its member and position, it never merges with another.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,6 +84,7 @@ pub fn combine(own: Member, peers: &[Member]) -> Logical {
     }
     let mut actions: Vec<Action> = first.into_values().cloned().collect();
     actions.sort_by_key(|a| a.at);
+    let actions = merge_concurrent(actions);
     let size = members.iter().map(|m| m.request).max().unwrap_or(0);
     let source = members
         .iter()

@@ -317,3 +317,23 @@ fn a_member_whose_own_need_the_spent_budget_cannot_pay_still_follows_its_peers()
     assert_eq!(d.grow_to(), Some((112 * MI, GrowKind::Grow)));
     assert_eq!(d.joins, None);
 }
+
+#[test]
+fn two_members_grown_to_one_size_at_the_same_moment_are_one_action() {
+    // Both filled together and acted before seeing each other's write.
+    let a = [entry("2026-01-04T01:00:00Z", 80 * MI, Some("a"))];
+    let b = [entry("2026-01-04T01:00:02Z", 80 * MI, Some("b"))];
+    let member = |h| Member {
+        request: 80 * MI,
+        history: h,
+    };
+    assert_eq!(combine(member(&a), &[member(&b)]).used(ts(NOW)), 1);
+    // To another size, or minutes apart, they are two.
+    let other = [entry("2026-01-04T01:00:02Z", 96 * MI, Some("b"))];
+    assert_eq!(combine(member(&a), &[member(&other)]).used(ts(NOW)), 2);
+    let later = [entry("2026-01-04T01:05:00Z", 80 * MI, Some("b"))];
+    assert_eq!(combine(member(&a), &[member(&later)]).used(ts(NOW)), 2);
+    // Entries without an id never merge.
+    let old = [entry("2026-01-04T01:00:01Z", 80 * MI, None)];
+    assert_eq!(combine(member(&a), &[member(&old)]).used(ts(NOW)), 2);
+}
