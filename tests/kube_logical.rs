@@ -208,6 +208,29 @@ fn a_cluster_grows_as_one_logical_action_and_a_replacement_never_outgrows_it() {
         );
     }
     c.assert_resize_patches("pg-5", 1);
+    // `headroom status` lists the logical volume: its five members at their size and node, and
+    // the two actions of the day.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["status", "-n", &c.ns, "--kubeconfig"])
+        .arg(c.admin_kubeconfig.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run headroom status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("cnpg/pg/data"))
+        .unwrap_or_else(|| panic!("no logical volume in:\n{text}"));
+    assert!(line.contains(&format!("pg-1 96Mi@{node_a}")), "{line}");
+    assert!(line.contains(&format!("pg-5 96Mi@{node_d}")), "{line}");
+    let after = line.split("pg-5").nth(1).expect("after the members");
+    let numbers: Vec<&str> = after.split_whitespace().skip(1).collect();
+    assert_eq!(numbers.first(), Some(&"2"), "actions in 24 h: {line}");
     let refused = c
         .agent_requests()
         .iter()
