@@ -38,7 +38,7 @@ apt_install "${missing[@]}" ca-certificates
 . "$(dirname "$0")/kube-source.sh"
 kube_source
 start=$(date +%s)
-log "building cmd/kube-apiserver (about 12-15 minutes on 2 cores with a cold Go cache)"
+log "building cmd/kube-apiserver (about 10 minutes on 2 cores with a cold Go cache)"
 kube_make "$cache" "-$version" cmd/kube-apiserver
 echo "$patches" >"$stamp"
 log "built in $(( $(date +%s) - start ))s"

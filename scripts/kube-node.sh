@@ -61,7 +61,7 @@ for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do
 done
 if [ "${#want[@]}" -gt 0 ]; then
   start=$(date +%s)
-  log "building ${want[*]} (about 7 minutes on 2 cores with a cold Go cache, less after kube-apiserver)"
+  log "building ${want[*]} (about 12 minutes on 2 cores after kube-apiserver filled the Go cache)"
   kube_make "$dir" "" "${want[@]}"
   log "built ${want[*]} in $(( $(date +%s) - start ))s"
 fi

