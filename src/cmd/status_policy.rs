@@ -14,7 +14,7 @@ use super::StatusError;
 use crate::k8s::claim;
 use crate::policy::Mode;
 use crate::policy::fields::{FIELDS, default_text_in};
-use crate::policy::merge::{CentralPolicy, Source, effective_with_limits, parse_configmap};
+use crate::policy::merge::{CentralPolicy, Source, parse_configmap};
 use crate::policy::validate::{Context, validate};
 
 /// One key of one claim's effective policy.
@@ -51,32 +51,14 @@ pub fn rows(
     classes: &BTreeMap<String, StorageClass>,
     central: &CentralPolicy,
 ) -> Vec<PolicyRow> {
-    let empty = BTreeMap::new();
     claims
         .iter()
         .map(|pvc| {
             let ns = pvc.metadata.namespace.clone().unwrap_or_default();
             let name = pvc.metadata.name.clone().unwrap_or_default();
             let class_name = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone());
-            let class_annotations = class_name
-                .as_ref()
-                .and_then(|n| classes.get(n))
-                .and_then(|c| c.metadata.annotations.as_ref())
-                .unwrap_or(&empty);
-            let spec_limit = pvc
-                .spec
-                .as_ref()
-                .and_then(|s| s.resources.as_ref())
-                .and_then(|r| r.limits.as_ref())
-                .and_then(|l| l.get("storage"))
-                .map(|q| q.0.as_str());
-            let merged = effective_with_limits(
-                &format!("{ns}/{name}"),
-                pvc.metadata.annotations.as_ref().unwrap_or(&empty),
-                class_name.as_deref().map(|n| (n, class_annotations)),
-                spec_limit,
-                central,
-            );
+            let class = class_name.as_ref().and_then(|n| classes.get(n));
+            let merged = crate::resolve::claim_policy(pvc, class_name.as_deref(), class, central);
             let current = claim::storage_request(pvc)
                 .ok()
                 .flatten()

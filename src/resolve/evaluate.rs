@@ -20,9 +20,9 @@ use crate::decide::{
 };
 use crate::decide::{Note, budget};
 use crate::k8s::{claim, roles, state};
-use crate::policy::merge::{CentralPolicy, Source, effective_with_limits};
+use crate::policy::merge::{CentralPolicy, Source};
 use crate::policy::validate::{Context, Finding, validate};
-use crate::policy::{Policy, drivers, merge::Merged};
+use crate::policy::{Policy, drivers};
 use crate::probe::{Volume, VolumeMode};
 use crate::report::{FutureHistory, MeasuredBy, VolumeReport};
 
@@ -65,10 +65,6 @@ pub struct Evaluation {
     /// The logical action a history entry written for this evaluation belongs to; `None` when
     /// the claim keeps its own budget.
     pub action: Option<crate::decide::logical::ActionId>,
-}
-
-fn annotations(pvc_or_class: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
-    pvc_or_class.cloned().unwrap_or_default()
 }
 
 /// The volume's Postgres role, whether its instance keeps WAL on it, and its cluster. An invalid
@@ -197,32 +193,6 @@ fn history_of(
     split_future(history, now)
 }
 
-/// The claim's policy layers merged: its annotations, its StorageClass's, its own
-/// `spec.resources.limits.storage` (topolvm users set the ceiling there) and the central one.
-fn merged_policy(s: &Subject, class_name: Option<&str>) -> Merged {
-    let ns = s.pvc.metadata.namespace.as_deref().unwrap_or("");
-    let pvc_name = format!("{ns}/{}", s.pvc.metadata.name.as_deref().unwrap_or(""));
-    let class_annotations = annotations(
-        s.storage_class
-            .and_then(|c| c.metadata.annotations.as_ref()),
-    );
-    let spec_limit = s
-        .pvc
-        .spec
-        .as_ref()
-        .and_then(|sp| sp.resources.as_ref())
-        .and_then(|r| r.limits.as_ref())
-        .and_then(|l| l.get("storage"))
-        .map(|q| q.0.as_str());
-    effective_with_limits(
-        &pvc_name,
-        &annotations(s.pvc.metadata.annotations.as_ref()),
-        class_name.map(|n| (n, &class_annotations)),
-        spec_limit,
-        s.central,
-    )
-}
-
 /// Resolves everything the engine needs but WAL health.
 pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     let mut errors: Vec<Finding> = Vec::new();
@@ -254,7 +224,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         .spec
         .as_ref()
         .and_then(|sp| sp.storage_class_name.clone());
-    let merged = merged_policy(s, class_name.as_deref());
+    let merged = super::claim_policy(s.pvc, class_name.as_deref(), s.storage_class, s.central);
     let ctx = Context {
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),

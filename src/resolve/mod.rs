@@ -8,9 +8,14 @@ pub mod inflight;
 pub mod logical;
 pub mod trigger;
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::decide::Measurement;
+use crate::policy::merge::{CentralPolicy, Merged, effective_with_limits};
 
 pub use evaluate::{Evaluation, Prepared, Subject, evaluate, prepare};
 
@@ -30,4 +35,38 @@ impl KubeletVolume {
         self.at
             .is_some_and(|at| crate::decide::budget::minus(now, MAX_AGE) <= at)
     }
+}
+
+/// The claim's policy layers merged: its annotations, its StorageClass's (`class_name`, with its
+/// object when known), its own `spec.resources.limits.storage` (topolvm users set the ceiling
+/// there) and the central one. The agent, the webhook and `headroom status` all merge this way.
+pub fn claim_policy(
+    pvc: &PersistentVolumeClaim,
+    class_name: Option<&str>,
+    class: Option<&StorageClass>,
+    central: &CentralPolicy,
+) -> Merged {
+    let empty = BTreeMap::new();
+    let label = format!(
+        "{}/{}",
+        pvc.metadata.namespace.as_deref().unwrap_or(""),
+        pvc.metadata.name.as_deref().unwrap_or("")
+    );
+    let class_annotations = class
+        .and_then(|c| c.metadata.annotations.as_ref())
+        .unwrap_or(&empty);
+    let spec_limit = pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("storage"))
+        .map(|q| q.0.as_str());
+    effective_with_limits(
+        &label,
+        pvc.metadata.annotations.as_ref().unwrap_or(&empty),
+        class_name.map(|n| (n, class_annotations)),
+        spec_limit,
+        central,
+    )
 }

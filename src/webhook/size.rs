@@ -2,13 +2,11 @@
 //! members), under its own policy's `limit`, and only for a claim that opted in. Pure: the
 //! members, the class and the central policy are read by the caller.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::k8s::{claim, roles};
-use crate::policy::merge::{CentralPolicy, effective_with_limits};
+use crate::policy::merge::CentralPolicy;
 use crate::policy::validate::{Context, validate};
 
 /// What the webhook does with one new claim.
@@ -77,28 +75,11 @@ pub fn verdict(
     let Some(group) = group else {
         return Verdict::Keep(Keep::NoGroup);
     };
-    let empty = BTreeMap::new();
     let class_name = pvc
         .spec
         .as_ref()
         .and_then(|s| s.storage_class_name.as_deref());
-    let class_annotations = class
-        .and_then(|c| c.metadata.annotations.as_ref())
-        .unwrap_or(&empty);
-    let spec_limit = pvc
-        .spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.limits.as_ref())
-        .and_then(|l| l.get("storage"))
-        .map(|q| q.0.as_str());
-    let merged = effective_with_limits(
-        &pvc_label(pvc),
-        pvc.metadata.annotations.as_ref().unwrap_or(&empty),
-        class_name.map(|n| (n, class_annotations)),
-        spec_limit,
-        central,
-    );
+    let merged = crate::resolve::claim_policy(pvc, class_name, class, central);
     if !merged.wants_enabled() {
         return Verdict::Keep(Keep::NotOptedIn);
     }
