@@ -261,7 +261,7 @@ pub fn group_key(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<Strin
         .and_then(|p| sts_of(&p.metadata))
         .or_else(|| sts_of(m))?;
     let template = claim_template(m.name.as_deref()?, &sts)?;
-    Some(format!("{ns}/sts/{sts}/{template}"))
+    Some(statefulset_key(ns, &sts, template))
 }
 
 /// Is `pvc` a member of the group `key` (as returned by [`group_key`] for a member whose pod is
@@ -315,13 +315,24 @@ pub(super) fn controlling_statefulset(meta: &ObjectMeta) -> Option<String> {
         .map(|o| o.name.clone())
 }
 
+/// The group key of StatefulSet `sts`'s claim template `template` in namespace `ns`, as
+/// [`group_key`] gives it and [`in_group`] reads it.
+pub fn statefulset_key(ns: &str, sts: &str, template: &str) -> String {
+    format!("{ns}/sts/{sts}/{template}")
+}
+
+/// `<prefix>-<ordinal>` -> prefix: a StatefulSet member's claim name without its ordinal.
+pub fn ordinal_prefix(name: &str) -> Option<&str> {
+    let (prefix, ordinal) = name.rsplit_once('-')?;
+    (!prefix.is_empty() && !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()))
+        .then_some(prefix)
+}
+
 /// `<template>-<sts>-<ordinal>` -> template.
 pub(super) fn claim_template<'a>(pvc_name: &'a str, sts: &str) -> Option<&'a str> {
-    let (rest, ordinal) = pvc_name.rsplit_once('-')?;
-    if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let template = rest.strip_suffix(sts)?.strip_suffix('-')?;
+    let template = ordinal_prefix(pvc_name)?
+        .strip_suffix(sts)?
+        .strip_suffix('-')?;
     (!template.is_empty()).then_some(template)
 }
 

@@ -17,24 +17,17 @@ pub struct Found {
     pub members: Vec<PersistentVolumeClaim>,
 }
 
-/// `<prefix>-<ordinal>` -> prefix.
-fn ordinal_prefix(name: &str) -> Option<&str> {
-    let (prefix, ordinal) = name.rsplit_once('-')?;
-    (!prefix.is_empty() && !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()))
-        .then_some(prefix)
-}
-
 /// Some other claim shares the new one's `<prefix>-` before an ordinal: only then can it have
 /// StatefulSet peers worth a LIST.
 pub fn has_ordinal_peers(name: &str, members: &[PersistentVolumeClaim]) -> bool {
-    let Some(prefix) = ordinal_prefix(name) else {
+    let Some(prefix) = roles::ordinal_prefix(name) else {
         return false;
     };
     members.iter().any(|m| {
         m.metadata
             .name
             .as_deref()
-            .is_some_and(|n| n != name && ordinal_prefix(n) == Some(prefix))
+            .is_some_and(|n| n != name && roles::ordinal_prefix(n) == Some(prefix))
     })
 }
 
@@ -52,8 +45,7 @@ pub fn statefulset_group(pvc: &PersistentVolumeClaim, sets: &[StatefulSet]) -> O
             .iter()
             .flatten()
             .filter_map(|t| t.metadata.name.as_deref())
-            .map(|template| format!("{ns}/sts/{set_name}/{template}"))
-            // in_group knows how a StatefulSet key reads: if its format changes, no match.
+            .map(|template| roles::statefulset_key(ns, set_name, template))
             .find(|key| roles::in_group(pvc, key))
     })
 }
@@ -75,7 +67,7 @@ pub async fn find(
     let mut group = roles::group_key(pvc, None);
     let name = pvc.metadata.name.as_deref().unwrap_or("");
     // No group by labels or owner, and no ordinal in its name: nothing to read.
-    if group.is_none() && ordinal_prefix(name).is_none() {
+    if group.is_none() && roles::ordinal_prefix(name).is_none() {
         return Ok(Found {
             group,
             members: Vec::new(),
