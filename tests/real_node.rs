@@ -375,7 +375,7 @@ fn restarts_during_fills_give_one_grow_per_fill_and_keep_the_history() {
     ])
     .expect("kubectl set image");
     wait_for_cmd(Duration::from_secs(180), "the rolled pod Ready", || {
-        let (name, ..) = agent_pod(node, Duration::from_secs(60));
+        let (name, ..) = ready_agent_pod(node)?;
         let p = node.get_json(&["-n", "headroom", "pod", &name]);
         (p["spec"]["containers"][0]["image"] == "headroom.test/headroom:rolled").then_some(())
     });

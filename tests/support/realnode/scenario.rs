@@ -74,32 +74,35 @@ pub fn install(node: &Node) {
 
 /// The agent's pod once Ready: (name, pod IP, container id).
 pub fn agent_pod(node: &Node, within: Duration) -> (String, String, String) {
-    wait_for_cmd(within, "the agent's pod Ready", || {
-        let pods = node.get_json(&[
-            "-n",
-            "headroom",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=headroom",
-        ]);
-        let pod = pods["items"].as_array()?.iter().find(|p| {
-            p["metadata"]["deletionTimestamp"].is_null()
-                && p["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })?;
-        let id = pod["status"]["containerStatuses"][0]["containerID"]
-            .as_str()?
-            .strip_prefix("containerd://")?
-            .to_owned();
-        Some((
-            pod["metadata"]["name"].as_str()?.to_owned(),
-            pod["status"]["podIP"].as_str()?.to_owned(),
-            id,
-        ))
-    })
+    wait_for_cmd(within, "the agent's pod Ready", || ready_agent_pod(node))
+}
+
+/// One look for a Ready agent pod that is not being deleted: its name, IP and container id.
+pub fn ready_agent_pod(node: &Node) -> Option<(String, String, String)> {
+    let pods = node.get_json(&[
+        "-n",
+        "headroom",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=headroom",
+    ]);
+    let pod = pods["items"].as_array()?.iter().find(|p| {
+        p["metadata"]["deletionTimestamp"].is_null()
+            && p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })?;
+    let id = pod["status"]["containerStatuses"][0]["containerID"]
+        .as_str()?
+        .strip_prefix("containerd://")?
+        .to_owned();
+    Some((
+        pod["metadata"]["name"].as_str()?.to_owned(),
+        pod["status"]["podIP"].as_str()?.to_owned(),
+        id,
+    ))
 }
 
 pub fn namespace(node: &Node, ns: &str) {
