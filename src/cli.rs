@@ -255,8 +255,10 @@ pub struct AgentArgs {
     #[arg(long, env = "HEADROOM_PROBE_TIMEOUT", default_value = "5s")]
     pub probe_timeout: String,
     /// Between scans, re-statfs the volumes the last scan found this often (four times as often
-    /// near their trigger) and decide at once when one crosses it; `0s` turns this off.
-    #[arg(long, env = "HEADROOM_MEASURE_INTERVAL", default_value = "1s")]
+    /// near their trigger) and decide at once when one crosses it; `0s` turns this off. 900ms,
+    /// not 1s: the PATCH follows the look by some milliseconds, and a fill is to be acted on
+    /// within a second.
+    #[arg(long, env = "HEADROOM_MEASURE_INTERVAL", default_value = "900ms")]
     pub measure_interval: String,
     /// Address of the metrics and health endpoint (/metrics, /live, /ready, /volumes).
     #[arg(long, env = "HEADROOM_LISTEN", default_value = crate::http::DEFAULT_LISTEN)]

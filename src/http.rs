@@ -115,6 +115,13 @@ impl AdminState {
         self.health.scan_succeeded(at);
     }
 
+    /// Some volumes were decided on between scans: their reports change, the scan's health and
+    /// timestamps do not (only a full scan says the node was measured).
+    pub fn volumes_decided(&self, reports: Vec<VolumeReport>) {
+        self.metrics.observe_volumes(&reports);
+        *self.reports.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(reports);
+    }
+
     /// A scan that could not measure: the loop turned, but nothing is updated, so the last
     /// good values stay (their timestamps show their age) and readiness ages.
     pub fn scan_failed(&self, duration: Duration, at: Timestamp) {

@@ -13,6 +13,7 @@ mod support {
     pub mod root;
 }
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -316,6 +317,51 @@ fn new_group_member_is_grown_to_its_peers_size_once() {
     fill(&mount, 70 * MI);
     c.wait_blocked("pg-2", "budget_exhausted");
     c.assert_resize_patches("pg-2", 1);
+}
+
+/// The agent's `/volumes`: the last full scan's time, and each claim's report by name.
+fn volumes(port: u16) -> Option<(serde_json::Value, HashMap<String, serde_json::Value>)> {
+    let (code, body) = support::http::get(port, "/volumes")?;
+    let all: serde_json::Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+    let by_claim = all["volumes"]
+        .as_array()?
+        .iter()
+        .filter_map(|v| Some((v["pvc"].as_str()?.to_string(), v.clone())))
+        .collect();
+    Some((all["scanned_at"].clone(), by_claim))
+}
+
+#[test]
+fn a_crossing_between_scans_is_decided_on_alone() {
+    if !server::available("a_crossing_between_scans_is_decided_on_alone") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    let mount = c.claim("data", &fast, 64, POLICY);
+    c.claim("other", &fast, 64, POLICY);
+    let port = support::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // One full scan, at start: everything after it is the fast loop's.
+    let _agent = c.agent("1h", &["--listen", &listen]);
+    let (scanned, before) = wait_for(Duration::from_secs(20), "both claims reported", || {
+        volumes(port).filter(|(_, v)| v.len() == 2)
+    });
+    fill(&mount, 56 * MI);
+    wait_for(Duration::from_secs(10), "the crossing acted on", || {
+        (request_of(&c.get("data")) == 80 * MI).then_some(())
+    });
+    let (scanned_after, after) = wait_for(Duration::from_secs(5), "data's fresh report", || {
+        volumes(port).filter(|(_, v)| v["data"]["measured_at"] != before["data"]["measured_at"])
+    });
+    // No scan of the node ran: the crossed claim's report is new, the other's is the scan's.
+    assert_eq!(scanned_after, scanned, "a full scan ran");
+    assert!(
+        after["data"]["measurement"]["used_bytes"].as_u64() >= Some(56 * MI),
+        "{:#}",
+        after["data"]
+    );
+    assert_eq!(after["other"], before["other"]);
 }
 
 #[test]

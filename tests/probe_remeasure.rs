@@ -42,6 +42,15 @@ async fn target(prober: &Prober, pv: &str) -> Target {
         .unwrap_or_else(|| panic!("{pv} was not measured through the walk: {v:#?}"))
 }
 
+async fn pod_a(prober: &Prober) -> Target {
+    scan(prober)
+        .await
+        .iter()
+        .find(|v| v.pod_uid.as_deref() == Some("pod-a"))
+        .and_then(Volume::target)
+        .expect("pod-a measured")
+}
+
 async fn once(prober: &Prober, t: &Target) -> Result<FsStats, RemeasureError> {
     let mut out = prober.remeasure(vec![t.clone()]).await;
     assert_eq!(out.len(), 1);
@@ -76,9 +85,24 @@ async fn what_a_tenant_plants_in_its_volume_changes_nothing_and_an_unmounted_vol
     if !support::root::needs_root("probe_remeasure: planted symlinks, unmount") {
         return;
     }
+    for keep in [None, Some(0)] {
+        tenant_plants_and_unmounts(keep).await;
+    }
+}
+
+/// A prober at its default descriptor budget (`None`), or at `keep_parents(n)`.
+fn prober(root: &KubeletRoot, keep: Option<usize>) -> Prober {
+    let p = Prober::new(root.path().to_path_buf(), DEADLINE);
+    match keep {
+        Some(n) => p.keep_parents(n),
+        None => p,
+    }
+}
+
+async fn tenant_plants_and_unmounts(keep: Option<usize>) {
     let mut root = KubeletRoot::new();
     let mnt = root.tmpfs_volume("pod-a", "pv-a", MI);
-    let prober = Prober::new(root.path().to_path_buf(), DEADLINE);
+    let prober = prober(&root, keep);
     let t = target(&prober, "pv-a").await;
     // Everything a tenant can write is below its mount point: symlinks out of it, one named
     // like the kubelet's own directories, a directory tree shaped like a kubelet root.
@@ -99,7 +123,27 @@ async fn what_a_tenant_plants_in_its_volume_changes_nothing_and_an_unmounted_vol
     // The path now answers for the kubelet root's filesystem: never taken as the volume's.
     let host = headroom::probe::statfs::statfs_path(&mnt).expect("statfs of the bare directory");
     assert_ne!(host.measurement.capacity_bytes, MI);
-    assert_eq!(once(&prober, &t).await, Err(RemeasureError::Moved));
+    assert_eq!(
+        once(&prober, &t).await,
+        Err(RemeasureError::Moved),
+        "{keep:?}"
+    );
+    // The kubelet then removes the volume's directories: nothing to measure, nothing else
+    // measured in its place (the directory a scan kept open is gone with them).
+    std::fs::remove_dir(&mnt).unwrap();
+    let e = once(&prober, &t).await.unwrap_err();
+    assert!(
+        matches!(e, RemeasureError::Open(Errno::ENOENT)),
+        "{keep:?}: {e:?}"
+    );
+    let pv_dir = mnt.parent().unwrap();
+    let _ = std::fs::remove_file(pv_dir.join("vol_data.json"));
+    std::fs::remove_dir(pv_dir).unwrap();
+    let e = once(&prober, &t).await.unwrap_err();
+    assert!(
+        matches!(e, RemeasureError::Open(Errno::ENOENT)),
+        "{keep:?}: {e:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,10 +151,16 @@ async fn a_mount_point_replaced_between_passes_is_refused_until_the_next_scan() 
     if !support::root::needs_root("probe_remeasure: mount point replaced") {
         return;
     }
+    for keep in [None, Some(0)] {
+        mount_point_replaced(keep).await;
+    }
+}
+
+async fn mount_point_replaced(keep: Option<usize>) {
     let mut root = KubeletRoot::new();
     let mnt = root.tmpfs_volume("pod-a", "pv-a", MI);
     let mut extra = Mounts(Vec::new());
-    let prober = Prober::new(root.path().to_path_buf(), DEADLINE);
+    let prober = prober(&root, keep);
     let t = target(&prober, "pv-a").await;
     assert_eq!(
         once(&prober, &t).await.unwrap().measurement.capacity_bytes,
@@ -144,7 +194,7 @@ async fn a_mount_point_replaced_between_passes_is_refused_until_the_next_scan() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bind_mount_over_a_parent_is_refused_and_its_removal_restores_the_volume() {
+async fn a_bind_mount_over_a_parent_never_yields_what_it_covers() {
     if !support::root::needs_root("probe_remeasure: bind mount over a parent") {
         return;
     }
@@ -153,6 +203,10 @@ async fn a_bind_mount_over_a_parent_is_refused_and_its_removal_restores_the_volu
     let mut extra = Mounts(Vec::new());
     let prober = Prober::new(root.path().to_path_buf(), DEADLINE);
     let t = target(&prober, "pv-a").await;
+    // The same volume as a prober that keeps no directory open sees it (past its descriptor
+    // budget): opened from the kubelet root.
+    let rooted = Prober::new(root.path().to_path_buf(), DEADLINE).keep_parents(0);
+    let t_rooted = target(&rooted, "pv-a").await;
     // A tree of the same shape on another filesystem, bound over the pod's directory: the path
     // now leads to a plain directory there.
     let decoy = root.scratch_tmpfs(4 * MI);
@@ -167,14 +221,20 @@ async fn a_bind_mount_over_a_parent_is_refused_and_its_removal_restores_the_volu
     )
     .expect("bind over the pod directory");
     extra.0.push(pod.clone());
-    assert_eq!(once(&prober, &t).await, Err(RemeasureError::Moved));
-    // Gone again: the path leads to the scan's mount, which is measured as before.
-    umount2(&pod, MntFlags::empty()).expect("unmount the bind");
-    extra.0.clear();
+    // From the root: the decoy's directory, refused.
+    assert_eq!(once(&rooted, &t_rooted).await, Err(RemeasureError::Moved));
+    // From the volume's own directory, which the scan kept open below the bind: the volume's
+    // mount and its own numbers. Never the decoy's.
     assert_eq!(
         once(&prober, &t).await.unwrap().measurement.capacity_bytes,
         MI
     );
+    // Gone again: the path leads to the scan's mount, which is measured as before.
+    umount2(&pod, MntFlags::empty()).expect("unmount the bind");
+    extra.0.clear();
+    for (p, t) in [(&prober, &t), (&rooted, &t_rooted)] {
+        assert_eq!(once(p, t).await.unwrap().measurement.capacity_bytes, MI);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,22 +246,18 @@ async fn a_symlink_swapped_in_above_the_mount_is_taken_only_to_the_same_mount() 
     root.tmpfs_volume("pod-a", "pv-a", MI);
     let other = root.tmpfs_volume("pod-b", "pv-a", 2 * MI);
     let prober = Prober::new(root.path().to_path_buf(), DEADLINE);
-    let vols = scan(&prober).await;
-    let t = vols
-        .iter()
-        .find(|v| v.pod_uid.as_deref() == Some("pod-a"))
-        .and_then(Volume::target)
-        .expect("pod-a measured");
+    let t = pod_a(&prober).await;
+    let rooted = Prober::new(root.path().to_path_buf(), DEADLINE).keep_parents(0);
+    let t_rooted = pod_a(&rooted).await;
     let pods = root.path().join("pods");
     // The pod directory moved aside and a symlink put in its place: the open follows it to the
     // very mount the scan found, so these are the volume's numbers (and the scan itself, which
     // follows no symlink, no longer measures it).
     std::fs::rename(pods.join("pod-a"), pods.join("pod-a.moved")).unwrap();
     std::os::unix::fs::symlink("pod-a.moved", pods.join("pod-a")).unwrap();
-    assert_eq!(
-        once(&prober, &t).await.unwrap().measurement.capacity_bytes,
-        MI
-    );
+    for (p, t) in [(&prober, &t), (&rooted, &t_rooted)] {
+        assert_eq!(once(p, t).await.unwrap().measurement.capacity_bytes, MI);
+    }
     let rescanned = scan(&prober).await;
     assert!(
         rescanned
@@ -210,11 +266,17 @@ async fn a_symlink_swapped_in_above_the_mount_is_taken_only_to_the_same_mount() 
             .all(|v| v.measurement.is_none()),
         "{rescanned:#?}"
     );
-    // Pointed at another pod's tree, where another filesystem is mounted at the same name.
+    // Pointed at another pod's tree, where another filesystem is mounted at the same name: from
+    // the root, that mount, refused; from the directory the scan kept open (moved aside with
+    // its pod), still the volume's own.
     std::fs::remove_file(pods.join("pod-a")).unwrap();
     std::os::unix::fs::symlink("pod-b", pods.join("pod-a")).unwrap();
     assert!(other.starts_with(pods.join("pod-b")));
-    assert_eq!(once(&prober, &t).await, Err(RemeasureError::Moved));
+    assert_eq!(once(&rooted, &t_rooted).await, Err(RemeasureError::Moved));
+    assert_eq!(
+        once(&prober, &t).await.unwrap().measurement.capacity_bytes,
+        MI
+    );
     // Put back (KubeletRoot unmounts by the original paths).
     std::fs::remove_file(pods.join("pod-a")).unwrap();
     std::fs::rename(pods.join("pod-a.moved"), pods.join("pod-a")).unwrap();

@@ -12,6 +12,9 @@
 //! not a tick more. A volume wakes the loop once per crossing, and once when its size changes (a
 //! resize landed: the scan that follows records how long it took); the scan that follows decides
 //! and arms its trigger afresh.
+//!
+//! The loop also says which volumes woke it ([`Watchlist::take_crossed`]): the reconcile loop
+//! decides on those at once, without walking the node, and leaves the rest to the next scan.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +26,7 @@ use tokio::time::Instant;
 
 use super::samples::Samples;
 use crate::probe::anchor::RemeasureError;
+use crate::probe::statfs::FsStats;
 use crate::probe::{Prober, Target, Volume};
 use crate::resolve::trigger::Trigger;
 
@@ -45,6 +49,9 @@ pub struct Watchlist {
     volumes: Mutex<WatchMap>,
     wake: Notify,
     samples: Arc<Samples>,
+    /// The volumes that woke the loop since the reconcile loop last took them, with the
+    /// numbers that did.
+    crossed: Mutex<Vec<(Target, FsStats)>>,
 }
 
 impl Watchlist {
@@ -53,6 +60,7 @@ impl Watchlist {
             volumes: Mutex::default(),
             wake: Notify::new(),
             samples,
+            crossed: Mutex::default(),
         }
     }
 
@@ -89,6 +97,42 @@ impl Watchlist {
             })
             .collect();
         *current = watched;
+        // The scan just decided on every volume with numbers at least as fresh as theirs.
+        self.lock_crossed().clear();
+    }
+
+    /// After a scan of some volumes alone: each of `measured` is watched again with the trigger
+    /// its decision set, armed unless the numbers that scan decided on already fire it.
+    pub fn rearm(
+        &self,
+        measured: &[(&Path, crate::decide::Measurement)],
+        triggers: &HashMap<PathBuf, Trigger>,
+        rates: &HashMap<&Path, f64>,
+    ) {
+        let mut watched = self.lock();
+        for (path, m) in measured {
+            let (Some(w), Some(trigger)) = (watched.get_mut(*path), triggers.get(*path)) else {
+                continue;
+            };
+            w.trigger = *trigger;
+            w.armed = !trigger.fires(m, rates.get(path).copied());
+            (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
+        }
+    }
+
+    /// The volumes that woke the loop since the last call (or the last scan of every volume),
+    /// each once, with its latest numbers.
+    pub fn take_crossed(&self) -> Vec<(Target, FsStats)> {
+        let mut crossed = std::mem::take(&mut *self.lock_crossed());
+        // Newest first within each path (the sort is stable), and dedup keeps the first.
+        crossed.reverse();
+        crossed.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        crossed.dedup_by(|a, b| a.0.path == b.0.path);
+        crossed
+    }
+
+    fn lock_crossed(&self) -> std::sync::MutexGuard<'_, Vec<(Target, FsStats)>> {
+        self.crossed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, WatchMap> {
@@ -121,15 +165,15 @@ impl Watchlist {
         if due.is_empty() {
             return 0;
         }
-        let paths: Vec<Arc<Path>> = due.iter().map(|t| Arc::clone(&t.path)).collect();
-        let results = prober.remeasure(due).await;
+        let results = prober.remeasure(due.clone()).await;
         let at = Instant::now();
         let mut n = 0;
-        let mut wake = false;
+        let mut crossed = Vec::new();
         let mut watched = self.lock();
-        for (path, r) in paths.iter().zip(results) {
-            let m = match r {
-                Ok(s) => s.measurement,
+        for (target, r) in due.into_iter().zip(results) {
+            let path = &target.path;
+            let stats = match r {
+                Ok(s) => s,
                 // Not this volume's numbers: left to the next scan, which finds what is there
                 // now and watches it afresh.
                 Err(RemeasureError::Moved) => {
@@ -148,18 +192,21 @@ impl Watchlist {
             let Some(w) = watched.get_mut(&**path) else {
                 continue;
             };
+            let m = stats.measurement;
             n += 1;
             let rate = self.samples.record(path, m.used_bytes, at);
-            if w.armed && w.trigger.fires(&m, rate) {
-                w.armed = false;
-                wake = true;
-            }
-            wake |= m.capacity_bytes != w.capacity;
+            let fired = w.armed && w.trigger.fires(&m, rate);
+            w.armed &= !fired;
             w.due = now + w.trigger.period(&m, w.used, rate, every);
+            let resized = m.capacity_bytes != w.capacity;
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
+            if fired || resized {
+                crossed.push((target, stats));
+            }
         }
         drop(watched);
-        if wake {
+        if !crossed.is_empty() {
+            self.lock_crossed().append(&mut crossed);
             self.wake.notify_one();
         }
         n

@@ -177,6 +177,7 @@ fn webhook_config(a: &AgentArgs) -> Result<Option<crate::webhook::WebhookConfig>
 pub fn main(args: AgentArgs) -> Result<ExitCode, AgentError> {
     let cfg = AgentConfig::from_args(&args)?;
     heap::limit_arenas();
+    crate::probe::anchor::raise_descriptor_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -218,6 +219,31 @@ impl world::WatchObserver for WatchHealth {
 
     fn ok(&self, watcher: &str) {
         self.0.watch_ok(watcher);
+    }
+}
+
+/// What one turn of the reconcile loop did.
+enum Turn {
+    /// A full scan: every volume on the node.
+    Scanned(Vec<VolumeReport>),
+    /// The volumes the fast loop saw cross, alone: every claim's last report, theirs fresh.
+    Crossed(Vec<VolumeReport>),
+    /// The crossed volumes were gone by the time the loop turned.
+    Nothing,
+}
+
+/// A full scan at the interval's tick, or a scan of the volumes that crossed.
+async fn turn(
+    scanner: &mut scan::Scanner,
+    world: &mut world::World,
+    crossed: Option<Vec<(crate::probe::Target, crate::probe::statfs::FsStats)>>,
+) -> Result<Turn, crate::probe::ProbeError> {
+    match crossed {
+        None => Ok(Turn::Scanned(scanner.scan(world).await?)),
+        Some(crossed) => Ok(scanner
+            .scan_crossed(world, crossed)
+            .await
+            .map_or(Turn::Nothing, Turn::Crossed)),
     }
 }
 
@@ -324,19 +350,26 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     // overestimated.
     let mut signalled = std::time::Instant::now();
     loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            // A volume crossed its trigger between scans: decide now, not at the next tick.
-            _ = watchlist.crossed() => tracing::debug!("a volume crossed its trigger; scanning now"),
+        let crossed = tokio::select! {
+            _ = ticker.tick() => None,
+            // Volumes crossed their triggers between scans: decide on them now, not at the next
+            // tick.
+            _ = watchlist.crossed() => Some(watchlist.take_crossed()),
             _ = shutdown.wait() => break,
+        };
+        if crossed.as_ref().is_some_and(Vec::is_empty) {
+            // Already decided on by the full scan that ran since they woke the loop.
+            continue;
         }
         let started = std::time::Instant::now();
         signalled = started;
-        let scan = scanner.scan(&mut world);
-        let mut scan = std::pin::pin!(scan);
+        let turn = turn(&mut scanner, &mut world, crossed);
+        let mut turn = std::pin::pin!(turn);
         tokio::select! {
-            result = &mut scan => match result {
-                Ok(reports) => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
+            result = &mut turn => match result {
+                Ok(Turn::Scanned(reports)) => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
+                Ok(Turn::Crossed(reports)) => admin.volumes_decided(reports),
+                Ok(Turn::Nothing) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, root = %cfg.kubelet_root.display(), "scan could not measure the node; keeping the last good values");
                     admin.scan_failed(started.elapsed(), jiff::Timestamp::now());
@@ -345,7 +378,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
             _ = shutdown.wait() => {
                 signalled = std::time::Instant::now();
                 // The scan starts no new action now; what is in flight may finish, bounded.
-                if tokio::time::timeout(cfg.shutdown_grace, &mut scan).await.is_err() {
+                if tokio::time::timeout(cfg.shutdown_grace, &mut turn).await.is_err() {
                     tracing::warn!(grace = ?cfg.shutdown_grace, "scan still running at the end of the shutdown grace");
                 }
                 break;

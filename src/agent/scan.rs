@@ -1,4 +1,8 @@
-//! One scan of this node: probe the kubelet's volumes, map them to claims, decide, act.
+//! One scan of this node: probe the kubelet's volumes, map them to claims, decide, act. Or, when
+//! the fast loop saw volumes cross their triggers, the same for those volumes alone
+//! ([`crossed`]).
+
+mod crossed;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -37,6 +41,8 @@ pub struct Scanner {
     last: HashMap<String, VolumeReport>,
     /// What the fast measurement loop watches between scans.
     watchlist: Arc<Watchlist>,
+    /// The last full scan's volumes, with the fresher numbers of those decided on since.
+    volumes: Vec<Volume>,
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
@@ -81,6 +87,7 @@ impl Scanner {
             reclaimer,
             running: HashMap::new(),
             last: HashMap::new(),
+            volumes: Vec::new(),
         }
     }
 
@@ -98,6 +105,30 @@ impl Scanner {
             .stuck_calls(self.work.prober.stuck_calls());
         let volumes = probed?;
         let rates = self.record_samples(&volumes);
+        // The kubelet is asked only for what statfs could not measure.
+        let blind = volumes
+            .iter()
+            .any(|v| v.measurement.is_none() && v.mode == probe::VolumeMode::Filesystem);
+        let decided = self
+            .decide(world, &volumes, &rates, Scope { only: None, blind }, now)
+            .await;
+        self.cross_check(&decided.reports, &decided.kubelet);
+        self.reclaim(decided.reclaims, &decided.common).await;
+        self.forget_gone(&decided.reports, &volumes, &rates);
+        self.volumes = volumes;
+        Ok(decided.reports)
+    }
+
+    /// Starts the work of each claim mounted here (of the PersistentVolumes in `scope.only`, when
+    /// set) and collects what finishes within the interval.
+    async fn decide(
+        &mut self,
+        world: &mut World,
+        volumes: &[Volume],
+        rates: &HashMap<PathBuf, f64>,
+        scope: Scope<'_>,
+        now: Timestamp,
+    ) -> Decided {
         // Volumes of pods being deleted are left alone: the workload is leaving this node.
         let pods: HashMap<String, Arc<Pod>> = world
             .pods
@@ -116,11 +147,7 @@ impl Scanner {
             .sync_namespaces(&wanted, self.work.cfg.api_timeout)
             .await;
         let (central, creds) = self.central_policy(world);
-        // The kubelet is asked only for what statfs could not measure.
-        let blind = volumes
-            .iter()
-            .any(|v| v.measurement.is_none() && v.mode == probe::VolumeMode::Filesystem);
-        let kubelet = self.kubelet.get(now, blind).await.clone();
+        let kubelet = self.kubelet.get(now, scope.blind).await.clone();
         let common = Common {
             central: Arc::new(central),
             creds: Arc::new(creds),
@@ -130,7 +157,10 @@ impl Scanner {
         let mut started = Vec::new();
         let mut reclaims = Vec::new();
         let mut reports = Vec::new();
-        for (pv, vols) in by_pv(&volumes) {
+        for (pv, vols) in by_pv(volumes) {
+            if scope.only.is_some_and(|only| !only.contains(pv)) {
+                continue;
+            }
             let Some(claim) = Claim::of(world, &pods, pv, &vols) else {
                 continue;
             };
@@ -140,7 +170,7 @@ impl Scanner {
                 reports.extend(report);
                 continue;
             }
-            let ctx = claim.ctx(world, &volumes, &kubelet, &rates, &common);
+            let ctx = claim.ctx(world, volumes, &kubelet, rates, &common);
             let work = self.work.clone();
             let pvc = claim.pvc;
             // All of the scan's tasks exist at once: each stays small (the claim shared, the
@@ -154,10 +184,12 @@ impl Scanner {
             ));
         }
         reports.extend(self.collect(started).await);
-        self.cross_check(&reports, &kubelet);
-        self.reclaim(reclaims, &common).await;
-        self.forget_gone(&reports, &volumes, &rates);
-        Ok(reports)
+        Decided {
+            reports,
+            reclaims,
+            common,
+            kubelet,
+        }
     }
 
     /// Records each measured volume's usage; returns the fill rates the samples give.
@@ -321,6 +353,22 @@ impl Scanner {
         let tasks = self.running.drain().map(|(_, t)| t);
         let _ = tokio::time::timeout(grace, futures::future::join_all(tasks)).await;
     }
+}
+
+/// Which volumes a scan decides on.
+struct Scope<'a> {
+    /// Only the claims of these PersistentVolumes; every claim mounted here when `None`.
+    only: Option<&'a HashSet<String>>,
+    /// Some volume could not be measured by statfs: ask the kubelet (when its numbers are due).
+    blind: bool,
+}
+
+/// What a scan decided, and what the rest of a full scan needs from it.
+struct Decided {
+    reports: Vec<VolumeReport>,
+    reclaims: Vec<ReclaimTarget>,
+    common: Common,
+    kubelet: ByClaim,
 }
 
 /// What every volume of one scan shares.

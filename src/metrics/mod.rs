@@ -206,6 +206,14 @@ impl Metrics {
         duration: Duration,
         finished_at: Timestamp,
     ) {
+        self.observe_volumes(reports);
+        self.scan_duration.observe(duration.as_secs_f64());
+        self.last_scan
+            .set(finished_at.as_millisecond() as f64 / 1000.0);
+    }
+
+    /// Every volume's series from its report; the series of volumes not in `reports` go.
+    pub fn observe_volumes(&self, reports: &[VolumeReport]) {
         let _w = self
             .scan_lock
             .write()
@@ -239,10 +247,7 @@ impl Metrics {
             }
             keep
         });
-        self.scan_duration.observe(duration.as_secs_f64());
         self.volumes_seen.set(reports.len() as f64);
-        self.last_scan
-            .set(finished_at.as_millisecond() as f64 / 1000.0);
     }
 
     /// A scan that could not measure: the per-volume series and the last-successful timestamp

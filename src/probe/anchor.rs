@@ -19,12 +19,26 @@
 //! mount id cannot match the host's filesystem either: that mount was alive beside the volume's
 //! when the identity was recorded, so its id differs, and it never changes. Only a mount made
 //! after the volume's was gone, at the kubelet's own mount point, could take a recycled id.
+//!
+//! The scan also keeps the directory that holds the mount point open ([`Parent`]; in
+//! `pods/<uid>/volumes/kubernetes.io~csi/<pv>/`, the kubelet's `<pv>` directory, beside its
+//! `vol_data.json`), as its walk reached it, and the loop opens the mount point's one name from
+//! there: the path walk is what a re-measurement spends most of its kernel time on, a dentry
+//! lookup and a permission check per component. That descriptor is on the kubelet's filesystem,
+//! never on a volume, so it keeps nothing mounted; the kubelet removes the directory after an
+//! unmount all the same (the descriptor then finds no mount point and the volume waits for the
+//! next scan). It goes with the next scan's targets. Anything mounted or swapped in above it
+//! since the scan cannot redirect it: the open starts below, at the directory the scan's
+//! symlink-refusing walk reached, and the identity check still applies.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::fcntl::{open, openat};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use nix::sys::stat::Mode;
 
 use super::bounded::BoundedError;
@@ -121,6 +135,59 @@ pub fn remeasure_at<Fd: AsFd>(
 ) -> Result<FsStats, RemeasureError> {
     let fd = openat(dir, rel, WALK, Mode::empty()).map_err(RemeasureError::Open)?;
     checked_statfs(&fd, anchor)
+}
+
+/// The directory holding a volume's mount point, kept open by the scan for the fast loop, and the
+/// mount point's name in it. Equal only to itself (the same descriptor).
+#[derive(Debug, Clone)]
+pub struct Parent {
+    dir: Arc<OwnedFd>,
+    name: Arc<OsStr>,
+}
+
+impl PartialEq for Parent {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.dir, &other.dir) && self.name == other.name
+    }
+}
+
+impl Eq for Parent {}
+
+impl Parent {
+    pub fn new(dir: OwnedFd, name: &OsStr) -> Self {
+        Parent {
+            dir: Arc::new(dir),
+            name: name.into(),
+        }
+    }
+
+    /// [`remeasure`] of the mount point named in this directory: one component to resolve.
+    pub fn remeasure(&self, anchor: &Anchor) -> Result<FsStats, RemeasureError> {
+        remeasure_at(&*self.dir, Path::new(&*self.name), anchor)
+    }
+}
+
+/// How many [`Parent`] descriptors a scan may keep: an eighth of the soft descriptor limit
+/// (raised to the hard one at start, [`raise_descriptor_limit`]), so a scan's and the one
+/// before it stay under a quarter and the agent's sockets and files never run out.
+pub fn parents_to_hold() -> usize {
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) => usize::try_from(soft / 8).unwrap_or(usize::MAX),
+        Err(_) => 0,
+    }
+}
+
+/// Raises the soft descriptor limit to the hard one, as Go's runtime does for every Go daemon:
+/// container runtimes (containerd 2) start containers at a soft 1024, which 500 volumes'
+/// [`Parent`] descriptors would crowd. A failure leaves the limit, and [`parents_to_hold`]
+/// follows whatever it is.
+pub fn raise_descriptor_limit() {
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        tracing::debug!(error = %e, soft, hard, "descriptor limit not raised");
+    }
 }
 
 /// The anchor of `path` as a plain open finds it: for tests that compare it with the walk's.

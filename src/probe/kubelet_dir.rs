@@ -19,7 +19,9 @@ use nix::dir::{Dir, Type};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{SFlag, fstatat};
 
-use super::anchor::{Anchor, anchor_of};
+use nix::errno::Errno;
+
+use super::anchor::{Anchor, Parent, anchor_of};
 use super::mounts::MountIndex;
 use super::safe_open::{ReadError, open_beneath, open_dir_beneath, open_root, read_capped_beneath};
 use super::statfs::{FsStats, statfs_fd};
@@ -149,28 +151,48 @@ pub fn find(root: &Path, mounts: &[MountEntry]) -> Result<Found, ProbeError> {
 /// it. Both block on a hung mount: run this with a deadline.
 pub fn measure(root_fd: &OwnedFd, rel: &[OsString], v: &mut Volume) {
     match measure_at(root_fd, rel) {
-        Ok((s, anchor)) => {
-            v.set_stats(s);
-            v.anchor = anchor;
+        Ok(found) => {
+            v.set_stats(found.stats);
+            v.anchor = found.anchor;
         }
         Err(finding) => v.findings.push(finding),
     }
 }
 
-/// [`measure`] without the volume: its statfs and the identity of what the walk reached (for
-/// [`super::anchor::remeasure`]; `None` on a kernel that reports no mount id), or the finding
-/// that says why there is none. The descriptor is closed before returning (an open one would
-/// keep the kubelet from unmounting).
-pub fn measure_at(
-    root_fd: &OwnedFd,
-    rel: &[OsString],
-) -> Result<(FsStats, Option<Anchor>), String> {
+/// What [`measure_at`] found at a mount point.
+#[derive(Debug)]
+pub struct Reached {
+    pub stats: FsStats,
+    /// The identity of what the walk reached (for [`super::anchor::remeasure`]); `None` on a
+    /// kernel that reports no mount id.
+    pub anchor: Option<Anchor>,
+    /// The kubelet's directory holding the mount point, as the walk opened it (never on the
+    /// volume), for [`super::anchor::Parent::remeasure`].
+    pub parent: Option<Parent>,
+}
+
+/// [`measure`] without the volume: its statfs and what the walk reached, or the finding that
+/// says why there is none. The mount point's descriptor is closed before returning (an open one
+/// would keep the kubelet from unmounting).
+pub fn measure_at(root_fd: &OwnedFd, rel: &[OsString]) -> Result<Reached, String> {
     let comps: Vec<&OsStr> = rel.iter().map(OsString::as_os_str).collect();
-    let fd = open_dir_beneath(root_fd, &comps).map_err(|e| {
-        format!("cannot open the mount directory (symlinks are never followed): {e}")
-    })?;
+    let cannot = |e| format!("cannot open the mount directory (symlinks are never followed): {e}");
+    let (name, dirs) = comps.split_last().ok_or_else(|| cannot(Errno::EINVAL))?;
+    let parent = match dirs {
+        [] => None,
+        dirs => Some(open_dir_beneath(root_fd, dirs).map_err(cannot)?),
+    };
+    let fd = match &parent {
+        Some(p) => open_dir_beneath(p, &[*name]),
+        None => open_dir_beneath(root_fd, &[*name]),
+    }
+    .map_err(cannot)?;
     let stats = statfs_fd(&fd).map_err(|e| format!("statfs failed: {e}"))?;
-    Ok((stats, anchor_of(&fd).ok()))
+    Ok(Reached {
+        stats,
+        anchor: anchor_of(&fd).ok(),
+        parent: parent.map(|p| Parent::new(p, name)),
+    })
 }
 
 fn filesystem_volume(

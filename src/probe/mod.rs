@@ -117,6 +117,8 @@ pub struct Target {
     pub path: std::sync::Arc<std::path::Path>,
     /// `path` below the kubelet root, when the scan walked there from it.
     rel: Option<std::sync::Arc<std::path::Path>>,
+    /// The kubelet's directory holding the mount point, when the scan kept it open.
+    parent: Option<anchor::Parent>,
     anchor: anchor::Anchor,
 }
 
@@ -157,6 +159,9 @@ pub struct Volume {
     /// What the measurement's symlink-refusing walk reached: what [`Prober::remeasure`] accepts.
     #[serde(skip)]
     pub(crate) anchor: Option<anchor::Anchor>,
+    /// The directory holding the mount point, as that walk opened it, when kept.
+    #[serde(skip)]
+    pub(crate) parent: Option<anchor::Parent>,
 }
 
 impl Volume {
@@ -184,6 +189,7 @@ impl Volume {
             unmeasured: None,
             mount_rel: None,
             anchor: None,
+            parent: None,
         }
     }
 
@@ -196,6 +202,7 @@ impl Volume {
                 .mount_rel
                 .as_ref()
                 .map(|c| c.iter().collect::<PathBuf>().into()),
+            parent: self.parent.clone(),
             anchor: self.anchor?,
         })
     }
@@ -266,6 +273,10 @@ pub struct Prober {
     /// relative to it: a third of the path walk fewer (the kubelet root's own components) on
     /// every re-measurement. It is the kubelet's directory, never a tenant's volume.
     root_fd: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<std::os::fd::OwnedFd>>>>,
+    /// How many volumes' parent directories a scan keeps open ([`anchor::Parent`]): a share of
+    /// the descriptor limit, so that the sockets and files the agent opens never run out. Two
+    /// scans' worth may be open at once (the fast loop's and the new scan's), briefly.
+    hold: usize,
 }
 
 impl Prober {
@@ -276,7 +287,15 @@ impl Prober {
             busy_paths: bounded::BusyPaths::new(),
             pass: Default::default(),
             root_fd: Default::default(),
+            hold: anchor::parents_to_hold(),
         }
+    }
+
+    /// Keeps at most `n` volumes' parent directories open per scan ([`anchor::Parent`]); past
+    /// that, a volume is re-measured from the kubelet root.
+    pub fn keep_parents(mut self, n: usize) -> Self {
+        self.hold = n;
+        self
     }
 
     /// Blocking calls that passed their deadline and have not returned yet.
@@ -326,8 +345,9 @@ impl Prober {
         let pass = pass::Pass {
             jobs: targets,
             key: |t: &Target| &*t.path,
-            call: move |t: &Target| match (&root, &t.rel) {
-                (Some(root), Some(rel)) => anchor::remeasure_at(root, rel, &t.anchor),
+            call: move |t: &Target| match (&t.parent, &root, &t.rel) {
+                (Some(parent), _, _) => parent.remeasure(&t.anchor),
+                (None, Some(root), Some(rel)) => anchor::remeasure_at(root, rel, &t.anchor),
                 _ => anchor::remeasure(&t.path, &t.anchor),
             },
         };
@@ -359,6 +379,7 @@ impl Prober {
         let call = move |(_, rel): &(PathBuf, std::sync::Arc<[std::ffi::OsString]>)| {
             kubelet_dir::measure_at(&root_fd, rel)
         };
+        let mut keep = self.hold;
         let pass = pass::Pass {
             jobs,
             key: |(path, _)| path.as_path(),
@@ -368,9 +389,14 @@ impl Prober {
         for (i, r) in at.into_iter().zip(results) {
             let Some(v) = vols.get_mut(i) else { continue };
             match r {
-                Ok(Ok((s, anchor))) => {
-                    v.set_stats(s);
-                    v.anchor = anchor;
+                Ok(Ok(found)) => {
+                    v.set_stats(found.stats);
+                    v.anchor = found.anchor;
+                    // Within the descriptor budget; a volume past it is opened from the root.
+                    if keep > 0 && v.anchor.is_some() {
+                        v.parent = found.parent;
+                        keep -= usize::from(v.parent.is_some());
+                    }
                 }
                 Ok(Err(finding)) => v.findings.push(finding),
                 Err(e) if e.is_timeout() => {
