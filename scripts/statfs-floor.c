@@ -74,6 +74,29 @@ int main(int argc, char **argv) {
 		close(fd);
 	});
 	BENCH("`statfs` of the path alone (no identity: not safe)", statfs(abs_[i], &sf));
+	static int pfd[500];
+	for (int i = 0; i < n; i++) {
+		char p[256];
+		snprintf(p, sizeof p, "pods/pod-%d/volumes/kubernetes.io~csi/pv-%d", i, i);
+		pfd[i] = openat(rfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd[i] < 0) { perror(p); return 1; }
+	}
+	BENCH("`openat` of the path below the root descriptor + `statx` + `fstatfs` + `close`", {
+		int fd = openat(rfd, rel[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) { perror(rel[i]); return 1; }
+		statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MNT_ID_UNIQUE | STATX_INO, &sx);
+		fstatfs(fd, &sf);
+		close(fd);
+	});
+	BENCH("`openat` of `mount` in the kept directory + `statx` + `fstatfs` + `close`", {
+		int fd = openat(pfd[i], "mount", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) { perror("mount"); return 1; }
+		statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MNT_ID_UNIQUE | STATX_INO, &sx);
+		fstatfs(fd, &sf);
+		close(fd);
+	});
+	BENCH("`statx` of `mount` in the kept directory alone (the identity, no numbers)",
+	      statx(pfd[i], "mount", AT_SYMLINK_NOFOLLOW, STATX_MNT_ID | STATX_MNT_ID_UNIQUE | STATX_INO, &sx));
 	BENCH("`getppid` (a system call's entry and exit)", getppid());
 	return 0;
 }
