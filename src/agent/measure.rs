@@ -257,4 +257,49 @@ mod tests {
         assert_eq!(list.pass(&prober, every, t0 + every * 2).await, 0);
         assert!(list.is_empty());
     }
+
+    /// A volume whose size changed wakes the loop and is handed over with its numbers, once
+    /// however often it woke before being taken; a scan of every volume drops what it has not
+    /// taken (that scan decided on fresher numbers).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn crossed_volumes_are_taken_once_with_their_newest_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
+        std::fs::create_dir_all(vol.join("mount")).unwrap();
+        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
+        let mut vols = prober.probe().await.unwrap();
+        let real = vols[0].measurement.unwrap();
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = Some(99);
+        let path = vols[0].path.clone();
+        let triggers = HashMap::from([(path.clone(), Trigger::for_policy(&p, None).unwrap())]);
+        // As if the scan had seen the volume one byte smaller: the next look is a resize.
+        let mut smaller = real;
+        smaller.capacity_bytes -= 1;
+        vols[0].measurement = Some(smaller);
+        let list = Watchlist::new(Arc::new(Samples::default()));
+        list.set(&vols, &triggers, &HashMap::new());
+        let every = Duration::from_secs(1);
+        let t0 = Instant::now();
+        assert!(list.take_crossed().is_empty());
+        assert_eq!(list.pass(&prober, every, t0).await, 1);
+        // Woken again before the reconcile loop took it: still one entry, the newest.
+        list.rearm(&[(path.as_path(), smaller)], &triggers, &HashMap::new());
+        assert_eq!(list.pass(&prober, every, t0 + every).await, 1);
+        let crossed = list.take_crossed();
+        assert_eq!(crossed.len(), 1, "{crossed:?}");
+        assert_eq!(&*crossed[0].0.path, path.as_path());
+        assert_eq!(crossed[0].1.measurement.capacity_bytes, real.capacity_bytes);
+        assert!(list.take_crossed().is_empty(), "taken once");
+        // Re-armed with the numbers decided on: the same size is no longer news.
+        list.rearm(&[(path.as_path(), real)], &triggers, &HashMap::new());
+        assert_eq!(list.pass(&prober, every, t0 + every * 2).await, 1);
+        assert!(list.take_crossed().is_empty());
+        // Woken, then a scan of every volume before the loop took it: nothing left to take.
+        list.rearm(&[(path.as_path(), smaller)], &triggers, &HashMap::new());
+        assert_eq!(list.pass(&prober, every, t0 + every * 3).await, 1);
+        list.set(&vols, &triggers, &HashMap::new());
+        assert!(list.take_crossed().is_empty());
+    }
 }

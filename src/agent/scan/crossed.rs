@@ -107,3 +107,48 @@ fn refresh(volumes: &mut [crate::probe::Volume], crossed: &[(Target, FsStats)]) 
     }
     fresh.into_keys().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Prober;
+    use std::time::Duration;
+
+    /// Two pods mounting one PersistentVolume here: the numbers one look took go on both (one
+    /// filesystem); a look at a volume the last scan did not find changes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fresh_numbers_go_on_every_mount_of_their_volume_and_on_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        for (pod, pv) in [("u1", "pv-a"), ("u2", "pv-a"), ("u3", "pv-b")] {
+            let mount = format!("pods/{pod}/volumes/kubernetes.io~csi/{pv}/mount");
+            std::fs::create_dir_all(dir.path().join(mount)).unwrap();
+        }
+        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
+        let mut vols = prober.probe().await.unwrap();
+        assert_eq!(vols.len(), 3, "{vols:#?}");
+        let a = vols
+            .iter()
+            .find(|v| v.pv.as_deref() == Some("pv-a"))
+            .unwrap();
+        let target = a.target().expect("measured through the walk");
+        let mut stats = prober
+            .remeasure(vec![target.clone()])
+            .await
+            .remove(0)
+            .unwrap();
+        stats.measurement.used_bytes = 12345;
+        let only = refresh(&mut vols, &[(target, stats)]);
+        assert_eq!(only, HashSet::from(["pv-a".to_string()]));
+        for v in &vols {
+            let used = v.measurement.unwrap().used_bytes;
+            assert_eq!(used == 12345, v.pv.as_deref() == Some("pv-a"), "{v:#?}");
+        }
+        // Gone from the last scan's volumes: nothing to decide on.
+        let gone: Vec<_> = vols
+            .drain(..)
+            .filter(|v| v.pv.as_deref() == Some("pv-b"))
+            .collect();
+        let other = gone[0].target().unwrap();
+        assert!(refresh(&mut vols, &[(other, stats)]).is_empty());
+    }
+}
