@@ -223,4 +223,45 @@ mod tests {
             Err(RemeasureError::Open(Errno::ENOTDIR | Errno::ELOOP))
         ));
     }
+
+    /// A scan keeps the directories of at most its budget of volumes open; the rest are looked
+    /// at from the kubelet root, and every one is measured alike.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_keeps_directories_up_to_its_budget_and_looks_at_the_rest_from_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            let mount = format!("pods/u{i}/volumes/kubernetes.io~csi/pv-{i}/mount");
+            std::fs::create_dir_all(dir.path().join(mount)).unwrap();
+        }
+        let root = dir.path().to_path_buf();
+        let prober =
+            crate::probe::Prober::new(root, std::time::Duration::from_secs(30)).keep_parents(2);
+        let vols = prober.probe().await.unwrap();
+        assert_eq!(vols.len(), 3, "{vols:#?}");
+        assert_eq!(vols.iter().filter(|v| v.parent.is_some()).count(), 2);
+        let targets: Vec<_> = vols.iter().filter_map(|v| v.target()).collect();
+        assert_eq!(targets.len(), 3);
+        for (v, r) in vols.iter().zip(prober.remeasure(targets).await) {
+            let m = r
+                .unwrap_or_else(|e| panic!("{}: {e}", v.path.display()))
+                .measurement;
+            assert_eq!(m.capacity_bytes, v.measurement.unwrap().capacity_bytes);
+        }
+    }
+
+    /// Raised to the hard limit, whatever the soft one was (here: one below it).
+    #[test]
+    fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        if soft == hard && hard > 1024 {
+            // Never below what the other tests of this process may hold open.
+            setrlimit(Resource::RLIMIT_NOFILE, hard - 1, hard).unwrap();
+        }
+        raise_descriptor_limit();
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap(), (hard, hard));
+        assert_eq!(
+            parents_to_hold(),
+            usize::try_from(hard / 8).unwrap_or(usize::MAX)
+        );
+    }
 }
