@@ -72,7 +72,7 @@ impl Watchlist {
         &self,
         volumes: &[Volume],
         triggers: &HashMap<PathBuf, Trigger>,
-        rates: &HashMap<&Path, f64>,
+        rates: &HashMap<PathBuf, f64>,
     ) {
         let now = Instant::now();
         let mut current = self.lock();
@@ -107,7 +107,7 @@ impl Watchlist {
         &self,
         measured: &[(&Path, crate::decide::Measurement)],
         triggers: &HashMap<PathBuf, Trigger>,
-        rates: &HashMap<&Path, f64>,
+        rates: &HashMap<PathBuf, f64>,
     ) {
         let mut watched = self.lock();
         for (path, m) in measured {
@@ -115,7 +115,7 @@ impl Watchlist {
                 continue;
             };
             w.trigger = *trigger;
-            w.armed = !trigger.fires(m, rates.get(path).copied());
+            w.armed = !trigger.fires(m, rates.get(*path).copied());
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
         }
     }
@@ -165,13 +165,14 @@ impl Watchlist {
         if due.is_empty() {
             return 0;
         }
-        let results = prober.remeasure(due.clone()).await;
+        // One reference per look kept here; the targets themselves go to the pass.
+        let paths: Vec<Arc<Path>> = due.iter().map(|t| Arc::clone(&t.path)).collect();
+        let results = prober.remeasure(due).await;
         let at = Instant::now();
         let mut n = 0;
         let mut crossed = Vec::new();
         let mut watched = self.lock();
-        for (target, r) in due.into_iter().zip(results) {
-            let path = &target.path;
+        for (path, r) in paths.iter().zip(results) {
             let stats = match r {
                 Ok(s) => s,
                 // Not this volume's numbers: left to the next scan, which finds what is there
@@ -201,7 +202,7 @@ impl Watchlist {
             let resized = m.capacity_bytes != w.capacity;
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
             if fired || resized {
-                crossed.push((target, stats));
+                crossed.push((w.target.clone(), stats));
             }
         }
         drop(watched);

@@ -317,17 +317,13 @@ impl Scanner {
         self.running
             .retain(|k, t| keys.contains(k) || !t.is_finished());
         let mounted: HashSet<&Path> = volumes.iter().map(|v| v.path.as_path()).collect();
-        let triggers = {
-            let mut t = self
-                .work
-                .triggers
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            t.retain(|path, _| mounted.contains(path.as_path()));
-            t.clone()
-        };
-        let rates: HashMap<&Path, f64> = rates.iter().map(|(p, r)| (p.as_path(), *r)).collect();
-        self.watchlist.set(volumes, &triggers, &rates);
+        let mut triggers = self
+            .work
+            .triggers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        triggers.retain(|path, _| mounted.contains(path.as_path()));
+        self.watchlist.set(volumes, &triggers, rates);
     }
 
     /// The volumes the fast measurement loop watches, and the prober it measures them with.

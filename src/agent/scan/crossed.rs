@@ -15,6 +15,7 @@ use jiff::Timestamp;
 use super::{Scanner, Scope};
 use crate::agent::VolumeReport;
 use crate::agent::world::World;
+use crate::decide::Measurement;
 use crate::probe::Target;
 use crate::probe::statfs::FsStats;
 
@@ -34,14 +35,18 @@ impl Scanner {
             self.volumes = volumes;
             return None;
         }
-        let at = tokio::time::Instant::now();
-        let rates: HashMap<PathBuf, f64> = volumes
+        // The volumes decided on, with the numbers they are decided on.
+        let measured: Vec<(&Path, Measurement)> = volumes
             .iter()
             .filter(|v| v.pv.as_ref().is_some_and(|pv| only.contains(pv)))
-            .filter_map(|v| {
-                let m = v.measurement?;
-                let rate = self.work.samples.record(&v.path, m.used_bytes, at)?;
-                Some((v.path.clone(), rate))
+            .filter_map(|v| Some((v.path.as_path(), v.measurement?)))
+            .collect();
+        let at = tokio::time::Instant::now();
+        let rates: HashMap<PathBuf, f64> = measured
+            .iter()
+            .filter_map(|(path, m)| {
+                let rate = self.work.samples.record(path, m.used_bytes, at)?;
+                Some((path.to_path_buf(), rate))
             })
             .collect();
         let scope = Scope {
@@ -49,31 +54,14 @@ impl Scanner {
             blind: false,
         };
         let decided = self.decide(world, &volumes, &rates, scope, now).await;
-        self.rearm(&volumes, &only, &rates);
+        {
+            // The triggers the decisions just set: the fast loop watches these volumes with them.
+            let triggers = self.work.triggers.lock();
+            let triggers = triggers.unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.watchlist.rearm(&measured, &triggers, &rates);
+        }
         self.volumes = volumes;
         Some(self.merge(decided.reports))
-    }
-
-    /// Hands the fast loop the triggers the decisions just armed, for the volumes decided on.
-    fn rearm(
-        &self,
-        volumes: &[crate::probe::Volume],
-        only: &HashSet<String>,
-        rates: &HashMap<PathBuf, f64>,
-    ) {
-        let measured: Vec<(&Path, crate::decide::Measurement)> = volumes
-            .iter()
-            .filter(|v| v.pv.as_ref().is_some_and(|pv| only.contains(pv)))
-            .filter_map(|v| Some((v.path.as_path(), v.measurement?)))
-            .collect();
-        let triggers = self
-            .work
-            .triggers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let rates: HashMap<&Path, f64> = rates.iter().map(|(p, r)| (p.as_path(), *r)).collect();
-        self.watchlist.rearm(&measured, &triggers, &rates);
     }
 
     /// Every claim's last report (as the agent serves them), with `fresh` in place of their
