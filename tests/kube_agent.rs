@@ -19,7 +19,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::json;
-use support::kube::cluster::{KubeCluster, POLICY, annotation};
+use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY, annotation};
 use support::kube::server;
 use support::node::{MI, capacity_of, fill, request_of, wait_for};
 
@@ -277,16 +277,7 @@ fn new_group_member_is_grown_to_its_peers_size_once() {
     if !server::available("new_group_member_is_grown_to_its_peers_size_once") {
         return;
     }
-    // One action a day: the group growth must use it up. CloudNativePG keeps WAL on the data
-    // volume unless told otherwise; growing such a volume needs the WAL risk acknowledged.
-    let policy = [
-        ("enabled", "true"),
-        ("limit", "200Mi"),
-        ("step", "16Mi"),
-        ("max-actions-per-day", "1"),
-        ("emergency-grow-critical-minimum-free", "1Mi"),
-        ("wal-safety-acknowledge-wal-risk", "true"),
-    ];
+    // One action a day (CNPG_GROUP_POLICY): the group growth must use it up.
     let labels = |p: &mut serde_json::Value| {
         p["metadata"]["labels"] = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
     };
@@ -295,10 +286,10 @@ fn new_group_member_is_grown_to_its_peers_size_once() {
     let node_b = format!("{}-b", c.node);
     c.add_node(&node_b);
     // The first instance, grown long ago, runs on another node: nothing of it is mounted here.
-    c.pvc("pg-1", &fast, 80, &policy, labels);
+    c.pvc("pg-1", &fast, 80, CNPG_GROUP_POLICY, labels);
     c.pod("pg-1", &node_b, "pg-1");
     // A new replica at the template size, nearly empty.
-    c.pvc("pg-2", &fast, 64, &policy, labels);
+    c.pvc("pg-2", &fast, 64, CNPG_GROUP_POLICY, labels);
     let uid = c.pod("pg-2", &c.node.clone(), "pg-2");
     let pv = c.pv_name("pg-2");
     let mount = c.root.tmpfs_volume(&uid, &pv, 64 * MI);

@@ -299,18 +299,7 @@ fn status_lists_every_namespace_from_the_real_server() {
     fill(&mount, 56 * MI);
     let _agent = c.agent("300ms", &[]);
     c.wait_request("data", 80 * MI);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["status", "-A", "--kubeconfig"])
-        .arg(c.admin_kubeconfig.path())
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("run headroom status");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = c.headroom_status(&["-A"]);
     let line = text
         .lines()
         .find(|l| l.contains(&c.ns) && l.contains("data"))

@@ -14,20 +14,12 @@ mod support {
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::kube::cluster::{KubeCluster, annotation};
+use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, annotation};
 use support::kube::server;
 use support::node::{KubeletRoot, MI, capacity_of, fill, request_of, wait_for};
 
-/// One action a day, so the first logical action spends the cluster's budget. CloudNativePG
-/// keeps WAL on the data volume unless told otherwise; growing it needs the risk acknowledged.
-const POLICY: &[(&str, &str)] = &[
-    ("enabled", "true"),
-    ("limit", "200Mi"),
-    ("step", "16Mi"),
-    ("max-actions-per-day", "1"),
-    ("emergency-grow-critical-minimum-free", "1Mi"),
-    ("wal-safety-acknowledge-wal-risk", "true"),
-];
+/// One action a day, so the first logical action spends the cluster's budget.
+const POLICY: &[(&str, &str)] = CNPG_GROUP_POLICY;
 
 fn cnpg(instance: &str) -> impl FnOnce(&mut Value) {
     let labels = json!({
@@ -210,18 +202,7 @@ fn a_cluster_grows_as_one_logical_action_and_a_replacement_never_outgrows_it() {
     c.assert_resize_patches("pg-5", 1);
     // `headroom status` lists the logical volume: its five members at their size and node, and
     // the two actions of the day.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["status", "-n", &c.ns, "--kubeconfig"])
-        .arg(c.admin_kubeconfig.path())
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("run headroom status");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = c.headroom_status(&["-n", &c.ns]);
     let line = text
         .lines()
         .find(|l| l.contains("cnpg/pg/data"))

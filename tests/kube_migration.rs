@@ -453,18 +453,7 @@ fn blocked_metric(port: u16, claim: &str, reason: &str) -> f64 {
 }
 
 fn headroom_status(c: &KubeCluster, claim: &str, format: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["status", "--policy", "-n", &c.ns, claim, "--format", format])
-        .arg("--kubeconfig")
-        .arg(c.admin_kubeconfig.path())
-        .output()
-        .expect("run headroom status");
-    assert!(
-        out.status.success(),
-        "headroom status --policy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
+    c.headroom_status(&["--policy", "-n", &c.ns, claim, "--format", format])
 }
 
 fn status_policy(c: &KubeCluster, claim: &str) -> Vec<serde_json::Value> {

@@ -28,7 +28,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 use support::kube::block;
-use support::kube::cluster::{KubeCluster, POLICY, annotation};
+use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY, annotation};
 use support::kube::server::{self, AGENT_USER};
 use support::node::{MI, fill, request_of, wait_for};
 
@@ -316,24 +316,16 @@ fn with_every_agent_down_a_claim_is_created_as_asked_then_grown() {
     let dead = free_port();
     let ca = headroom::webhook::certs::generate(&["127.0.0.1".into()], 2026).expect("cert");
     configure(&c, dead, Some(&ca.ca));
-    let policy = [
-        ("enabled", "true"),
-        ("limit", "200Mi"),
-        ("step", "16Mi"),
-        ("max-actions-per-day", "1"),
-        ("emergency-grow-critical-minimum-free", "1Mi"),
-        ("wal-safety-acknowledge-wal-risk", "true"),
-    ];
     let labels = |p: &mut Value| {
         p["metadata"]["labels"] = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
     };
     let fast = c.fast.clone();
     let node_b = format!("{}-b", c.node);
     c.add_node(&node_b);
-    c.pvc("pg-1", &fast, 80, &policy, labels);
+    c.pvc("pg-1", &fast, 80, CNPG_GROUP_POLICY, labels);
     c.pod("pg-1", &node_b, "pg-1");
     let started = Instant::now();
-    c.pvc("pg-2", &fast, 64, &policy, labels);
+    c.pvc("pg-2", &fast, 64, CNPG_GROUP_POLICY, labels);
     let took = started.elapsed();
     assert_eq!(
         request_of(&c.get("pg-2")),

@@ -137,6 +137,25 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
+    /// `headroom status ARGS` as the cluster's admin (never the environment's kubeconfig); its
+    /// standard output, once it has succeeded.
+    pub fn headroom_status(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+            .arg("status")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(self.admin_kubeconfig.path())
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("run headroom status");
+        assert!(
+            out.status.success(),
+            "headroom status {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
     /// A slice of the server shared by this test process.
     pub fn new() -> KubeCluster {
         Self::on(Server::shared())
@@ -449,6 +468,18 @@ pub const POLICY: &[(&str, &str)] = &[
     ("step", "16Mi"),
     ("max-actions-per-day", "5"),
     ("emergency-grow-critical-minimum-free", "1Mi"),
+];
+
+/// [`POLICY`] for a CloudNativePG cluster's data volumes sharing one budget: one action a day, so
+/// the first one spends it. CloudNativePG keeps WAL on the data volume unless told otherwise;
+/// growing such a volume needs the WAL risk acknowledged.
+pub const CNPG_GROUP_POLICY: &[(&str, &str)] = &[
+    ("enabled", "true"),
+    ("limit", "200Mi"),
+    ("step", "16Mi"),
+    ("max-actions-per-day", "1"),
+    ("emergency-grow-critical-minimum-free", "1Mi"),
+    ("wal-safety-acknowledge-wal-risk", "true"),
 ];
 
 pub fn annotation(pvc: &PersistentVolumeClaim, key: &str) -> Option<String> {
