@@ -29,18 +29,13 @@ fn main() {
     };
     let history: Vec<Action> = (0..3)
         .map(|i| Action {
-            action: None,
-            at: now - SignedDuration::from_hours(6 * i),
-            kind: GrowKind::Grow,
-            from: 10 * GI,
-            to: 12 * GI,
             node: "n".into(),
-            fs_before: None,
-            landed: None,
-            result: None,
-            instance: None,
-            volume_type: None,
-            tablespace: None,
+            ..Action::new(
+                now - SignedDuration::from_hours(6 * i),
+                GrowKind::Grow,
+                10 * GI,
+                12 * GI,
+            )
         })
         .collect();
     let wal = WalHealth {

@@ -70,18 +70,13 @@ fn seed(c: &Cluster) {
     let grown = append(
         &[],
         Action {
-            action: None,
-            at: now - SignedDuration::from_hours(3),
-            kind: GrowKind::Grow,
-            from: 10 * GI,
-            to: 20 * GI,
             node: "worker-2".into(),
-            fs_before: None,
-            landed: None,
-            result: None,
-            instance: None,
-            volume_type: None,
-            tablespace: None,
+            ..Action::new(
+                now - SignedDuration::from_hours(3),
+                GrowKind::Grow,
+                10 * GI,
+                20 * GI,
+            )
         },
         now,
     );

@@ -52,18 +52,12 @@ pub fn grow_body(
 /// time, kind and sizes are the caller's to set.
 fn recorded(report: &VolumeReport) -> Action {
     Action {
-        at: report.evaluated_at,
-        kind: GrowKind::Grow,
-        from: 0,
-        to: 0,
         node: report.node.clone(),
-        fs_before: None,
-        landed: None,
         result: Some(ActionResult::Requested),
         instance: report.instance.clone(),
         volume_type: Some(report.role),
         tablespace: report.tablespace.clone(),
-        action: None,
+        ..Action::new(report.evaluated_at, GrowKind::Grow, 0, 0)
     }
 }
 

@@ -327,18 +327,9 @@ fn downstream(e: &Evaluation, pvc: &PersistentVolumeClaim, now: Timestamp, metri
     let _ = crate::decide::recover::retry_size(&r.claim, &e.history);
     if let Some((to, kind)) = r.decision.grow_to() {
         let action = Action {
-            action: None,
-            at: now,
-            kind,
-            from: r.claim.current_bytes(),
-            to,
             node: "n".into(),
             fs_before: r.measurement.map(|m| m.capacity_bytes),
-            landed: None,
-            result: None,
-            instance: None,
-            volume_type: None,
-            tablespace: None,
+            ..Action::new(now, kind, r.claim.current_bytes(), to)
         };
         let h = state::append(&e.history, action, now);
         let _ = state::grow_patch("7", to, &h, &status);

@@ -52,18 +52,8 @@ fn decide_at(p: &Policy, size: u64, used: u64, history: &[Action], now: Timestam
 
 fn grew(at: Timestamp, kind: GrowKind) -> Action {
     Action {
-        action: None,
-        at,
-        kind,
-        from: 10 * GI,
-        to: 12 * GI,
         node: "n1".into(),
-        fs_before: None,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
+        ..Action::new(at, kind, 10 * GI, 12 * GI)
     }
 }
 

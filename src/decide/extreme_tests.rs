@@ -22,20 +22,7 @@ fn any_time() -> impl Strategy<Value = Timestamp> {
 }
 
 fn action(at: Timestamp, from: u64, to: u64) -> Action {
-    Action {
-        action: None,
-        at,
-        kind: GrowKind::Grow,
-        from,
-        to,
-        node: String::new(),
-        fs_before: None,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
-    }
+    Action::new(at, GrowKind::Grow, from, to)
 }
 
 proptest! {

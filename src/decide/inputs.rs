@@ -213,6 +213,25 @@ pub enum ActionResult {
 }
 
 impl Action {
+    /// A resize of `kind` from `from` to `to` bytes decided at `at`, and nothing else known yet:
+    /// the caller sets what it knows beside (`Action { node, ..Action::new(..) }`).
+    pub fn new(at: Timestamp, kind: GrowKind, from: u64, to: u64) -> Self {
+        Action {
+            at,
+            kind,
+            from,
+            to,
+            node: String::new(),
+            fs_before: None,
+            landed: None,
+            result: None,
+            instance: None,
+            volume_type: None,
+            tablespace: None,
+            action: None,
+        }
+    }
+
     /// How long this resize took to reach the filesystem, once that has been seen.
     pub fn took(&self) -> Option<jiff::SignedDuration> {
         self.landed.map(|l| l.duration_since(self.at))

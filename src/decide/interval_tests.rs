@@ -21,20 +21,7 @@ fn ebs(limit: u64) -> Policy {
 }
 
 fn grow(at: &str, kind: GrowKind) -> Action {
-    Action {
-        action: None,
-        at: ts(at),
-        kind,
-        from: 100 * GI,
-        to: 120 * GI,
-        node: String::new(),
-        fs_before: None,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
-    }
+    Action::new(ts(at), kind, 100 * GI, 120 * GI)
 }
 
 fn run(p: &Policy, m: Measurement, size: u64, history: &[Action], now: &str) -> Decision {

@@ -26,18 +26,9 @@ fn policy(max_actions: u32, limit: u64) -> Policy {
 
 fn entry(at: &str, to: u64, id: Option<&str>) -> Action {
     Action {
-        at: ts(at),
-        kind: GrowKind::Grow,
-        from: 64 * MI,
-        to,
         node: "n1".into(),
-        fs_before: None,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
         action: id.map(|i| ActionId(i.into())),
+        ..Action::new(ts(at), GrowKind::Grow, 64 * MI, to)
     }
 }
 

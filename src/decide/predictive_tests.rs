@@ -141,19 +141,13 @@ fn a_prediction_passes_every_guard() {
     // Budget spent.
     let p = predictive(100 * GI);
     let spent: Vec<Action> = (1..=3)
-        .map(|h| Action {
-            action: None,
-            at: ts("2026-03-01T12:00:00Z") - SignedDuration::from_hours(h),
-            kind: GrowKind::Grow,
-            from: GI,
-            to: 2 * GI,
-            node: String::new(),
-            fs_before: None,
-            landed: None,
-            result: None,
-            instance: None,
-            volume_type: None,
-            tablespace: None,
+        .map(|h| {
+            Action::new(
+                ts("2026-03-01T12:00:00Z") - SignedDuration::from_hours(h),
+                GrowKind::Grow,
+                GI,
+                2 * GI,
+            )
         })
         .collect();
     let d = run(&p, m, &claim(20 * GI), &spent, rate(50.0 * MB));

@@ -364,12 +364,12 @@ proptest! {
             _ => ResizeState::Idle,
         };
         let claim = ClaimState { request_bytes: size + request_delta / MI * MI, capacity_bytes: size, resize };
-        let history: Vec<Action> = history.iter().map(|&(ago, k)| Action { action: None,
-            at: now - SignedDuration::from_secs(ago),
-            kind: [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
-            from: size, to: size, node: String::new(), fs_before: None, landed: None,
-            result: None, instance: None, volume_type: None, tablespace: None,
-        }).collect();
+        let history: Vec<Action> = history.iter().map(|&(ago, k)| Action::new(
+            now - SignedDuration::from_secs(ago),
+            [GrowKind::Grow, GrowKind::ScheduledGrow, GrowKind::EmergencyGrow][k as usize],
+            size,
+            size,
+        )).collect();
         let inputs = Inputs {
             logical: None,
             policy: PolicyInput::Valid(&p),
@@ -428,7 +428,7 @@ proptest! {
             let d = decide(&inputs);
             check_one(&p, &inputs, &d)?;
             if let Verdict::Grow { to, kind } = d.verdict {
-                history.push(Action { action: None, at: now, kind, from: size, to, node: String::new(), fs_before: None, landed: None, result: None, instance: None, volume_type: None, tablespace: None });
+                history.push(Action::new(now, kind, size, to));
                 size = to;
             }
         }

@@ -58,20 +58,7 @@ mod tests {
     }
 
     fn act(kind: GrowKind, from: u64, to: u64) -> Action {
-        Action {
-            action: None,
-            at: "2026-01-01T00:00:00Z".parse().expect("ts"),
-            kind,
-            from,
-            to,
-            node: String::new(),
-            fs_before: None,
-            landed: None,
-            result: None,
-            instance: None,
-            volume_type: None,
-            tablespace: None,
-        }
+        Action::new("2026-01-01T00:00:00Z".parse().expect("ts"), kind, from, to)
     }
 
     #[test]

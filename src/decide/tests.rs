@@ -91,18 +91,8 @@ impl<'a> Case<'a> {
 
 fn action(at: Timestamp, kind: GrowKind) -> Action {
     Action {
-        action: None,
-        at,
-        kind,
-        from: 10 * GI,
-        to: 12 * GI,
         node: "n1".into(),
-        fs_before: None,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
+        ..Action::new(at, kind, 10 * GI, 12 * GI)
     }
 }
 

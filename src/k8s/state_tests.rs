@@ -24,18 +24,8 @@ fn now() -> Timestamp {
 
 fn action(at: Timestamp, from_gi: u64, to_gi: u64) -> Action {
     Action {
-        action: None,
-        at,
-        kind: GrowKind::Grow,
-        from: from_gi * GI,
-        to: to_gi * GI,
         node: "worker-2".into(),
-        fs_before: None,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
+        ..Action::new(at, GrowKind::Grow, from_gi * GI, to_gi * GI)
     }
 }
 

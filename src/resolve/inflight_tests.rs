@@ -13,18 +13,8 @@ const TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
 
 fn grow(at: Timestamp, from: u64, to: u64, fs_before: Option<u64>) -> Action {
     Action {
-        action: None,
-        at,
-        kind: GrowKind::Grow,
-        from,
-        to,
-        node: String::new(),
         fs_before,
-        landed: None,
-        result: None,
-        instance: None,
-        volume_type: None,
-        tablespace: None,
+        ..Action::new(at, GrowKind::Grow, from, to)
     }
 }
 

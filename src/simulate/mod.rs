@@ -169,18 +169,10 @@ impl World {
     /// A resize the storage refused: in the history as failed, the claim's size unchanged.
     fn refused(&mut self, (to, kind): (u64, GrowKind), from: u64, now: Timestamp) {
         self.history.push(Action {
-            at: now,
-            kind,
-            from,
-            to,
             node: "simulate".to_string(),
             fs_before: Some(self.capacity),
-            landed: None,
             result: Some(ActionResult::Failed),
-            instance: None,
-            volume_type: None,
-            tablespace: None,
-            action: None,
+            ..Action::new(now, kind, from, to)
         });
     }
 
@@ -189,18 +181,10 @@ impl World {
         self.accepted = Some(t);
         let lands_at = t + delay;
         self.history.push(Action {
-            at: now,
-            kind,
-            from,
-            to,
             node: "simulate".to_string(),
             fs_before: Some(self.capacity),
-            landed: None,
             result: Some(ActionResult::Requested),
-            instance: None,
-            volume_type: None,
-            tablespace: None,
-            action: None,
+            ..Action::new(now, kind, from, to)
         });
         self.request = to;
         self.lands_at = Some(lands_at);
