@@ -9,14 +9,11 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use serde::Serialize;
 
 use super::roles::{
-    GROUP, annotations, claim_template, controlling_statefulset, label, postgres_volume, tablespace,
+    CNPG_CLUSTER, CRUNCHY_CLUSTER, GROUP, ZALANDO_APPLICATION, ZALANDO_CLUSTER, annotations,
+    claim_template, controlling_statefulset, label, postgres_volume, tablespace,
 };
 use crate::decide::{Action, BlockReason, VolumeRole};
 
-const CNPG_CLUSTER: &str = "cnpg.io/cluster";
-const ZALANDO_APPLICATION: &str = "application";
-const ZALANDO_CLUSTER: &str = "cluster-name";
-const CRUNCHY_CLUSTER: &str = "postgres-operator.crunchydata.com/cluster";
 const CRUNCHY_DATA: &str = "postgres-operator.crunchydata.com/data";
 const CRUNCHY_INSTANCE_SET: &str = "postgres-operator.crunchydata.com/instance-set";
 /// The node the scheduler picked for a claim's volume (WaitForFirstConsumer classes).

@@ -17,10 +17,12 @@ use crate::policy::topolvm::INITIAL_RESIZE_GROUP_BY;
 const TOPOLVM_GROUP: &str = "topolvm";
 
 const CNPG_ROLE: &str = "cnpg.io/pvcRole";
-const CNPG_CLUSTER: &str = "cnpg.io/cluster";
+pub(super) const CNPG_CLUSTER: &str = "cnpg.io/cluster";
 const CNPG_INSTANCE: &str = "cnpg.io/instanceName";
 const CNPG_TABLESPACE: &str = "cnpg.io/tablespaceName";
-const CRUNCHY_CLUSTER: &str = "postgres-operator.crunchydata.com/cluster";
+pub(super) const CRUNCHY_CLUSTER: &str = "postgres-operator.crunchydata.com/cluster";
+pub(super) const ZALANDO_APPLICATION: &str = "application";
+pub(super) const ZALANDO_CLUSTER: &str = "cluster-name";
 const CRUNCHY_INSTANCE: &str = "postgres-operator.crunchydata.com/instance";
 const CRUNCHY_ROLE: &str = "postgres-operator.crunchydata.com/role";
 const CRUNCHY_BACKREST_VOLUME: &str = "postgres-operator.crunchydata.com/pgbackrest-volume";
@@ -159,11 +161,11 @@ fn by_operator(pvc: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<PgVolum
 
     // Zalando (Spilo) and Bitnami label their claim templates like their pods, so either works.
     let either = |key: &str| pod_label(key).or_else(|| label(m, key));
-    if either("application").as_deref() == Some("spilo") {
+    if either(ZALANDO_APPLICATION).as_deref() == Some("spilo") {
         return Some(PgVolume {
             role: VolumeRole::Data,
             operator: Operator::Zalando,
-            cluster: either("cluster-name"),
+            cluster: either(ZALANDO_CLUSTER),
             instance: pod_name(),
         });
     }
