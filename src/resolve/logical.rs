@@ -44,23 +44,19 @@ pub fn shared(
     if !is_on(policy, peers) {
         return None;
     }
-    let mut histories = Vec::with_capacity(peers.peers.len());
+    let mut members = Vec::with_capacity(peers.peers.len());
     for p in &peers.peers {
         match &p.history {
-            Ok(h) => histories.push((p.request, h.as_slice())),
+            Ok(history) => members.push(Member {
+                request: p.request,
+                history,
+            }),
             Err(e) => errors.push(Finding {
                 field: format!("logicalVolume {}", peers.id),
                 message: format!("member {e}"),
             }),
         }
     }
-    let members: Vec<Member> = histories
-        .iter()
-        .map(|(request, history)| Member {
-            request: *request,
-            history,
-        })
-        .collect();
     let (history, request) = own;
     let logical = logical::combine(Member { request, history }, &members);
     let not_following = peers
