@@ -6,6 +6,7 @@ mod support {
     pub mod http;
     pub mod kube;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 
@@ -101,4 +102,35 @@ fn endpoint_reports_the_measured_claim() {
     assert_eq!(vol["decision"]["effective_bytes"], 32 * MI);
     assert_eq!(vol["decision"]["budget"]["available_for_planned"], 3);
     assert_eq!(vol["decision"]["budget"]["actions_last_24h"], 0);
+}
+
+/// A port already taken stops the agent at start, naming the flag that asked for it; no API
+/// server is needed (both are bound before the agent reads its kubeconfig).
+#[test]
+fn a_port_in_use_names_its_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let free = format!("127.0.0.1:{}", free_port());
+    for (flag, args) in [
+        ("--listen", vec!["--listen", addr.as_str()]),
+        (
+            "--webhook-listen",
+            vec!["--listen", free.as_str(), "--webhook-listen", addr.as_str()],
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+            .arg("agent")
+            .args(&args)
+            .env("NODE_NAME", "node-a")
+            .env("POD_NAMESPACE", "headroom")
+            .env("KUBECONFIG", "/nonexistent")
+            .output()
+            .expect("run the agent");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} {addr}: Address already in use")),
+            "{flag}: {stderr}"
+        );
+    }
 }

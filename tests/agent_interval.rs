@@ -8,6 +8,7 @@ mod support {
     pub mod cluster;
     pub mod kube;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 

@@ -9,6 +9,7 @@ mod support {
     pub mod kube;
     pub mod kubelet_tls;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 

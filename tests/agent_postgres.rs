@@ -8,6 +8,7 @@ mod support {
     pub mod kube;
     pub mod node;
     pub mod pg;
+    pub mod ports;
     pub mod root;
 }
 

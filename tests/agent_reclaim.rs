@@ -9,6 +9,7 @@ mod support {
     pub mod kube;
     pub mod loop_ext4;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 

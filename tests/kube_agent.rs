@@ -10,6 +10,7 @@ mod support {
     pub mod http;
     pub mod kube;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 

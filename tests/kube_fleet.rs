@@ -7,6 +7,7 @@ mod support {
     pub mod http;
     pub mod kube;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 

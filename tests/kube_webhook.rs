@@ -12,6 +12,7 @@ mod support {
     pub mod http;
     pub mod kube;
     pub mod node;
+    pub mod ports;
     pub mod root;
 }
 
@@ -31,6 +32,7 @@ use support::kube::block;
 use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY, annotation};
 use support::kube::server::{self, AGENT_USER};
 use support::node::{MI, fill, request_of, wait_for};
+use support::ports::free_port;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const CONFIGURATION: &str = "headroom";
@@ -133,11 +135,6 @@ fn delete_secret(c: &KubeCluster) {
     block(async move {
         let _ = api.delete(SECRET, &DeleteParams::default()).await;
     });
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
 }
 
 fn webhook_args(port: u16) -> Vec<String> {
@@ -360,8 +357,9 @@ fn served_certificate(port: u16, ca: &str) -> String {
     let dir = tempfile::tempdir().expect("dir");
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, ca).expect("write ca");
-    let out = Command::new("openssl")
-        .args(["s_client", "-connect"])
+    // A listener that accepts and never answers would hold s_client forever.
+    let out = Command::new("timeout")
+        .args(["30", "openssl", "s_client", "-connect"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("-CAfile")
         .arg(&ca_file)

@@ -5,6 +5,7 @@
 mod support {
     pub mod fake_pg;
     pub mod pg;
+    pub mod ports;
 }
 
 use std::time::Duration;

@@ -4,6 +4,7 @@
 
 mod support {
     pub mod pg;
+    pub mod ports;
 }
 
 use std::process::Command;

@@ -5,6 +5,7 @@
 
 mod support {
     pub mod pg;
+    pub mod ports;
 }
 
 use std::fs;

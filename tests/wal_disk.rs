@@ -8,6 +8,7 @@
 
 mod support {
     pub mod pg;
+    pub mod ports;
     pub mod wal_engine;
 }
 

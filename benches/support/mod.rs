@@ -7,5 +7,7 @@ pub mod http;
 pub mod kube;
 #[path = "../../tests/support/node.rs"]
 pub mod node;
+#[path = "../../tests/support/ports.rs"]
+pub mod ports;
 #[path = "../../tests/support/root.rs"]
 pub mod root;

@@ -50,8 +50,10 @@ pub enum AgentError {
     Metrics(#[from] crate::metrics::MetricsError),
     #[error("reclaim: {0}")]
     Reclaim(#[from] crate::reclaim::ReclaimError),
-    #[error("--listen {addr}: {source}")]
+    #[error("{flag} {addr}: {source}")]
     Listen {
+        /// The flag that named the address (`--listen`, `--webhook-listen`).
+        flag: &'static str,
         addr: String,
         source: std::io::Error,
     },
@@ -257,6 +259,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .map_err(|source| AgentError::Listen {
+            flag: "--listen",
             addr: cfg.listen.clone(),
             source,
         })?;
@@ -271,6 +274,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
             tokio::net::TcpListener::bind(&w.listen)
                 .await
                 .map_err(|source| AgentError::Listen {
+                    flag: "--webhook-listen",
                     addr: w.listen.clone(),
                     source,
                 })?,

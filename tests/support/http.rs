@@ -24,10 +24,9 @@ pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-/// A port nothing listens on right now, for the agent's `--listen`.
+/// A port for the agent's `--listen`.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+    super::ports::free_port()
 }
 
 /// The value of `metric` for claim `claim` on /metrics, once the agent reports it.

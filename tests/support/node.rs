@@ -250,9 +250,11 @@ impl Drop for CsiDriver {
     }
 }
 
-/// `headroom agent` as a child process, killed on drop.
+/// `headroom agent` as a child process, killed on drop. Its log goes to a file, printed (the
+/// end of it) when the test fails, or straight to the test's stderr with `HEADROOM_TEST_LOG`.
 pub struct Agent {
     pub child: Child,
+    log: Option<tempfile::NamedTempFile>,
 }
 
 pub struct AgentOpts<'a> {
@@ -265,11 +267,24 @@ pub struct AgentOpts<'a> {
 
 impl Agent {
     pub fn spawn(o: &AgentOpts) -> Agent {
-        let log = std::env::var_os("HEADROOM_TEST_LOG").is_some();
+        let inherit = std::env::var_os("HEADROOM_TEST_LOG").is_some();
+        // A bench measures the agent's CPU: its log costs what it did when the numbers were taken.
+        let bench = std::env::args().any(|a| a == "--bench");
+        let log =
+            (!inherit && !bench).then(|| tempfile::NamedTempFile::new().expect("agent log file"));
+        let stderr = match &log {
+            Some(f) => f.reopen().expect("agent log file").into(),
+            None if inherit => Stdio::inherit(),
+            None => Stdio::null(),
+        };
         // Benches compare binaries (before and after a change) under the same harness.
         let bin = std::env::var_os("HEADROOM_BENCH_AGENT_BIN")
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_headroom").into());
-        let child = Command::new(bin)
+        let mut cmd = Command::new(bin);
+        if log.is_some() {
+            cmd.env("NO_COLOR", "1");
+        }
+        let child = cmd
             .arg("agent")
             .args(o.extra)
             .env("KUBECONFIG", o.kubeconfig)
@@ -280,10 +295,10 @@ impl Agent {
             .env("HEADROOM_LISTEN", "127.0.0.1:0")
             .env("RUST_LOG", "headroom=debug,info")
             .stdout(Stdio::null())
-            .stderr(if log { Stdio::inherit() } else { Stdio::null() })
+            .stderr(stderr)
             .spawn()
             .expect("spawn headroom agent");
-        Agent { child }
+        Agent { child, log }
     }
 
     pub fn kill(&mut self) {
@@ -292,9 +307,25 @@ impl Agent {
     }
 }
 
+/// How much of a failed test's agent log is printed.
+const LOG_TAIL: usize = 60;
+
 impl Drop for Agent {
     fn drop(&mut self) {
         self.kill();
+        let Some(log) = self.log.as_ref().filter(|_| std::thread::panicking()) else {
+            return;
+        };
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+        eprintln!(
+            "--- agent pid {} ({} log lines, the last {}):\n{}\n---",
+            self.child.id(),
+            lines.len(),
+            tail.len(),
+            tail.join("\n")
+        );
     }
 }
 

@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -564,12 +563,9 @@ impl Drop for Cluster {
     }
 }
 
+/// A port for a Postgres server.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    super::ports::free_port()
 }
 
 /// Polls `check` until it returns `Some`, or panics with `what` after `limit`.

@@ -69,10 +69,7 @@ pub fn available(test: &str) -> bool {
     false
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
-}
+use super::super::ports::free_port;
 
 // The real node's processes are tied to the test process the same way.
 #[path = "../realnode/proc.rs"]
