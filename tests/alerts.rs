@@ -159,6 +159,8 @@ fn exported() -> BTreeSet<String> {
         node: "node-a".into(),
         error: None,
     });
+    // And the webhook's, when it is served (src/agent/mod.rs `spawn_webhook`).
+    headroom::webhook::metrics::WebhookMetrics::new(m.registry()).unwrap();
     parse(&m.encode().unwrap())
         .into_iter()
         .map(|s| s.name)

@@ -28,6 +28,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
+use support::http::metric;
 use support::kube::block;
 use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY, annotation};
 use support::kube::server::{self, AGENT_USER};
@@ -247,13 +248,10 @@ fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
 
     let port = free_port();
     configure(&c, port, None);
-    let _agent = c.agent(
-        "1s",
-        &webhook_args(port)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let admin = free_port();
+    let mut args = webhook_args(port);
+    args.extend(["--listen".into(), format!("127.0.0.1:{admin}")]);
+    let _agent = c.agent("1s", &args.iter().map(String::as_str).collect::<Vec<_>>());
     wait_serving(&c, port);
 
     // A StatefulSet scale-up on 1.20: the template's claim, no owner, named <template>-<set>-2.
@@ -297,6 +295,20 @@ fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
         .filter(|e| e.namespace() == Some(c.ns.as_str()))
         .count();
     assert_eq!(here, 3, "data-web-2, data-web-3 and cache-1: {lists:?}");
+    // Each review counted by what became of it, and timed.
+    let answered = |outcome: &str| {
+        let label = format!("outcome=\"{outcome}\"");
+        metric(admin, "headroom_webhook_requests_total", &[&label])
+    };
+    assert_eq!(answered("raised"), Some(3.0));
+    assert_eq!(answered("as_requested"), Some(2.0));
+    assert_eq!(answered("lookup_failed"), Some(0.0));
+    let timed = metric(
+        admin,
+        "headroom_webhook_request_duration_seconds_count",
+        &[],
+    );
+    assert_eq!(timed, Some(5.0));
     eprintln!("CREATE of a StatefulSet member through the webhook took {took:?}");
 }
 

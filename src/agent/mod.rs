@@ -50,6 +50,8 @@ pub enum AgentError {
     Metrics(#[from] crate::metrics::MetricsError),
     #[error("reclaim: {0}")]
     Reclaim(#[from] crate::reclaim::ReclaimError),
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
     #[error("{flag} {addr}: {source}")]
     Listen {
         /// The flag that named the address (`--listen`, `--webhook-listen`).
@@ -249,6 +251,38 @@ async fn turn(
     }
 }
 
+/// Serves the claim admission webhook on `listener` until `stopped`, reading the watch stores of
+/// `world`; its metrics join the agent's `registry`.
+fn spawn_webhook(
+    cfg: &AgentConfig,
+    listener: Option<tokio::net::TcpListener>,
+    world: &world::World,
+    client: &kube::Client,
+    registry: &prometheus::Registry,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, AgentError> {
+    let (Some(w), Some(listener)) = (cfg.webhook.clone(), listener) else {
+        return Ok(None);
+    };
+    let metrics = crate::webhook::metrics::WebhookMetrics::new(registry)
+        .map_err(crate::webhook::WebhookError::Metrics)?;
+    let sources = crate::webhook::Sources {
+        classes: world.classes.clone(),
+        configmaps: world.configmaps.clone(),
+        configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
+    };
+    let client = client.clone();
+    Ok(Some(tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stopped.await;
+        };
+        let served = crate::webhook::run(w, listener, client, sources, metrics, stopped);
+        if let Err(e) = served.await {
+            tracing::error!(error = %e, "webhook not served");
+        }
+    })))
+}
+
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let shutdown = shutdown::Shutdown::install()?;
     let admin = Arc::new(AdminState::new(
@@ -304,26 +338,14 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     admin.set_synced(true);
     // Served once the stores it reads (classes, the ConfigMap) have synced.
     let (stop_webhook, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhook = cfg
-        .webhook
-        .clone()
-        .zip(webhook_listener)
-        .map(|(w, listener)| {
-            let sources = crate::webhook::Sources {
-                classes: world.classes.clone(),
-                configmaps: world.configmaps.clone(),
-                configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
-            };
-            let client = client.clone();
-            tokio::spawn(async move {
-                let stopped = async move {
-                    let _ = webhook_stopped.await;
-                };
-                if let Err(e) = crate::webhook::run(w, listener, client, sources, stopped).await {
-                    tracing::error!(error = %e, "webhook not served");
-                }
-            })
-        });
+    let webhook = spawn_webhook(
+        &cfg,
+        webhook_listener,
+        &world,
+        &client,
+        admin.metrics().registry(),
+        webhook_stopped,
+    )?;
     let reporter = Reporter {
         controller: "headroom".into(),
         instance: Some(format!("headroom-{}", cfg.node)),

@@ -11,8 +11,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::WebhookError;
 use super::lookup;
+use super::metrics::{Outcome, WebhookMetrics};
 use super::review::{self, Reviewed};
-use super::size::{self, Verdict};
+use super::size::{self, Keep, Verdict};
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 
 /// The agent's watch stores a review reads: StorageClasses (their policy annotations) and the
@@ -52,6 +53,7 @@ pub struct Reviewer {
     pub sources: Sources,
     /// Bound on one review, reads included.
     pub deadline: Duration,
+    pub metrics: WebhookMetrics,
 }
 
 fn claim_name(pvc: &PersistentVolumeClaim) -> String {
@@ -60,15 +62,18 @@ fn claim_name(pvc: &PersistentVolumeClaim) -> String {
 
 impl Reviewer {
     /// The answer to the AdmissionReview `body`, decided within `within` (what is left of
-    /// [`Self::deadline`] once the body has arrived).
-    pub async fn review(&self, body: &[u8], within: Duration) -> Vec<u8> {
+    /// [`Self::deadline`] once the body has arrived), and what it was.
+    pub async fn review(&self, body: &[u8], within: Duration) -> (Outcome, Vec<u8>) {
         let c = match review::parse(body) {
             Ok(Reviewed::Create(c)) => c,
-            Ok(Reviewed::Other { uid }) => return review::allow(&uid, None, None),
+            Ok(Reviewed::Other { uid }) => {
+                return (Outcome::NotACreate, review::allow(&uid, None, None));
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "webhook: an AdmissionReview that cannot be read; allowed unchanged");
                 let uid = review::uid_of(body).unwrap_or_default();
-                return review::allow(&uid, None, Some(&e.to_string()));
+                let answer = review::allow(&uid, None, Some(&e.to_string()));
+                return (Outcome::Unreadable, answer);
             }
         };
         let claim = claim_name(&c.pvc);
@@ -79,11 +84,15 @@ impl Reviewer {
                     self.deadline
                 );
                 tracing::warn!(%claim, deadline = ?self.deadline, "webhook: review timed out; allowed unchanged");
-                review::allow(&c.uid, None, Some(&why))
+                (Outcome::TimedOut, review::allow(&c.uid, None, Some(&why)))
             }
             Ok(Err(e)) => {
                 tracing::warn!(%claim, error = %e, "webhook: allowed unchanged");
-                review::allow(&c.uid, None, Some(&format!("{claim}: {e}")))
+                let why = format!("{claim}: {e}");
+                (
+                    Outcome::LookupFailed,
+                    review::allow(&c.uid, None, Some(&why)),
+                )
             }
             Ok(Ok(Verdict::Raise { from, to, group })) => {
                 use crate::quantity::format as q;
@@ -93,11 +102,19 @@ impl Reviewer {
                     q(from),
                     q(to)
                 );
-                review::allow(&c.uid, Some(&review::raise_patch(to)), Some(&note))
+                let patch = review::raise_patch(to);
+                (
+                    Outcome::Raised,
+                    review::allow(&c.uid, Some(&patch), Some(&note)),
+                )
             }
             Ok(Ok(Verdict::Keep(keep))) => {
                 tracing::debug!(%claim, ?keep, "webhook: claim created at the size requested");
-                review::allow(&c.uid, None, keep.warning())
+                let outcome = match keep {
+                    Keep::InvalidPolicy(_) => Outcome::InvalidPolicy,
+                    _ => Outcome::AsRequested,
+                };
+                (outcome, review::allow(&c.uid, None, keep.warning()))
             }
         }
     }

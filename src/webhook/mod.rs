@@ -11,6 +11,7 @@
 pub mod certs;
 pub mod handle;
 pub mod lookup;
+pub mod metrics;
 pub mod review;
 pub mod serve;
 pub mod size;
@@ -64,6 +65,8 @@ pub enum WebhookError {
     Configuration { name: String, source: kube::Error },
     #[error(transparent)]
     Cert(#[from] CertError),
+    #[error("webhook metrics: {0}")]
+    Metrics(prometheus::Error),
 }
 
 /// Where the serving certificate comes from.
@@ -180,6 +183,7 @@ pub async fn run(
     listener: TcpListener,
     client: kube::Client,
     sources: Sources,
+    metrics: metrics::WebhookMetrics,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WebhookError> {
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -205,6 +209,7 @@ pub async fn run(
         client,
         sources,
         deadline: cfg.deadline,
+        metrics,
     });
     tracing::info!(listen = %cfg.listen, "webhook: serving");
     serve::serve(listener, tls, reviewer, shutdown).await;

@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use super::handle::Reviewer;
+use super::metrics::Outcome;
 
 /// The API server sends objects of at most 3 MiB (etcd's default request limit, 1.5 MiB, is
 /// lower); a review body is the object plus a little.
@@ -39,13 +40,22 @@ fn reply(status: StatusCode, body: Vec<u8>, json: bool) -> Response<Full<Bytes>>
     r
 }
 
-async fn route(reviewer: &Reviewer, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// The answer to one request, counted and timed.
+async fn answer(reviewer: &Reviewer, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let started = std::time::Instant::now();
+    let (outcome, response) = route(reviewer, req).await;
+    reviewer.metrics.answered(outcome, started.elapsed());
+    response
+}
+
+async fn route(reviewer: &Reviewer, req: Request<Incoming>) -> (Outcome, Response<Full<Bytes>>) {
     if req.method() != Method::POST {
-        return reply(
+        let r = reply(
             StatusCode::METHOD_NOT_ALLOWED,
             b"POST an AdmissionReview\n".to_vec(),
             false,
         );
+        return (Outcome::Refused, r);
     }
     // One deadline for the whole review, body included: a client that trickles it is dropped.
     let started = tokio::time::Instant::now();
@@ -58,22 +68,25 @@ async fn route(reviewer: &Reviewer, req: Request<Incoming>) -> Response<Full<Byt
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "webhook: request body refused");
-            return reply(
+            let r = reply(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 b"body refused\n".to_vec(),
                 false,
             );
+            return (Outcome::Refused, r);
         }
         Err(_) => {
-            return reply(
+            let r = reply(
                 StatusCode::REQUEST_TIMEOUT,
                 b"body too slow\n".to_vec(),
                 false,
             );
+            return (Outcome::Refused, r);
         }
     };
     let left = reviewer.deadline.saturating_sub(started.elapsed());
-    reply(StatusCode::OK, reviewer.review(&bytes, left).await, true)
+    let (outcome, body) = reviewer.review(&bytes, left).await;
+    (outcome, reply(StatusCode::OK, body, true))
 }
 
 /// Serves reviews until `shutdown` completes; open connections are then dropped.
@@ -125,7 +138,7 @@ pub async fn serve(
             };
             let service = hyper::service::service_fn(move |req| {
                 let reviewer = Arc::clone(&reviewer);
-                async move { Ok::<_, Infallible>(route(&reviewer, req).await) }
+                async move { Ok::<_, Infallible>(answer(&reviewer, req).await) }
             });
             if let Err(e) = http.serve_connection(TokioIo::new(tls), service).await {
                 tracing::debug!(error = %e, "webhook connection");

@@ -13,10 +13,12 @@ use serde_json::{Value, json};
 
 use super::certs;
 use super::handle::{Reviewer, Sources};
+use super::metrics::{Outcome, WebhookMetrics};
 
 struct Running {
     port: u16,
     ca: String,
+    registry: prometheus::Registry,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -36,6 +38,7 @@ async fn start(api: &str, deadline: Duration) -> Running {
         kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
     let (classes, _w1) = kube::runtime::reflector::store();
     let (configmaps, _w2) = kube::runtime::reflector::store();
+    let registry = prometheus::Registry::new();
     let reviewer = Arc::new(Reviewer {
         client,
         sources: Sources {
@@ -44,6 +47,7 @@ async fn start(api: &str, deadline: Duration) -> Running {
             configmap: "headroom/headroom".into(),
         },
         deadline,
+        metrics: WebhookMetrics::new(&registry).expect("metrics"),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -56,6 +60,7 @@ async fn start(api: &str, deadline: Duration) -> Running {
     Running {
         port,
         ca: cert.ca,
+        registry,
         stop: Some(stop),
     }
 }
@@ -95,6 +100,22 @@ async fn request(r: &Running, method: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await.expect("body").to_bytes();
     (status, body.to_vec())
+}
+
+/// Requests answered with `outcome`, from the webhook's metrics.
+fn answered(r: &Running, outcome: Outcome) -> u64 {
+    r.registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == "headroom_webhook_requests_total")
+        .flat_map(|f| f.get_metric())
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == "outcome" && l.value() == outcome.as_str())
+        })
+        .map(|m| m.get_counter().get_value() as u64)
+        .sum()
 }
 
 fn review(object: Value) -> Vec<u8> {
@@ -151,6 +172,17 @@ async fn hostile_clients_get_answers_never_a_denial() {
         warning.contains("db/pg-3") && warning.contains("persistentvolumeclaims"),
         "{warning}"
     );
+    // Each counted once, by what became of it.
+    for (outcome, n) in [
+        (Outcome::Unreadable, 1),
+        (Outcome::Refused, 2),
+        (Outcome::AsRequested, 1),
+        (Outcome::LookupFailed, 1),
+        (Outcome::Raised, 0),
+        (Outcome::TimedOut, 0),
+    ] {
+        assert_eq!(answered(&r, outcome), n, "{outcome:?}");
+    }
 }
 
 #[tokio::test]
@@ -172,5 +204,6 @@ async fn an_api_server_that_never_answers_costs_one_deadline() {
             .is_some_and(|w| w.contains("no size decided within")),
         "{resp}"
     );
+    assert_eq!(answered(&r, Outcome::TimedOut), 1);
     drop(silent);
 }
