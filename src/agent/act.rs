@@ -31,33 +31,31 @@ pub fn grow_body(
     status: &StatusAnnotation,
     now: Timestamp,
 ) -> Result<Value, crate::k8s::KubeError> {
-    let report = &eval.report;
-    let action = Action {
-        at: now,
-        kind,
-        from: report.claim.current_bytes(),
-        to,
-        node: node.to_string(),
-        fs_before: report.measurement.map(|m| m.capacity_bytes),
-        landed: None,
-        action: eval.action.clone(),
-        ..recorded(report)
-    };
+    let from = eval.report.claim.current_bytes();
+    let action = recorded(eval, (now, kind), (from, to), node);
     let history = state::append(&eval.history, action, now);
     state::grow_patch(resource_version, to, &history, status)
 }
 
-/// An entry for `report`'s volume with what the RFC's resize history keeps beside the sizes: the
-/// result (requested until a measurement shows it), the instance and the volume type. Its
-/// time, kind and sizes are the caller's to set.
-fn recorded(report: &VolumeReport) -> Action {
+/// The history entry of a resize of `eval`'s volume, sent by `node` at `at`: the sizes, and what
+/// the RFC's resize history keeps beside them (the result, requested until a measurement shows
+/// it; the instance; the volume type) and the filesystem's size when it was decided.
+fn recorded(
+    eval: &Evaluation,
+    (at, kind): (Timestamp, GrowKind),
+    (from, to): (u64, u64),
+    node: &str,
+) -> Action {
+    let report = &eval.report;
     Action {
-        node: report.node.clone(),
+        node: node.to_string(),
+        fs_before: report.measurement.map(|m| m.capacity_bytes),
         result: Some(ActionResult::Requested),
         instance: report.instance.clone(),
         volume_type: Some(report.role),
         tablespace: report.tablespace.clone(),
-        ..Action::new(report.evaluated_at, GrowKind::Grow, 0, 0)
+        action: eval.action.clone(),
+        ..Action::new(at, kind, from, to)
     }
 }
 
@@ -318,16 +316,8 @@ impl Actor<'_> {
             return None;
         }
         let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        let action = Action {
-            at: now,
-            kind: GrowKind::Retry,
-            from: claim.request_bytes,
-            to: size,
-            node: self.node.to_string(),
-            fs_before: eval.report.measurement.map(|m| m.capacity_bytes),
-            action: eval.action.clone(),
-            ..recorded(&eval.report)
-        };
+        let sizes = (claim.request_bytes, size);
+        let action = recorded(eval, (now, GrowKind::Retry), sizes, self.node);
         let history = state::append(&eval.history, action, now);
         let body = state::grow_patch(&rv, size, &history, status).ok()?;
         let (from, to) = (
