@@ -311,12 +311,6 @@ impl World {
         all
     }
 
-    /// The largest request in the group `key` of namespace `ns`, from that namespace's watch.
-    pub fn group_size(&self, ns: &str, key: &str) -> Option<u64> {
-        let (store, _, _) = self.namespaces.get(ns)?;
-        crate::k8s::roles::group_size(store.state().iter().map(|p| p.as_ref()), key)
-    }
-
     /// Every claim of namespace `ns` as its watch last saw them (none until it has listed).
     pub fn claims_in(&self, ns: &str) -> Vec<Arc<PersistentVolumeClaim>> {
         self.namespaces

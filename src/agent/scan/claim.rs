@@ -112,17 +112,16 @@ impl<'v> Claim<'v> {
     ) -> VolumeCtx {
         let ns = self.namespace();
         let quotas = world.quotas(&ns);
+        // One copy of the namespace's claims for both readings of the group.
+        let peers = world.claims_in(&ns);
+        let peers = || peers.iter().map(|c| c.as_ref());
         VolumeCtx {
             quota_version: quota_version(&quotas),
             quotas,
             vol: self.vol.clone(),
             group_size: roles::group_key(&self.pvc, Some(&self.pod))
-                .and_then(|k| world.group_size(&ns, &k)),
-            logical: crate::k8s::logical::peers(
-                &self.pvc,
-                Some(&self.pod),
-                world.claims_in(&ns).iter().map(|c| c.as_ref()),
-            ),
+                .and_then(|k| roles::group_size(peers(), &k)),
+            logical: crate::k8s::logical::peers(&self.pvc, Some(&self.pod), peers()),
             kubelet: self
                 .pvc
                 .metadata
