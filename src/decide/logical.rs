@@ -33,19 +33,20 @@ impl Logical {
 }
 
 /// Members of one volume fill together (they hold the same data): two agents may each grow their
-/// own member before either sees the other's write. Grows to the same size this close together
-/// are that one resize, made by both: counted once, as every member following one action is.
+/// own member before either sees the other's write. Grows this close together from the same size
+/// or to the same size are that one resize, decided by both (each from its own member's fill
+/// rate, so not always to one size): counted once, as every member following one action is.
 pub const CONCURRENT: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
 
-/// `actions` (sorted by time) with concurrent grows to one size (see [`CONCURRENT`]) counted
-/// once. Entries without an id and lowered retries stay actions of their own.
+/// `actions` (sorted by time) with concurrent grows (see [`CONCURRENT`]) counted once. Entries
+/// without an id and lowered retries stay actions of their own.
 fn merge_concurrent(actions: Vec<Action>) -> Vec<Action> {
     let mut out: Vec<Action> = Vec::with_capacity(actions.len());
     for a in actions {
         let same = |b: &Action| {
             b.action.is_some()
                 && b.kind != GrowKind::Retry
-                && b.to == a.to
+                && (b.to == a.to || b.from == a.from)
                 && a.at.duration_since(b.at) <= CONCURRENT
         };
         let mergeable = a.action.is_some() && a.kind != GrowKind::Retry;

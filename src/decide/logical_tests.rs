@@ -319,9 +319,16 @@ fn two_members_grown_to_one_size_at_the_same_moment_are_one_action() {
         history: h,
     };
     assert_eq!(combine(member(&a), &[member(&b)]).used(ts(NOW)), 1);
-    // To another size, or minutes apart, they are two.
+    // From the same size to another (each agent sized the step from its own member's fill rate):
+    // still the one decision, made twice.
     let other = [entry("2026-01-04T01:00:02Z", 96 * MI, Some("b"))];
-    assert_eq!(combine(member(&a), &[member(&other)]).used(ts(NOW)), 2);
+    assert_eq!(combine(member(&a), &[member(&other)]).used(ts(NOW)), 1);
+    // From another size to another, or minutes apart, they are two.
+    let onward = [Action {
+        from: 80 * MI,
+        ..entry("2026-01-04T01:00:30Z", 96 * MI, Some("b"))
+    }];
+    assert_eq!(combine(member(&a), &[member(&onward)]).used(ts(NOW)), 2);
     let later = [entry("2026-01-04T01:05:00Z", 80 * MI, Some("b"))];
     assert_eq!(combine(member(&a), &[member(&later)]).used(ts(NOW)), 2);
     // Entries without an id never merge.
