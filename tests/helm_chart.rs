@@ -796,6 +796,8 @@ fn kubectl_cmd(kubectl: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
     c.env_remove("KUBECONFIG")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        // Each request bounded: a hung API server fails the test instead of holding CI.
+        .arg("--request-timeout=60s")
         .args(args);
     c
 }

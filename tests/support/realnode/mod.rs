@@ -296,7 +296,9 @@ impl Node {
         c.arg(format!(
             "--kubeconfig={}",
             self.kubeconfig("admin").display()
-        ));
+        ))
+        // Each request bounded: a hung API server fails the test instead of holding CI.
+        .arg("--request-timeout=60s");
         c
     }
 
