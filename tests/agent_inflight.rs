@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use nix::mount::{MsFlags, mount};
 use serde_json::json;
-use support::cluster::{Cluster, ENABLED, available, status_field};
+use support::cluster::{Cluster, ENABLED, available, history, status_field};
 use support::node::{MI, fill, request_of, wait_for};
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -99,4 +99,72 @@ fn capacity_set_before_the_filesystem_grows_is_one_grow() {
         (request_of(&c.get("data")) == 96 * MI).then_some(())
     });
     assert_eq!(c.resize_patches("data"), 2);
+}
+
+/// The landing of a resize is written when it is seen, even when the claim changed in that very
+/// moment (the CSI driver setting its capacity while the agent reads it): the 409 on that write
+/// is re-read and written again, not left for the next scan a whole interval later, which would
+/// also make the lead time learned from it that much too long. Seen once in CI
+/// (`kube_predictive`, interval 60 s: no landing in 20 s).
+#[test]
+fn a_landing_whose_write_meets_a_conflict_is_written_at_once() {
+    if !available(
+        "a_landing_whose_write_meets_a_conflict_is_written_at_once",
+        &[],
+    ) {
+        return;
+    }
+    let mut c = Cluster::new();
+    let mount_point = c.claim("data", &c.fast.clone(), 64, ENABLED);
+    // Scans a minute apart: the fill and the landing are seen by the fast loop alone.
+    let _agent = c.agent("60s");
+    wait_for(WAIT, "the first status", || {
+        status_field(&c.get("data"), "state")
+    });
+    fill(&mount_point, 60 * MI);
+    wait_for(WAIT, "the grow", || {
+        (request_of(&c.get("data")) == 80 * MI).then_some(())
+    });
+    // The agent's next write to the claim (the landing's) meets a change it has not seen.
+    let path = format!("/api/v1/namespaces/{}/persistentvolumeclaims/data", c.ns);
+    c.proxy.fail_next_matching(1, 409, "PATCH", &path);
+    c.patch_status::<PersistentVolumeClaim>(
+        "data",
+        &json!({"status": {"capacity": {"storage": "80Mi"}}}),
+    );
+    let grown_at = jiff::Timestamp::now();
+    mount(
+        Some("tmpfs"),
+        &mount_point,
+        Some("tmpfs"),
+        MsFlags::MS_REMOUNT,
+        Some(format!("size={}", 80 * MI).as_str()),
+    )
+    .expect("remount");
+    let landed = wait_for(WAIT, "the landing in the history", || {
+        history(&c.get("data"))
+            .iter()
+            .find_map(|e| e.get("landed")?.as_str()?.parse::<jiff::Timestamp>().ok())
+    });
+    let refused: Vec<_> = c
+        .proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path == path && r.status == 409)
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0]
+            .body
+            .as_deref()
+            .is_some_and(|b| b.contains("landed")),
+        "the refused write was the landing's: {refused:?}"
+    );
+    // Stamped when the filesystem was seen grown, not at a later scan.
+    let after = landed.duration_since(grown_at).as_secs_f64();
+    assert!(
+        (0.0..5.0).contains(&after),
+        "landed {after} s after the remount"
+    );
+    assert_eq!(c.resize_patches("data"), 1);
 }

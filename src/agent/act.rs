@@ -151,8 +151,7 @@ impl Actor<'_> {
         }
         let Some((to, kind)) = report.decision.grow_to() else {
             self.events.update(&key, pvc, notice_for(report)).await;
-            self.write_status(&key, pvc, eval, &status).await;
-            return Applied::Done;
+            return self.write_status(&key, pvc, eval, &status).await;
         };
         self.grow(&key, pvc, eval, (to, kind), &status, now).await
     }
@@ -170,14 +169,17 @@ impl Actor<'_> {
     }
 
     /// No grow: writes the status when it changed, and the history when a resize was seen
-    /// landed or failed.
+    /// landed or failed. A 409 (the claim changed since it was read: the resizer or the CSI
+    /// driver setting its capacity, often in the very moment the landing is seen) is re-read and
+    /// decided again: the landing's time must be written when it was seen, not a scan interval
+    /// later, or the lead time learned from it is that much too long.
     async fn write_status(
         &self,
         key: &str,
         pvc: &PersistentVolumeClaim,
         eval: &Evaluation,
         status: &StatusAnnotation,
-    ) {
+    ) -> Applied {
         let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
         let unchanged = state::read_status(pvc)
             .ok()
@@ -187,17 +189,22 @@ impl Actor<'_> {
         // what the predictive trigger learns this claim's lead time from; a failed one is
         // marked so.
         let history = eval.history_changed.then_some(eval.history.as_slice());
-        if !self.dry_run && (!unchanged || history.is_some()) {
-            match state::status_patch(Some(&rv), status, history) {
-                // A 409 here only means the next scan writes the status.
-                Ok(body) => {
-                    if let Err(PatchError::Other(e) | PatchError::Quota(e)) =
-                        self.patch(&eval.report.pvc, &body).await
-                    {
-                        tracing::warn!(pvc = %key, error = %e, "could not write status");
-                    }
-                }
-                Err(e) => tracing::warn!(pvc = %key, error = %e, "could not encode status"),
+        if self.dry_run || (unchanged && history.is_none()) {
+            return Applied::Done;
+        }
+        let body = match state::status_patch(Some(&rv), status, history) {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::warn!(pvc = %key, error = %e, "could not encode status");
+                return Applied::Done;
+            }
+        };
+        match self.patch(&eval.report.pvc, &body).await {
+            Ok(_) => Applied::Done,
+            Err(PatchError::Conflict) => Applied::Conflict,
+            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
+                tracing::warn!(pvc = %key, error = %e, "could not write status");
+                Applied::Done
             }
         }
     }
