@@ -356,6 +356,47 @@ fn a_crossing_between_scans_is_decided_on_alone() {
     assert_eq!(after["other"], before["other"]);
 }
 
+/// A crossing decided on alone leans on the last scan's finding of which volumes share a device.
+/// When the kubelet has since mounted the same device for another claim, the node is scanned
+/// again and both are refused as shared, never grown (on the real node in CI, such a claim grew).
+#[test]
+fn a_device_mounted_for_another_claim_since_the_scan_is_refused_at_the_crossing() {
+    if !server::available(
+        "a_device_mounted_for_another_claim_since_the_scan_is_refused_at_the_crossing",
+    ) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    let mount = c.claim("data", &fast, 64, POLICY);
+    c.pvc("twin", &fast, 64, POLICY, |_| {});
+    let uid = c.pod("pod-twin", &c.node.clone(), "twin");
+    let pv = c.pv_name("twin");
+    let port = support::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // One full scan, at start, that sees data alone on its device.
+    let _agent = c.agent("1h", &["--listen", &listen]);
+    wait_for(Duration::from_secs(20), "data reported", || {
+        volumes(port).filter(|(_, v)| v.contains_key("data"))
+    });
+    c.root.bind_volume(&uid, &pv, &mount);
+    fill(&mount, 56 * MI);
+    wait_for(Duration::from_secs(10), "data refused as shared", || {
+        (c.status_field("data", "blockedReason").as_deref() == Some("shared_filesystem"))
+            .then_some(())
+    });
+    assert_eq!(
+        request_of(&c.get("data")),
+        64 * MI,
+        "a shared filesystem grew"
+    );
+    assert!(
+        annotation(&c.get("data"), "headroom.dev/history").is_none(),
+        "{:?}",
+        c.get("data").metadata.annotations
+    );
+}
+
 #[test]
 fn a_fill_between_scans_is_acted_on_within_a_second_or_two() {
     if !server::available("a_fill_between_scans_is_acted_on_within_a_second_or_two") {

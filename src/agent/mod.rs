@@ -243,11 +243,14 @@ async fn turn(
     crossed: Option<Vec<(crate::probe::Target, crate::probe::statfs::FsStats)>>,
 ) -> Result<Turn, crate::probe::ProbeError> {
     match crossed {
-        None => Ok(Turn::Scanned(scanner.scan(world).await?)),
-        Some(crossed) => Ok(scanner
+        // A crossing is decided on with the last scan's findings of which volumes share a
+        // device; when the kubelet's mounts changed since (another claim mounted the same
+        // device), only a new scan can say.
+        Some(crossed) if !scanner.mounts_changed().await => Ok(scanner
             .scan_crossed(world, crossed)
             .await
             .map_or(Turn::Nothing, Turn::Crossed)),
+        _ => Ok(Turn::Scanned(scanner.scan(world).await?)),
     }
 }
 

@@ -326,6 +326,11 @@ impl Scanner {
         self.watchlist.set(volumes, &triggers, rates);
     }
 
+    /// Whether the kubelet's mounts changed since the last full scan read them.
+    pub async fn mounts_changed(&self) -> bool {
+        self.work.prober.mounts_changed().await
+    }
+
     /// The volumes the fast measurement loop watches, and the prober it measures them with.
     pub fn watchlist(&self) -> (Arc<Watchlist>, probe::Prober) {
         (self.watchlist.clone(), self.work.prober.clone())

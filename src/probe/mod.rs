@@ -278,6 +278,8 @@ pub struct Prober {
     /// the descriptor limit, so that the sockets and files the agent opens never run out. Two
     /// scans' worth may be open at once (the fast loop's and the new scan's), briefly.
     hold: usize,
+    /// The kubelet's mounts as the last scan read them ([`mounts::fingerprint`]).
+    mounts_seen: std::sync::Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 impl Prober {
@@ -289,6 +291,7 @@ impl Prober {
             pass: Default::default(),
             root_fd: Default::default(),
             hold: anchor::parents_to_hold(),
+            mounts_seen: Default::default(),
         }
     }
 
@@ -321,17 +324,45 @@ impl Prober {
             .busy_paths
             .run(&self.root, self.deadline, move || {
                 let mounts = read_mountinfo()?;
-                kubelet_dir::find(&root, &mounts)
+                let print = mounts::fingerprint(&mounts, &root);
+                kubelet_dir::find(&root, &mounts).map(|found| (found, print))
             })
             .await
             .map_err(|source| ProbeError::Discovery {
                 path: self.root.clone(),
                 source,
             })??;
+        let (found, print) = found;
+        *self
+            .mounts_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(print);
         let mut vols = found.volumes;
         self.measure(found.root_fd, &mut vols).await;
         classify(&mut vols);
         Ok(vols)
+    }
+
+    /// Whether the kubelet's mounts changed since the last [`Prober::probe`] read them: a claim
+    /// mounted or unmounted, a device mounted for a second claim. Which volumes share a device
+    /// is that scan's finding; a decision leaning on it must wait for a new scan then. Not
+    /// knowing (no scan yet, the table not read within the deadline) counts as changed.
+    pub async fn mounts_changed(&self) -> bool {
+        let seen = *self
+            .mounts_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(seen) = seen else {
+            return true;
+        };
+        let root = self.root.clone();
+        let now = self
+            .busy_paths
+            .run(&self.root, self.deadline, move || {
+                read_mountinfo().map(|m| mounts::fingerprint(&m, &root))
+            })
+            .await;
+        !matches!(now, Ok(Ok(print)) if print == seen)
     }
 
     /// Measures again volumes an earlier [`Prober::probe`] found, without walking the kubelet
