@@ -36,6 +36,30 @@ const POD_LOCAL_PLUGINS: &[&str] = &[
     "kubernetes.io~downward-api",
     "kubernetes.io~git-repo",
 ];
+/// What of the mount table the walk's findings (which volumes share a device) rest on: every
+/// mount at or below `root` (the kubelet's) but those of the pod-local plugins the walk skips,
+/// in table order. Equal prints mean no claim's volume was mounted, unmounted or mounted again
+/// since; a pod's service-account token or secrets mounted, or a container started, do not
+/// count.
+pub fn mounts_fingerprint(mounts: &[MountEntry], root: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let pod_local = |m: &MountEntry| {
+        m.mount_point.components().any(|c| {
+            POD_LOCAL_PLUGINS
+                .iter()
+                .any(|p| c.as_os_str() == OsStr::new(p))
+        })
+    };
+    let mut h = std::hash::DefaultHasher::new();
+    for m in mounts
+        .iter()
+        .filter(|m| m.mount_point.starts_with(root) && !pod_local(m))
+    {
+        m.hash(&mut h);
+    }
+    h.finish()
+}
+
 /// A kubelet directory opened to be listed (and to open files in), never through a symlink.
 const LIST: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
@@ -345,6 +369,39 @@ fn list_entries(dir: &Path) -> Vec<DirEntry> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_fingerprint_moves_with_the_kubelets_mounts_alone() {
+        let table = |lines: &[&str]| {
+            crate::probe::mounts::parse_mountinfo(lines.join("\n").as_bytes(), Path::new("t"))
+                .unwrap()
+        };
+        let root = Path::new("/var/lib/kubelet");
+        let base = [
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+            "40 1 0:50 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv-a/mount rw - tmpfs tmpfs rw",
+        ];
+        let print = mounts_fingerprint(&table(&base), root);
+        assert_eq!(print, mounts_fingerprint(&table(&base), root), "stable");
+        // A container's mount elsewhere, or a pod's token mounted by the kubelet, changes nothing.
+        let mut other = base.to_vec();
+        other.push("41 1 0:60 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/c1/rootfs rw - overlay overlay rw");
+        other.push("45 1 0:61 / /var/lib/kubelet/pods/u3/volumes/kubernetes.io~projected/kube-api-access-x rw - tmpfs tmpfs rw");
+        assert_eq!(print, mounts_fingerprint(&table(&other), root));
+        // The same device mounted for a second claim, or the first mounted again, does.
+        let mut twin = base.to_vec();
+        twin.push("42 1 0:50 / /var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/pv-b/mount rw - tmpfs tmpfs rw");
+        assert_ne!(print, mounts_fingerprint(&table(&twin), root));
+        let again = [
+            base[0],
+            "43 1 0:51 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv-a/mount rw - tmpfs tmpfs rw",
+        ];
+        assert_ne!(print, mounts_fingerprint(&table(&again), root));
+        // A sibling directory whose name merely starts like the root is not below it.
+        let mut sibling = base.to_vec();
+        sibling.push("44 1 0:70 / /var/lib/kubelet2/x rw - tmpfs tmpfs rw");
+        assert_eq!(print, mounts_fingerprint(&table(&sibling), root));
+    }
+
     use super::*;
 
     #[test]

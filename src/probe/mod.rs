@@ -278,7 +278,7 @@ pub struct Prober {
     /// the descriptor limit, so that the sockets and files the agent opens never run out. Two
     /// scans' worth may be open at once (the fast loop's and the new scan's), briefly.
     hold: usize,
-    /// The kubelet's mounts as the last scan read them ([`mounts::fingerprint`]).
+    /// The kubelet's mounts as the last scan read them ([`kubelet_dir::mounts_fingerprint`]).
     mounts_seen: std::sync::Arc<std::sync::Mutex<Option<u64>>>,
 }
 
@@ -324,7 +324,7 @@ impl Prober {
             .busy_paths
             .run(&self.root, self.deadline, move || {
                 let mounts = read_mountinfo()?;
-                let print = mounts::fingerprint(&mounts, &root);
+                let print = kubelet_dir::mounts_fingerprint(&mounts, &root);
                 kubelet_dir::find(&root, &mounts).map(|found| (found, print))
             })
             .await
@@ -359,7 +359,7 @@ impl Prober {
         let now = self
             .busy_paths
             .run(&self.root, self.deadline, move || {
-                read_mountinfo().map(|m| mounts::fingerprint(&m, &root))
+                read_mountinfo().map(|m| kubelet_dir::mounts_fingerprint(&m, &root))
             })
             .await;
         !matches!(now, Ok(Ok(print)) if print == seen)

@@ -37,18 +37,6 @@ impl MountEntry {
     }
 }
 
-/// What of the mount table a scan's sharing facts rest on: every mount at or below `root` (the
-/// kubelet's), in table order. Equal prints mean no claim's volume was mounted, unmounted or
-/// mounted again since; mounts elsewhere (containers starting) do not count.
-pub fn fingerprint(mounts: &[MountEntry], root: &Path) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    for m in mounts.iter().filter(|m| m.mount_point.starts_with(root)) {
-        m.hash(&mut h);
-    }
-    h.finish()
-}
-
 /// Reads this process's mount table.
 pub fn read_mountinfo() -> Result<Vec<MountEntry>, ProbeError> {
     read_mountinfo_from(Path::new(MOUNTINFO))
@@ -257,35 +245,6 @@ fn df_prefers(new: &MountEntry, old: &MountEntry) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_fingerprint_moves_with_the_kubelets_mounts_alone() {
-        let table =
-            |lines: &[&str]| parse_mountinfo(lines.join("\n").as_bytes(), Path::new("t")).unwrap();
-        let root = Path::new("/var/lib/kubelet");
-        let base = [
-            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
-            "40 1 0:50 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv-a/mount rw - tmpfs tmpfs rw",
-        ];
-        let print = fingerprint(&table(&base), root);
-        assert_eq!(print, fingerprint(&table(&base), root), "stable");
-        // A container's mount elsewhere changes nothing.
-        let mut other = base.to_vec();
-        other.push("41 1 0:60 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/c1/rootfs rw - overlay overlay rw");
-        assert_eq!(print, fingerprint(&table(&other), root));
-        // The same device mounted for a second claim, or the first mounted again, does.
-        let mut twin = base.to_vec();
-        twin.push("42 1 0:50 / /var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/pv-b/mount rw - tmpfs tmpfs rw");
-        assert_ne!(print, fingerprint(&table(&twin), root));
-        let again = [
-            base[0],
-            "43 1 0:51 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv-a/mount rw - tmpfs tmpfs rw",
-        ];
-        assert_ne!(print, fingerprint(&table(&again), root));
-        // A sibling directory whose name merely starts like the root is not below it.
-        let mut sibling = base.to_vec();
-        sibling.push("44 1 0:70 / /var/lib/kubelet2/x rw - tmpfs tmpfs rw");
-        assert_eq!(print, fingerprint(&table(&sibling), root));
-    }
 
     use super::*;
 
