@@ -96,6 +96,11 @@ pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, Probe
 /// The kubelet root's volumes, located but not measured, and the root they were found under.
 pub struct Found {
     pub root_fd: OwnedFd,
+    /// The root as the walk resolved it (symlinks above it followed: they are the node's, and
+    /// mountinfo names mounts by their resolved paths).
+    pub root: std::path::PathBuf,
+    /// [`mounts_fingerprint`] of the table the walk located the volumes in, below `root`.
+    pub mounts_print: u64,
     /// Volumes to measure carry `mount_rel`: pass it to [`measure`].
     pub volumes: Vec<Volume>,
 }
@@ -167,6 +172,8 @@ pub fn find(root: &Path, mounts: &[MountEntry]) -> Result<Found, ProbeError> {
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Found {
         root_fd,
+        mounts_print: mounts_fingerprint(mounts, &root),
+        root,
         volumes: out,
     })
 }
@@ -369,6 +376,34 @@ fn list_entries(dir: &Path) -> Vec<DirEntry> {
 
 #[cfg(test)]
 mod tests {
+    /// A kubelet root reached through a symlink (`/var/lib/kubelet` -> `/data/kubelet`):
+    /// mountinfo names its mounts by the resolved path, so that is the print's root.
+    #[test]
+    fn the_walks_print_is_of_the_resolved_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("data-kubelet");
+        std::fs::create_dir_all(real.join("pods")).unwrap();
+        let link = dir.path().join("kubelet");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let real = std::fs::canonicalize(&real).unwrap();
+        let line = |n: u32, dev: &str, pv: &str| {
+            format!(
+                "{n} 1 {dev} / {}/pods/u{n}/volumes/kubernetes.io~csi/{pv}/mount rw - tmpfs tmpfs rw",
+                real.display()
+            )
+        };
+        let table = |lines: &[String]| {
+            crate::probe::mounts::parse_mountinfo(lines.join("\n").as_bytes(), Path::new("t"))
+                .unwrap()
+        };
+        let one = table(&[line(40, "0:50", "pv-a")]);
+        let two = table(&[line(40, "0:50", "pv-a"), line(41, "0:50", "pv-b")]);
+        let found = find(&link, &one).unwrap();
+        assert_eq!(found.root, real);
+        assert_eq!(found.mounts_print, mounts_fingerprint(&one, &real));
+        assert_ne!(found.mounts_print, find(&link, &two).unwrap().mounts_print);
+    }
+
     #[test]
     fn the_fingerprint_moves_with_the_kubelets_mounts_alone() {
         let table = |lines: &[&str]| {

@@ -278,8 +278,9 @@ pub struct Prober {
     /// the descriptor limit, so that the sockets and files the agent opens never run out. Two
     /// scans' worth may be open at once (the fast loop's and the new scan's), briefly.
     hold: usize,
-    /// The kubelet's mounts as the last scan read them ([`kubelet_dir::mounts_fingerprint`]).
-    mounts_seen: std::sync::Arc<std::sync::Mutex<Option<u64>>>,
+    /// The kubelet root as the last scan resolved it, and its mounts as that scan read them
+    /// ([`kubelet_dir::mounts_fingerprint`]).
+    mounts_seen: std::sync::Arc<std::sync::Mutex<Option<(PathBuf, u64)>>>,
 }
 
 impl Prober {
@@ -324,19 +325,18 @@ impl Prober {
             .busy_paths
             .run(&self.root, self.deadline, move || {
                 let mounts = read_mountinfo()?;
-                let print = kubelet_dir::mounts_fingerprint(&mounts, &root);
-                kubelet_dir::find(&root, &mounts).map(|found| (found, print))
+                kubelet_dir::find(&root, &mounts)
             })
             .await
             .map_err(|source| ProbeError::Discovery {
                 path: self.root.clone(),
                 source,
             })??;
-        let (found, print) = found;
         *self
             .mounts_seen
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(print);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((found.root.clone(), found.mounts_print));
         let mut vols = found.volumes;
         self.measure(found.root_fd, &mut vols).await;
         classify(&mut vols);
@@ -348,14 +348,14 @@ impl Prober {
     /// is that scan's finding; a decision leaning on it must wait for a new scan then. Not
     /// knowing (no scan yet, the table not read within the deadline) counts as changed.
     pub async fn mounts_changed(&self) -> bool {
-        let seen = *self
+        let seen = self
             .mounts_seen
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(seen) = seen else {
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let Some((root, seen)) = seen else {
             return true;
         };
-        let root = self.root.clone();
         let now = self
             .busy_paths
             .run(&self.root, self.deadline, move || {
