@@ -21,6 +21,18 @@ use support::node::{MI, fill, request_of, wait_for};
 
 const WAIT: Duration = Duration::from_secs(15);
 
+/// The node expanding the filesystem: the tmpfs remounted at `bytes`.
+fn remount(mount_point: &std::path::Path, bytes: u64) {
+    mount(
+        Some("tmpfs"),
+        mount_point,
+        Some("tmpfs"),
+        MsFlags::MS_REMOUNT,
+        Some(format!("size={bytes}").as_str()),
+    )
+    .expect("remount");
+}
+
 #[test]
 fn bound_claim_without_capacity_is_never_resized() {
     if !available("bound_claim_without_capacity_is_never_resized", &[]) {
@@ -81,14 +93,7 @@ fn capacity_set_before_the_filesystem_grows_is_one_grow() {
         Some("resize_in_progress")
     );
     // The node expands the filesystem: 60Mi of 80Mi is under the threshold, nothing to do...
-    mount(
-        Some("tmpfs"),
-        &mount_point,
-        Some("tmpfs"),
-        MsFlags::MS_REMOUNT,
-        Some(format!("size={}", 80 * MI).as_str()),
-    )
-    .expect("remount");
+    remount(&mount_point, 80 * MI);
     wait_for(WAIT, "balanced after the filesystem grew", || {
         (status_field(&c.get("data"), "state").as_deref() == Some("Balanced")).then_some(())
     });
@@ -133,14 +138,7 @@ fn a_landing_whose_write_meets_a_conflict_is_written_at_once() {
         &json!({"status": {"capacity": {"storage": "80Mi"}}}),
     );
     let grown_at = jiff::Timestamp::now();
-    mount(
-        Some("tmpfs"),
-        &mount_point,
-        Some("tmpfs"),
-        MsFlags::MS_REMOUNT,
-        Some(format!("size={}", 80 * MI).as_str()),
-    )
-    .expect("remount");
+    remount(&mount_point, 80 * MI);
     let landed = wait_for(WAIT, "the landing in the history", || {
         history(&c.get("data"))
             .iter()
