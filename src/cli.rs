@@ -249,6 +249,12 @@ pub struct AgentArgs {
     /// Bound on each API request the scan makes (GET, PATCH); watches are not bounded by it.
     #[arg(long, env = "HEADROOM_API_TIMEOUT", default_value = "10s")]
     pub api_timeout: String,
+    /// At most this many watches of single claims and of their peers' label selectors; past it,
+    /// the namespaces with the most claims here are watched whole instead. Each watch is a stream
+    /// on the agent's one HTTP/2 connection, and the API server caps streams per connection.
+    #[arg(long, env = "HEADROOM_CLAIM_WATCHES", default_value_t = 100,
+          value_parser = clap::value_parser!(u16).range(0..=200))]
+    pub claim_watches: u16,
     /// Bound on each blocking probe call (the mount table and kubelet directory walk, each
     /// volume's statfs, its WAL directory read). A volume that does not answer in time is
     /// reported not measured (probe_timeout) and is not called again until the stuck call returns.

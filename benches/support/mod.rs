@@ -1,6 +1,8 @@
 //! The test suite's support code, for benches that drive the agent end to end.
 #![allow(dead_code)]
 
+#[path = "../../tests/support/fleet.rs"]
+pub mod fleet;
 #[path = "../../tests/support/http.rs"]
 pub mod http;
 #[path = "../../tests/support/kube/mod.rs"]

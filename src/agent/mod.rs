@@ -2,6 +2,7 @@
 
 mod act;
 pub mod api_metrics;
+pub mod claim_watch;
 pub mod client;
 mod contain;
 mod heap;
@@ -74,6 +75,8 @@ pub struct AgentConfig {
     pub dry_run: bool,
     pub resize_timeout: SignedDuration,
     pub api_timeout: Duration,
+    /// The most claim and peer-selector watches before namespaces are watched whole.
+    pub claim_watches: usize,
     pub probe_timeout: Duration,
     /// The fast measurement loop's period; `None` when off.
     pub measure_interval: Option<Duration>,
@@ -131,6 +134,7 @@ impl AgentConfig {
                 }
             })?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
+            claim_watches: usize::from(a.claim_watches),
             probe_timeout: duration("probe-timeout", &a.probe_timeout)?,
             measure_interval: match a.measure_interval.trim() {
                 "0" | "0s" | "off" => None,
@@ -223,6 +227,10 @@ impl world::WatchObserver for WatchHealth {
 
     fn ok(&self, watcher: &str) {
         self.0.watch_ok(watcher);
+    }
+
+    fn received(&self, resource: &'static str) {
+        self.0.metrics().watch_event(resource);
     }
 }
 

@@ -24,7 +24,6 @@ use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
 use crate::events::Events;
 use crate::http::AdminState;
-use crate::k8s::roles;
 use crate::metrics::labels::VolumeLabels;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
@@ -138,15 +137,18 @@ impl Scanner {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| Some((p.metadata.uid.clone()?, p)))
             .collect();
-        // The namespaces whose claims pods here mount: one claim watch each.
-        let wanted: BTreeSet<String> = pods
-            .values()
-            .filter(|p| !roles::pod_claim_names(p).is_empty())
-            .map(|p| p.metadata.namespace.clone().unwrap_or_default())
-            .collect();
+        let mounting: Vec<Arc<Pod>> = pods.values().cloned().collect();
         world
-            .sync_namespaces(&wanted, self.work.cfg.api_timeout)
+            .sync_for(
+                &mounting,
+                self.work.cfg.claim_watches,
+                self.work.cfg.api_timeout,
+            )
             .await;
+        self.work
+            .admin
+            .metrics()
+            .claim_watches(&world.claim_watches());
         let (central, creds) = self.central_policy(world);
         let kubelet = self.kubelet.get(now, scope.blind).await.clone();
         let common = Common {

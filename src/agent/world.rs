@@ -3,14 +3,13 @@
 //! Pods are watched with a `spec.nodeName` field selector, this Node and the ConfigMap by name,
 //! StorageClasses whole (few and small), Namespaces and CSIDrivers whole but trimmed to their
 //! name and csi-addons trim schedule (one watch each per node, whatever the claims: the trim
-//! schedule's design reads it from both). Claims are watched per namespace, for exactly the
-//! namespaces whose pods on this node mount a claim: the number of watches follows the namespaces
-//! here, not the claims (a node with 500 claims of one tenant holds one claim watch), and the same
-//! store gives a group's peers on other nodes their size. The same namespaces' ResourceQuotas are
-//! watched beside their claims (what a grow may still take): per namespace rather than
-//! cluster-wide because quota status is rewritten on every admitted pod or claim of a namespace
-//! with a quota, and a cluster-wide watch would carry every tenant's churn to every node; the
-//! count stays two watches per namespace with a claim mounted here, whatever the claims. Every watch shares one HTTP/2 connection
+//! schedule's design reads it from both). Claims are watched as [`super::claim_watch`] plans:
+//! each claim a pod here mounts by name, its peers by label selector, a namespace whole only
+//! where nothing narrower holds them, so a node's memory and watch events follow its own claims,
+//! not the size of its tenants' namespaces. The ResourceQuotas of the namespaces with a claim
+//! mounted here are watched per namespace (what a grow may still take): quota status is
+//! rewritten on every admitted pod or claim of a namespace with a quota, and a cluster-wide watch
+//! would carry every tenant's churn to every node. Every watch shares one HTTP/2 connection
 //! ([`super::client`]).
 //!
 //! Initial lists are served from the API server's watch cache (`resourceVersion=0`, not a quorum
@@ -20,7 +19,7 @@
 //!
 //! Each store keeps only the fields the agent reads ([`super::trim`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -36,12 +35,18 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
+use super::claim_watch::{ClaimWatch, Needs};
+use crate::k8s::{roles, scope};
+use crate::metrics::labels::watched as res;
+
 /// Told how each watch fares, by the watcher's name.
 pub trait WatchObserver: Send + Sync {
     /// The watch failed and restarts with backoff; its view may be stale from now on.
     fn failed(&self, watcher: &str);
     /// The watch yielded an event (it works), or was stopped (nothing to track).
     fn ok(&self, watcher: &str);
+    /// An object of `resource` arrived on a watch (counted: what the fleet pays per node).
+    fn received(&self, resource: &'static str);
 }
 
 pub type Observer = Arc<dyn WatchObserver>;
@@ -95,7 +100,7 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
 fn spawn_reflector<K>(
     api: Api<K>,
     config: watcher::Config,
-    name: String,
+    (resource, name): (&'static str, String),
     observer: Observer,
     trim: fn(&mut K),
 ) -> (Store<K>, JoinHandle<()>)
@@ -120,7 +125,17 @@ where
                     tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
                     observer.failed(&name);
                 }
-                Ok(_) => observer.ok(&name),
+                Ok(event) => {
+                    observer.ok(&name);
+                    if matches!(
+                        event,
+                        watcher::Event::Apply(_)
+                            | watcher::Event::Delete(_)
+                            | watcher::Event::InitApply(_)
+                    ) {
+                        observer.received(resource);
+                    }
+                }
             }
         }
     });
@@ -174,8 +189,8 @@ pub struct World {
     pub namespace_objects: Store<Namespace>,
     pub csi_drivers: Store<CSIDriver>,
     client: Client,
-    /// Claims by namespace, for the namespaces with a claim mounted here.
-    namespaces: Watches<String>,
+    /// Claims as planned: by name, by selector, or a namespace whole.
+    claims: Watches<ClaimWatch>,
     /// ResourceQuotas of the same namespaces: what a grow there may still take.
     quotas: Watches<String, ResourceQuota>,
     tasks: Vec<JoinHandle<()>>,
@@ -195,42 +210,42 @@ impl World {
         let (pods, t1) = spawn_reflector(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().fields(&format!("spec.nodeName={node}")),
-            "pods".into(),
+            (res::PODS, "pods".into()),
             observer.clone(),
             super::slim::pod,
         );
         let (nodes, t2) = spawn_reflector(
             Api::<Node>::all(client.clone()),
             by_name(node),
-            "node".into(),
+            (res::NODES, "node".into()),
             observer.clone(),
             super::slim::node,
         );
         let (classes, t3) = spawn_reflector(
             Api::<StorageClass>::all(client.clone()),
             watcher::Config::default(),
-            "storageclasses".into(),
+            (res::STORAGE_CLASSES, "storageclasses".into()),
             observer.clone(),
             super::slim::storage_class,
         );
         let (configmaps, t4) = spawn_reflector(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             by_name(configmap),
-            "configmap".into(),
+            (res::CONFIGMAPS, "configmap".into()),
             observer.clone(),
             super::slim::configmap,
         );
         let (namespace_objects, t5) = spawn_reflector(
             Api::<Namespace>::all(client.clone()),
             watcher::Config::default(),
-            "namespaces".into(),
+            (res::NAMESPACES, "namespaces".into()),
             observer.clone(),
             super::slim::namespace,
         );
         let (csi_drivers, t6) = spawn_reflector(
             Api::<CSIDriver>::all(client.clone()),
             watcher::Config::default(),
-            "csidrivers".into(),
+            (res::CSI_DRIVERS, "csidrivers".into()),
             observer.clone(),
             super::slim::csi_driver,
         );
@@ -242,7 +257,7 @@ impl World {
             namespace_objects,
             csi_drivers,
             client,
-            namespaces: HashMap::new(),
+            claims: HashMap::new(),
             quotas: HashMap::new(),
             tasks: vec![t1, t2, t3, t4, t5, t6],
             observer,
@@ -259,22 +274,36 @@ impl World {
         self.configmaps.wait_until_ready().await
     }
 
-    /// Keeps one claim watch per namespace in `wanted`: starts new ones (and waits, up to
-    /// `wait`, for them to list, so a scan sees a claim as soon as its pod is here), stops those
-    /// no pod here mounts a claim of any more.
-    pub async fn sync_namespaces(&mut self, wanted: &BTreeSet<String>, wait: std::time::Duration) {
+    /// Keeps exactly the claim watches of `plan` and one ResourceQuota watch for each namespace
+    /// of `quotas`: starts new ones (and waits, up to `wait`, for them to list, so a scan sees a
+    /// claim as soon as its pod is here), stops those no longer wanted.
+    pub async fn sync_claims(
+        &mut self,
+        plan: &BTreeSet<ClaimWatch>,
+        quotas: &BTreeSet<String>,
+        wait: std::time::Duration,
+    ) {
         let (client, observer) = (self.client.clone(), self.observer.clone());
         sync_watches(
-            &mut self.namespaces,
-            wanted,
+            &mut self.claims,
+            plan,
             wait,
             &observer,
-            |ns| format!("pvcs in {ns}"),
-            |ns, watcher| {
+            ClaimWatch::name,
+            |watch, watcher| {
+                let config = match watch {
+                    ClaimWatch::Claim { name, .. } => {
+                        watcher::Config::default().fields(&format!("metadata.name={name}"))
+                    }
+                    ClaimWatch::Labels { selector, .. } => {
+                        watcher::Config::default().labels(selector)
+                    }
+                    ClaimWatch::Namespace(_) => watcher::Config::default(),
+                };
                 spawn_reflector(
-                    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                    watcher::Config::default(),
-                    watcher,
+                    Api::<PersistentVolumeClaim>::namespaced(client.clone(), watch.namespace()),
+                    config,
+                    (res::CLAIMS, watcher),
                     observer.clone(),
                     super::slim::claim,
                 )
@@ -283,7 +312,7 @@ impl World {
         .await;
         sync_watches(
             &mut self.quotas,
-            wanted,
+            quotas,
             wait,
             &observer,
             |ns| format!("resourcequotas in {ns}"),
@@ -291,13 +320,54 @@ impl World {
                 spawn_reflector(
                     Api::<ResourceQuota>::namespaced(client.clone(), ns),
                     watcher::Config::default(),
-                    watcher,
+                    (res::QUOTAS, watcher),
                     observer.clone(),
                     super::slim::quota,
                 )
             },
         )
         .await;
+    }
+
+    /// Plans and keeps the claim watches for `pods` (the live pods on this node) with at most
+    /// `cap` narrow ones, and the quota watches of their namespaces. A claim first seen in this
+    /// call names its peers only once its own watch has listed, so the plan is made twice.
+    pub async fn sync_for(&mut self, pods: &[Arc<Pod>], cap: usize, wait: std::time::Duration) {
+        let needs = self.needs(pods);
+        let quotas: BTreeSet<String> = needs.claims.keys().cloned().collect();
+        let plan = needs.plan(cap);
+        self.sync_claims(&plan, &quotas, wait).await;
+        let again = self.needs(pods).plan(cap);
+        if again != plan {
+            self.sync_claims(&again, &quotas, wait).await;
+        }
+    }
+
+    /// The claims `pods` mount and where the peers of those already seen are.
+    fn needs(&self, pods: &[Arc<Pod>]) -> Needs {
+        let mut needs = Needs::default();
+        for pod in pods {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            for name in roles::pod_claim_names(pod) {
+                if let Some(pvc) = self.claim(&ns, &name) {
+                    let scopes = scope::peer_scopes(&pvc, Some(pod));
+                    if !scopes.is_empty() {
+                        needs.peers.entry(ns.clone()).or_default().extend(scopes);
+                    }
+                }
+                needs.claims.entry(ns.clone()).or_default().insert(name);
+            }
+        }
+        needs
+    }
+
+    /// The claim watches running now, by kind (`headroom_claim_watches`).
+    pub fn claim_watches(&self) -> BTreeMap<&'static str, usize> {
+        let mut by_kind = BTreeMap::new();
+        for watch in self.claims.keys() {
+            *by_kind.entry(watch.kind()).or_default() += 1;
+        }
+        by_kind
     }
 
     /// The ResourceQuotas of namespace `ns` as its watch last saw them, by name.
@@ -311,18 +381,45 @@ impl World {
         all
     }
 
-    /// Every claim of namespace `ns` as its watch last saw them (none until it has listed).
+    /// Every claim of namespace `ns` that a watch here holds (the claims mounted here and their
+    /// peers, or the whole namespace where it is watched whole); none until a watch has listed.
     pub fn claims_in(&self, ns: &str) -> Vec<Arc<PersistentVolumeClaim>> {
-        self.namespaces
-            .get(ns)
-            .map(|(store, _, _)| store.state())
-            .unwrap_or_default()
+        if let Some((store, _, _)) = self.claims.get(&ClaimWatch::Namespace(ns.into())) {
+            return store.state();
+        }
+        // A claim seen by two watches (its own and a peer selector's) is kept once, the newer.
+        let mut by_name: BTreeMap<String, Arc<PersistentVolumeClaim>> = BTreeMap::new();
+        for (watch, (store, _, _)) in &self.claims {
+            if watch.namespace() != ns {
+                continue;
+            }
+            for c in store.state() {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                match by_name.get(&name) {
+                    Some(kept) if !newer(&c, kept) => {}
+                    _ => {
+                        by_name.insert(name, c);
+                    }
+                }
+            }
+        }
+        by_name.into_values().collect()
     }
 
-    /// The claim as last seen by its namespace's watch; `None` until that watch has listed.
+    /// The claim as a watch here last saw it; `None` until one holding it has listed.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        let (store, _, _) = self.namespaces.get(namespace)?;
-        store.get(&reflector::ObjectRef::new(name).within(namespace))
+        let key = reflector::ObjectRef::new(name).within(namespace);
+        let own = ClaimWatch::Claim {
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        if let Some(c) = self.claims.get(&own).and_then(|(s, _, _)| s.get(&key)) {
+            return Some(c);
+        }
+        self.claims
+            .iter()
+            .filter(|(w, _)| w.namespace() == namespace)
+            .find_map(|(_, (store, _, _))| store.get(&key))
     }
 
     pub fn node(&self) -> Option<Arc<Node>> {
@@ -346,12 +443,24 @@ impl World {
     }
 }
 
+/// Is `a` a later version of its object than `b`? resourceVersions are opaque, but etcd's are
+/// integers that grow; when either is not, the one in hand is kept.
+fn newer(a: &PersistentVolumeClaim, b: &PersistentVolumeClaim) -> bool {
+    let version = |c: &PersistentVolumeClaim| {
+        c.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    matches!((version(a), version(b)), (Some(x), Some(y)) if x > y)
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
         }
-        for (_, task, _) in self.namespaces.values() {
+        for (_, task, _) in self.claims.values() {
             task.abort();
         }
         for (_, task, _) in self.quotas.values() {

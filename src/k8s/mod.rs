@@ -8,6 +8,7 @@ pub mod claim;
 pub mod logical;
 pub mod quota;
 pub mod roles;
+pub mod scope;
 pub mod state;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;

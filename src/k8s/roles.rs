@@ -51,7 +51,7 @@ pub struct PgVolume {
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
-fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+pub(super) fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
     meta.labels.as_ref().unwrap_or(&EMPTY)
 }
 

@@ -123,6 +123,53 @@ impl LabelSet<1> for WatchLabels {
     }
 }
 
+/// The resources the agent watches, as `headroom_watch_events_total` names them; every one is
+/// exported from 0.
+pub mod watched {
+    pub const PODS: &str = "pods";
+    pub const NODES: &str = "nodes";
+    pub const STORAGE_CLASSES: &str = "storageclasses";
+    pub const CONFIGMAPS: &str = "configmaps";
+    pub const NAMESPACES: &str = "namespaces";
+    pub const CSI_DRIVERS: &str = "csidrivers";
+    pub const CLAIMS: &str = "persistentvolumeclaims";
+    pub const QUOTAS: &str = "resourcequotas";
+    pub const ALL: [&str; 8] = [
+        PODS,
+        NODES,
+        STORAGE_CLASSES,
+        CONFIGMAPS,
+        NAMESPACES,
+        CSI_DRIVERS,
+        CLAIMS,
+        QUOTAS,
+    ];
+}
+
+/// `headroom_watch_events_total`: by the resource watched.
+pub struct WatchEventLabels {
+    pub resource: &'static str,
+}
+
+impl LabelSet<1> for WatchEventLabels {
+    const NAMES: [&'static str; 1] = ["resource"];
+    fn values(&self) -> [Cow<'_, str>; 1] {
+        [Cow::Borrowed(self.resource)]
+    }
+}
+
+/// `headroom_claim_watches`: by kind (claim, selector, namespace).
+pub struct ClaimWatchLabels {
+    pub kind: &'static str,
+}
+
+impl LabelSet<1> for ClaimWatchLabels {
+    const NAMES: [&'static str; 1] = ["kind"];
+    fn values(&self) -> [Cow<'_, str>; 1] {
+        [Cow::Borrowed(self.kind)]
+    }
+}
+
 /// A counter family whose label set is the type `L`.
 pub struct Counters<L, const N: usize> {
     vec: IntCounterVec,
@@ -141,11 +188,16 @@ impl<L: LabelSet<N>, const N: usize> Counters<L, N> {
     }
 
     pub fn inc(&self, labels: &L) {
+        self.inc_by(labels, 1);
+    }
+
+    /// Adds `n` (0 exports the series from zero).
+    pub fn inc_by(&self, labels: &L, n: u64) {
         let values = labels.values();
         let values: [&str; N] = values.each_ref().map(|v| v.as_ref());
         // Cannot fail: the names and the values are both `N` long, by type.
         if let Ok(c) = self.vec.get_metric_with_label_values(&values) {
-            c.inc();
+            c.inc_by(n);
         }
     }
 }

@@ -6,7 +6,7 @@
 //! when the archiver could not be asked. Series of volumes that left the node are removed at the
 //! next scan, so alerts do not fire on a pod that moved away.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -24,7 +24,8 @@ mod tests;
 mod volume;
 
 use labels::{
-    ApiRequestLabels, Counters, Gauges, ResizeLabels, ResizeResult, VolumeLabels, WatchLabels,
+    ApiRequestLabels, ClaimWatchLabels, Counters, Gauges, ResizeLabels, ResizeResult, VolumeLabels,
+    WatchEventLabels, WatchLabels,
 };
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
@@ -72,6 +73,8 @@ pub struct Metrics {
     last_scan: prometheus::Gauge,
     api_requests: Counters<ApiRequestLabels, 2>,
     watch_restarts: Counters<WatchLabels, 1>,
+    watch_events: Counters<WatchEventLabels, 1>,
+    claim_watches: Gauges<ClaimWatchLabels, 1>,
     internal_errors: prometheus::IntCounter,
     scan_failures: prometheus::IntCounter,
     stuck_calls: prometheus::Gauge,
@@ -157,6 +160,19 @@ impl Metrics {
             "headroom_watch_restarts_total",
             "Times a Kubernetes watch was restarted, by watcher.",
         )?;
+        let watch_events = Counters::new(
+            &b,
+            "headroom_watch_events_total",
+            "Objects received on the agent's watches (added, changed, deleted, listed), by resource.",
+        )?;
+        let claim_watches = Gauges::new(
+            &b,
+            "headroom_claim_watches",
+            "Claim watches held, by kind: a claim mounted here, a selector of their peers, a whole namespace.",
+        )?;
+        for resource in labels::watched::ALL {
+            watch_events.inc_by(&WatchEventLabels { resource }, 0);
+        }
         let internal_errors = prometheus::IntCounter::new(
             "headroom_internal_errors_total",
             "Claim evaluations that panicked (a bug); each left its claim blocked with internal_error.",
@@ -179,7 +195,7 @@ impl Metrics {
             "headroom_probe_stuck_calls",
             "Blocking probe calls (statfs, directory reads) past their deadline that have not returned: one per hung mount.",
         )?;
-        Ok(Metrics {
+        let metrics = Metrics {
             registry,
             scan_lock: RwLock::new(()),
             volumes,
@@ -192,10 +208,14 @@ impl Metrics {
             last_scan,
             api_requests,
             watch_restarts,
+            watch_events,
+            claim_watches,
             internal_errors,
             scan_failures,
             stuck_calls,
-        })
+        };
+        metrics.claim_watches(&BTreeMap::new());
+        Ok(metrics)
     }
 
     /// Replaces every per-volume series with this scan's, drops the series of volumes no longer
@@ -297,6 +317,19 @@ impl Metrics {
         self.watch_restarts.inc(&WatchLabels {
             watcher: watcher.to_string(),
         });
+    }
+
+    /// An object received on a watch of `resource`.
+    pub fn watch_event(&self, resource: &'static str) {
+        self.watch_events.inc(&WatchEventLabels { resource });
+    }
+
+    /// The claim watches held now, by kind; every kind is set, so a rate is defined from 0.
+    pub fn claim_watches(&self, by_kind: &BTreeMap<&'static str, usize>) {
+        for kind in ["claim", "selector", "namespace"] {
+            let n = by_kind.get(kind).copied().unwrap_or(0);
+            self.claim_watches.set(&ClaimWatchLabels { kind }, n as f64);
+        }
     }
 
     /// `ratio`: |kubelet used - statfs used| / capacity, for a volume both measured.
