@@ -120,6 +120,7 @@ pub(super) fn wal() -> impl Strategy<Value = Option<WalHealth>> {
                             } else {
                                 SlotActivity::Unknown
                             },
+                            restart_lsn: None,
                         })
                         .collect()
                 }),

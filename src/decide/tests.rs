@@ -282,6 +282,7 @@ fn wal_gates_on_wal_volume() {
         name: "stuck".into(),
         retained_bytes: 11 * GI,
         activity: SlotActivity::Inactive,
+        restart_lsn: None,
     };
     c.wal = Some(WalHealth {
         inactive_slots: Some(vec![slot.clone()]),
