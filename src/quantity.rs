@@ -157,6 +157,12 @@ pub fn round_up(bytes: u64, unit: u64) -> u64 {
     }
 }
 
+/// A new size for a volume now `current` bytes: volumes of 1Gi or more go up in whole Gi,
+/// smaller ones in whole Mi.
+pub fn round_size(bytes: u64, current: u64) -> u64 {
+    round_up(bytes, if current >= GI { GI } else { MI })
+}
+
 /// A size in bytes that (de)serialises as a Kubernetes quantity string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Bytes(pub u64);

@@ -267,6 +267,23 @@ async fn s3_inactive_slot_retains_wal() {
     assert_eq!(slots[0].name, "stuck");
     // Four segment switches after the slot reserved WAL: at least three whole 16 MiB segments.
     assert!(slots[0].retained_bytes >= 3 * (16 << 20), "{slots:?}");
+    // Issue 36: as pg_replication_slots shows it, measured from the server's own position.
+    let sql_lsn: String = su
+        .query_one(
+            "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'stuck'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let restart = slots[0].restart_lsn.expect("restart_lsn");
+    assert_eq!(restart.to_string(), sql_lsn);
+    let p = h.detail.position.expect("position");
+    assert_eq!(p.source, headroom::decide::PositionSource::Sql, "{h:?}");
+    assert_eq!(p.lsn.since(restart), slots[0].retained_bytes);
+    let listed = h.detail.slots.as_ref().expect("slots");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].restart_lsn, Some(restart));
     assert_engine(
         &h,
         100,

@@ -207,6 +207,8 @@ fn trigger_keys_are_checked_like_the_others() {
 
 /// Issue 24: with the claim's size, validate says when a floor can never be met at it (and what
 /// headroom does instead); an invalid minAvailable is a warning with the fallback, exit 0.
+/// Issue 36: a policy file could be a claim's or inherited, so both are said: written on the
+/// claim, how many steps it grows by; inherited, that it is not applied.
 #[test]
 fn a_floor_the_claim_cannot_meet_and_an_invalid_floor_are_warnings() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -227,7 +229,10 @@ fn a_floor_the_claim_cannot_meet_and_an_invalid_floor_are_warnings() {
         .find(|l| l.contains("warning: minAvailable:"))
         .unwrap_or_else(|| panic!("no minAvailable warning: {text}"));
     assert!(
-        line.contains("can never be met") && line.contains("usageThreshold 80"),
+        line.contains("Written on the claim itself it is applied as written")
+            && line.contains("5 step(s) (1Gi -> 2Gi -> 3Gi -> 4Gi -> 5Gi -> 6Gi)")
+            && line.contains("Inherited from a StorageClass or the ConfigMap it is not applied")
+            && line.contains("usageThreshold 80"),
         "{line}"
     );
     // Without a size nothing is known about the claim: ok.

@@ -129,6 +129,76 @@ async fn assert_slots_match_sql(c: &Cluster, h: &WalHealth, major: u32) {
     }
 }
 
+/// `headroom wal-health --pgdata` on `c`'s data directory, as printed in `format`.
+fn wal_health_cli(c: &Cluster, format: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .arg("wal-health")
+        .arg("--pgdata")
+        .arg(&c.data)
+        .args(["--format", format])
+        .output()
+        .expect("run headroom wal-health");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Issue 36: what `headroom wal-health` prints (JSON and table) reads like
+/// `pg_replication_slots`: each slot's `restart_lsn` exactly as the server shows it, and the
+/// position its retention was measured from, with its source, within the README's bound (less
+/// than one segment behind the server's; after a CHECKPOINT nothing is left unflushed).
+async fn assert_printed_slots_match_sql(c: &Cluster, major: u32) {
+    let json: serde_json::Value = serde_json::from_str(&wal_health_cli(c, "json")).unwrap();
+    let table = wal_health_cli(c, "table");
+    let client = c.superuser().await;
+    let rows = client
+        .query(
+            "SELECT slot_name::text, slot_type, restart_lsn::text FROM pg_replication_slots",
+            &[],
+        )
+        .await
+        .unwrap();
+    let printed = json["slots"].as_array().unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(printed.len(), rows.len(), "{major}: {json}");
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let (name, kind, lsn): (String, String, Option<String>) = (r.get(0), r.get(1), r.get(2));
+        let p = printed
+            .iter()
+            .find(|s| s["slot_name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{major}: {name} not printed: {json}"));
+        assert_eq!(p["restart_lsn"].as_str(), lsn.as_deref(), "{major}: {name}");
+        assert_eq!(p["slot_type"], kind.as_str(), "{major}: {name}");
+        let shown = format!(
+            "{name} {kind} restart_lsn {} ",
+            lsn.as_deref().unwrap_or("null")
+        );
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with("slot ") && l.contains(&shown)),
+            "{major}: '{shown}' not in\n{table}"
+        );
+    }
+    let pos = &json["position"];
+    let source = pos["source"].as_str().unwrap_or_else(|| panic!("{json}"));
+    assert!(["checkpoint", "newest_segment"].contains(&source), "{pos}");
+    let lsn: Lsn = pos["lsn"].as_str().unwrap().parse().unwrap();
+    let current: PgLsn = client
+        .query_one("SELECT pg_current_wal_lsn()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let current = u64::from(current);
+    assert!(
+        lsn.0 <= current && current - lsn.0 < SEG,
+        "{major}: position {lsn} from {source}, server at {current:X}"
+    );
+    assert!(
+        table.contains(&format!("wal position            {lsn} ({source}: ")),
+        "{major}: {table}"
+    );
+}
+
 /// Issue 21's promise on one major: no credentials, a slot nobody reads blocks growth of the
 /// volume holding WAL with its name and bytes; a healthy cluster grows; archiving that fails
 /// blocks; a promoted standby is a primary at the next read.
@@ -152,6 +222,7 @@ async fn check_major(major: u32) {
     assert_eq!(first.detail.archive_mode.as_deref(), Some("on"));
     assert!(first.detail.errors.is_empty(), "{:?}", first.detail.errors);
     assert_slots_match_sql(&primary, &first, major).await;
+    assert_printed_slots_match_sql(&primary, major).await;
     for s in first.inactive_slots.as_ref().unwrap() {
         assert_eq!(s.activity, SlotActivity::Unknown, "first sight: {s:?}");
     }

@@ -308,6 +308,67 @@ fn a_panic_is_contained_to_its_claim() {
     assert!(e.report.decision.grow_to().is_some());
 }
 
+/// Issue 36: a floor written on the claim (`headroom.dev/min-available` or pvc-autoresizer's
+/// `threshold`) grows an empty 1Gi claim by its step; the same floor inherited from the
+/// StorageClass or the ConfigMap is not applied (and said), and the shipped ConfigMap leaves the
+/// claim alone.
+#[test]
+fn a_floor_on_the_claim_grows_a_small_claim_an_inherited_one_does_not() {
+    let small = |w: &mut World| {
+        (w.request, w.capacity) = (Some("1Gi".into()), Some("1Gi".into()));
+        w.measurement = Some(Measurement {
+            capacity_bytes: 1 << 30,
+            used_bytes: 0,
+            available_bytes: 1 << 30,
+            inodes_total: 1000,
+            inodes_used: 10,
+        });
+    };
+    let floor = ("headroom.dev/min-available".to_string(), "5Gi".to_string());
+    let grown = |w: &World| {
+        let e = run(w, &Metrics::new("n").expect("metrics"));
+        (
+            e.report.decision.grow_to().map(|(to, _)| to),
+            e.report.decision.fallback.map(|f| f.as_str()),
+        )
+    };
+    let mut own = base_world();
+    small(&mut own);
+    own.pvc_annotations.insert(floor.0.clone(), floor.1.clone());
+    assert_eq!(grown(&own), (Some(2 << 30), None));
+    let mut topolvm = base_world();
+    small(&mut topolvm);
+    topolvm.pvc_annotations = [
+        ("resize.topolvm.io/storage_limit", "100Gi"),
+        ("resize.topolvm.io/threshold", "5Gi"),
+        ("resize.topolvm.io/increase", "1Gi"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .into();
+    topolvm.class_annotations =
+        [("resize.topolvm.io/enabled".to_string(), "true".to_string())].into();
+    assert_eq!(grown(&topolvm), (Some(2 << 30), None));
+    let unreachable = (None, Some("min_available_unreachable"));
+    let mut class = base_world();
+    small(&mut class);
+    class.class_annotations = [floor.clone()].into();
+    assert_eq!(grown(&class), unreachable);
+    let mut central = base_world();
+    small(&mut central);
+    central.configmap = "minAvailable: 5Gi\n".into();
+    assert_eq!(grown(&central), unreachable);
+    // The shipped ConfigMap sets no floor: an empty 1Gi claim is left alone, nothing to say.
+    let shipped: serde_json::Value =
+        serde_saphyr::from_str(include_str!("../../daemonset/configmap.yaml")).expect("yaml");
+    let mut shipped_world = base_world();
+    small(&mut shipped_world);
+    shipped_world.configmap = shipped["data"]["policy.yaml"]
+        .as_str()
+        .expect("policy.yaml")
+        .into();
+    assert_eq!(grown(&shipped_world), (None, None));
+}
+
 /// Issue 24: a trigger not applied as written is said on the claim: its status, a Warning
 /// Event and `headroom_volume_policy_fallback`, from one evaluation.
 #[test]

@@ -72,6 +72,9 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
             _ => None,
         },
         driver_interval: storage_interval,
+        // The replay holds a floor the claim cannot meet as an inherited one is held (any
+        // inherited layer says the same), and its warning says that alone.
+        min_available_source: Some(crate::policy::Source::ConfigMapDefault),
     };
     let policy_path = args.policy.display().to_string();
     let validation = parse_policy_yaml(&read(&args.policy)?, &ctx);

@@ -67,6 +67,7 @@ pub fn rows(
                 current_size: current.filter(|b| *b > 0),
                 wal_has_own_volume: None,
                 driver_interval: None,
+                min_available_source: merged.min_available_source(),
             };
             let managed = merged.wants_enabled();
             let errors = if managed {

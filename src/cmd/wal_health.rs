@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio_postgres::config::SslMode;
 
 use crate::cli::{Format, SslModeArg, WalHealthArgs};
-use crate::decide::WalHealth;
+use crate::decide::{WalHealth, WalPosition};
 use crate::postgres::health::{self, Limits, VolumeRead, combine};
 use crate::postgres::slots::Tracker;
 use crate::postgres::{SqlError, SqlTarget};
@@ -140,7 +140,36 @@ fn facts(h: &WalHealth) -> Vec<(&'static str, String)> {
         ("role", opt(h.detail.role.map(|r| r.as_str()))),
         ("wal bytes", opt(h.detail.wal_bytes.map(human))),
         ("wal on this volume", yes_no(h.detail.wal_on_volume)),
+        ("wal position", opt(h.detail.position.map(position))),
     ]
+}
+
+/// The position slots' retention is measured from, its source and how far the server's may be
+/// ahead of it (README, "WAL health").
+fn position(p: WalPosition) -> String {
+    format!("{} ({}: {})", p.lsn, p.source.as_str(), p.source.bound())
+}
+
+/// Every slot, in `pg_replication_slots`' terms.
+fn all_slots(h: &WalHealth) -> Vec<String> {
+    match &h.detail.slots {
+        None => vec!["unknown".into()],
+        Some(s) if s.is_empty() => vec!["none".into()],
+        Some(slots) => slots
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} restart_lsn {} retains {} ({})",
+                    s.slot_name,
+                    s.slot_type,
+                    s.restart_lsn
+                        .map_or_else(|| "null".into(), |l| l.to_string()),
+                    opt(s.retained_bytes.map(human)),
+                    s.activity.as_str()
+                )
+            })
+            .collect(),
+    }
 }
 
 fn slots(h: &WalHealth) -> Vec<String> {
@@ -169,6 +198,9 @@ pub fn table(h: &WalHealth) -> String {
     };
     for (k, v) in facts(h) {
         row(k, v);
+    }
+    for s in all_slots(h) {
+        row("slot", s);
     }
     for s in slots(h) {
         row("inactive slot", s);
@@ -212,10 +244,15 @@ fn side_by_side(r: &Report) -> String {
         let mark = if a == b { "" } else { "  (differ)" };
         let _ = writeln!(out, "{k:<24}{a:<28}{b}{mark}");
     }
-    let (a, b) = (slots(v), slots(s));
-    for i in 0..a.len().max(b.len()) {
-        let get = |x: &[String]| x.get(i).cloned().unwrap_or_default();
-        let _ = writeln!(out, "{:<24}{:<28}{}", "inactive slot", get(&a), get(&b));
+    for (name, list) in [
+        ("slot", all_slots as fn(&WalHealth) -> Vec<String>),
+        ("inactive slot", slots),
+    ] {
+        let (a, b) = (list(v), list(s));
+        for i in 0..a.len().max(b.len()) {
+            let get = |x: &[String]| x.get(i).cloned().unwrap_or_default();
+            let _ = writeln!(out, "{name:<24}{:<28}{}", get(&a), get(&b));
+        }
     }
     out
 }
@@ -254,17 +291,42 @@ mod tests {
                 name: "stuck".into(),
                 retained_bytes: 48 << 20,
                 activity: crate::decide::SlotActivity::Inactive,
+                restart_lsn: None,
             }]),
             ..Default::default()
         };
         h.detail.errors.push("sql: refused".into());
+        h.detail.position = Some(WalPosition {
+            lsn: crate::decide::Lsn(0x5000000),
+            source: crate::decide::PositionSource::Checkpoint,
+        });
+        h.detail.slots = Some(vec![crate::decide::ReplicationSlot {
+            slot_name: "stuck".into(),
+            slot_type: "physical".into(),
+            restart_lsn: Some(crate::decide::Lsn(0x2000000)),
+            retained_bytes: Some(48 << 20),
+            activity: crate::decide::SlotActivity::Inactive,
+        }]);
         let t = table(&h);
         assert!(t.contains("stuck retains 48.0Mi (inactive)"), "{t}");
+        assert!(
+            t.contains("slot                    stuck physical restart_lsn 0/2000000 retains 48.0Mi (inactive)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("wal position            0/5000000 (checkpoint: the server's is ahead by less than one WAL segment"),
+            "{t}"
+        );
         assert!(t.contains("error                   sql: refused"), "{t}");
         let v = serde_json::to_value(&h).unwrap();
         assert_eq!(
             v["inactive_slots"],
             serde_json::json!([{"name": "stuck", "retained_bytes": 48u64 << 20, "activity": "inactive"}])
+        );
+        assert_eq!(v["slots"][0]["restart_lsn"], "0/2000000");
+        assert_eq!(
+            v["position"],
+            serde_json::json!({"lsn": "0/5000000", "source": "checkpoint"})
         );
         let back: WalHealth = serde_json::from_value(v).unwrap();
         assert_eq!(back, h);

@@ -15,7 +15,7 @@ use super::lines::Lines;
 use super::logical::{budget_history, follow, joining};
 use super::{interval, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
-use crate::quantity::{GI, MI, round_up};
+use crate::quantity::{GI, round_size};
 
 /// Minimum time between two non-emergency actions in convergent mode.
 pub const COOLDOWN: SignedDuration = SignedDuration::from_hours(1);
@@ -300,11 +300,6 @@ fn group_need(inputs: &Inputs, policy: &Policy, need: Need) -> Need {
     }
 }
 
-/// Sizes of volumes of 1Gi or more go up in whole Gi; smaller ones in whole Mi.
-fn round_size(bytes: u64, current: u64) -> u64 {
-    round_up(bytes, if current >= GI { GI } else { MI })
-}
-
 fn is_critical(inputs: &Inputs, policy: &Policy) -> bool {
     let e = &policy.emergency_grow;
     let no_inode_line = f64::INFINITY;
@@ -334,13 +329,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> 
     // In threshold mode the emergency line only decides what may proceed during a node drain.
     let emergency = is_critical(inputs, policy);
     let current = inputs.claim.current_bytes();
-    let step = match policy.step {
-        Step::Percent(p) => {
-            let pct = (u128::from(current) * u128::from(p) / 100).min(u128::from(u64::MAX)) as u64;
-            pct.clamp(policy.min_step, policy.max_step.max(policy.min_step))
-        }
-        Step::Bytes(b) => b,
-    };
+    let step = policy.threshold_step(current);
     let step = rate.map_or(step, |r| predictive::step(policy, &r, step));
     // A fill rate is known whether or not the predictive trigger may act on it; a grow that has
     // to last an interval is sized from it either way.

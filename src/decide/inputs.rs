@@ -3,6 +3,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use super::lsn::{Lsn, WalPosition};
 use crate::policy::Policy;
 
 /// One filesystem measurement (statfs, or the kubelet's numbers as a fallback).
@@ -299,6 +300,24 @@ pub struct SlotRetention {
     pub retained_bytes: u64,
     #[serde(default)]
     pub activity: SlotActivity,
+    /// Where it holds WAL from, as `pg_replication_slots.restart_lsn` says it; `None` when it
+    /// reserves none (or an older status did not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_lsn: Option<Lsn>,
+}
+
+/// One replication slot, in the columns of `pg_replication_slots` headroom reads: every slot,
+/// in use or not, for people (the engine reads [`WalHealth::inactive_slots`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicationSlot {
+    pub slot_name: String,
+    /// `physical` or `logical`.
+    pub slot_type: String,
+    /// `None` (null) when the slot reserves no WAL, as in `pg_replication_slots`.
+    pub restart_lsn: Option<Lsn>,
+    /// WAL held back: the position ([`WalDetail::position`]) minus `restart_lsn`.
+    pub retained_bytes: Option<u64>,
+    pub activity: SlotActivity,
 }
 
 /// Whether a slot is in use: SQL's `pg_replication_slots.active`, or, from the volume, whether
@@ -400,6 +419,12 @@ pub struct WalDetail {
     /// False when the volume's `pg_wal` is a symlink: WAL lives on another volume.
     #[serde(default)]
     pub wal_on_volume: Option<bool>,
+    /// The WAL position slots' retention is measured from, and where it came from.
+    #[serde(default)]
+    pub position: Option<WalPosition>,
+    /// Every replication slot, as `pg_replication_slots` lists them (by name); `None` unknown.
+    #[serde(default)]
+    pub slots: Option<Vec<ReplicationSlot>>,
     /// Why archiving counts as unhealthy.
     #[serde(default)]
     pub problems: Vec<String>,

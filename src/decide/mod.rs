@@ -7,6 +7,7 @@ pub mod inputs;
 pub mod interval;
 pub mod lines;
 pub mod logical;
+pub mod lsn;
 pub mod predictive;
 pub mod quota;
 pub mod rate;
@@ -20,6 +21,7 @@ pub use engine::{
     SHRINK_MARGIN_POINTS, decide,
 };
 pub use inputs::*;
+pub use lsn::{Lsn, PositionSource, WalPosition};
 pub use rate::{FillRate, Sample};
 
 #[cfg(test)]

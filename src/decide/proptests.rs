@@ -51,6 +51,7 @@ prop_compose! {
         predictive in any::<bool>(),
         lead_s in 1i64..600,
         interval_m in proptest::option::weighted(0.3, 1i64..720),
+        floor_on_claim in any::<bool>(),
     ) -> Policy {
         let limit = limit_gi * GI;
         Policy {
@@ -91,6 +92,7 @@ prop_compose! {
                 alert_on_resize: true,
             },
             fallback: None,
+            floor_on_claim,
         }
     }
 }
@@ -118,6 +120,7 @@ pub(super) fn wal() -> impl Strategy<Value = Option<WalHealth>> {
                             } else {
                                 SlotActivity::Unknown
                             },
+                            restart_lsn: None,
                         })
                         .collect()
                 }),

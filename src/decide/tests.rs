@@ -282,6 +282,7 @@ fn wal_gates_on_wal_volume() {
         name: "stuck".into(),
         retained_bytes: 11 * GI,
         activity: SlotActivity::Inactive,
+        restart_lsn: None,
     };
     c.wal = Some(WalHealth {
         inactive_slots: Some(vec![slot.clone()]),
@@ -684,4 +685,49 @@ fn a_floor_the_claim_cannot_meet_does_not_grow_it_empty_and_is_said() {
     // A claim larger than the floor: the floor applies again, nothing to say.
     let d = Case::new(&p, 6 * GI, 2 * GI).run();
     assert_eq!((d.grow_to().is_some(), d.fallback), (true, None));
+}
+
+/// Issue 36: a size floor written on the claim grows an empty 1Gi claim by its step, one action
+/// at a time, until the floor is met (as pvc-autoresizer does), spending its daily budget and
+/// stopping at its limit.
+#[test]
+fn a_claims_own_floor_grows_it_step_by_step_within_budget_and_limit() {
+    let p = Policy {
+        min_available: crate::policy::MinAvailable::Bytes(5 * GI),
+        floor_on_claim: true,
+        ..enabled(100 * GI)
+    };
+    let start = ts("2026-01-04T04:00:00Z");
+    let (mut size, mut history, mut sizes) = (GI, Vec::new(), Vec::new());
+    // An hour between checks: the budget (3 a day) holds the 4th grow until a day has passed.
+    for hour in 0..48 {
+        let now = start + SignedDuration::from_hours(hour);
+        // Nearly empty: a filesystem's own metadata.
+        let mut c = Case::new(&p, size, GI / 100);
+        (c.history, c.now) = (history.clone(), now);
+        let d = c.run();
+        assert_eq!(d.fallback, None, "{d:?}");
+        if let Some((to, kind)) = d.grow_to() {
+            assert_eq!(kind, GrowKind::Grow);
+            history.push(Action::new(now, kind, size, to));
+            sizes.push((hour, to / GI));
+            size = to;
+        }
+    }
+    // 1Gi at a time (20 % raised to minStep), 3 in the first 24 h, met at 6Gi (a 5Gi volume
+    // holding anything has under 5Gi free): what `validate --size 1Gi` counts.
+    assert_eq!(sizes, [(0, 2), (1, 3), (2, 4), (24, 5), (25, 6)]);
+    // The limit stops it.
+    let capped = Policy {
+        limit: 3 * GI,
+        ..p.clone()
+    };
+    let d = Case::new(&capped, 3 * GI, 0).run();
+    assert_eq!(d.grow_to(), None);
+    assert_eq!(
+        d.verdict,
+        Verdict::Blocked {
+            reason: BlockReason::AtLimit
+        }
+    );
 }

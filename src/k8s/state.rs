@@ -10,7 +10,9 @@ use super::{KubeError, pvc_name};
 use crate::decide::budget;
 use crate::decide::logical::LogicalView;
 use crate::decide::quota::QuotaView;
-use crate::decide::{Action, BudgetView, Decision, State, Verdict};
+use crate::decide::{
+    Action, BudgetView, Decision, Lsn, PositionSource, State, Verdict, WalHealth, WalPosition,
+};
 use crate::report::VolumeReport;
 
 pub const HISTORY: &str = "headroom.dev/history";
@@ -107,6 +109,57 @@ pub struct StatusAnnotation {
     /// distinct actions of the day, and members that cannot follow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical_volume: Option<LogicalView>,
+    /// What the WAL checks read, on a volume whose WAL health is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal: Option<WalNote>,
+}
+
+/// The WAL block: the position slots' retention was measured from, and each slot not known to
+/// be in use (the ones `walSafety.maxSlotRetentionBytes` can block on) with its `restart_lsn`,
+/// so a blocked claim reads against `pg_replication_slots`. Slots in use are left out: the
+/// annotation lives on every claim and should stay small.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WalNote {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<WalPosition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<SlotNote>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotNote {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_lsn: Option<Lsn>,
+    pub retained_bytes: u64,
+}
+
+impl WalNote {
+    /// `None` where there is nothing to say (no Postgres, or nothing known of its WAL).
+    fn of(wal: &WalHealth) -> Option<WalNote> {
+        let slots: Vec<SlotNote> = wal
+            .inactive_slots
+            .iter()
+            .flatten()
+            .map(|s| SlotNote {
+                name: s.name.clone(),
+                restart_lsn: s.restart_lsn,
+                retained_bytes: s.retained_bytes,
+            })
+            .collect();
+        let position = wal.detail.position;
+        (position.is_some() || !slots.is_empty()).then_some(WalNote { position, slots })
+    }
+
+    /// What a change worth a write is: another source or another set of slots. Positions and
+    /// retained bytes move with every write to the database; alone they are not (`/volumes`
+    /// and `headroom wal-health` have the live numbers).
+    fn key(&self) -> (Option<PositionSource>, Vec<&str>) {
+        let names = self.slots.iter().map(|s| s.name.as_str()).collect();
+        (self.position.map(|p| p.source), names)
+    }
 }
 
 /// The RFC's `BudgetStatus`: the rolling 24 h budget, planned and emergency apart.
@@ -266,12 +319,14 @@ impl StatusAnnotation {
             fallback: d.fallback.map(FallbackNote::from),
             quota: report.quota.clone(),
             logical_volume: report.logical.clone(),
+            wal: report.wal.as_ref().and_then(WalNote::of),
         }
     }
 
     /// A change worth writing: anything but `updatedAt`, the writing `node` (agents on every
     /// node of an RWX claim would otherwise take turns rewriting it), used-percent moves under
-    /// one point and target moves under one percent. Steady state writes nothing.
+    /// one point, target moves under one percent and WAL positions moving. Steady state writes
+    /// nothing.
     pub fn differs(&self, other: &StatusAnnotation) -> bool {
         let used_moved = match (self.used_percent, other.used_percent) {
             (Some(a), Some(b)) => (a - b).abs() >= USED_PERCENT_EPSILON,
@@ -279,13 +334,15 @@ impl StatusAnnotation {
         };
         let target = target_moved(self.target_size_bytes, other.target_size_bytes);
         let quota = quota_moved(self.quota.as_ref(), other.quota.as_ref());
+        let wal = self.wal.as_ref().map(WalNote::key) != other.wal.as_ref().map(WalNote::key);
         let mut a = self.clone();
+        a.wal.clone_from(&other.wal);
         a.updated_at = other.updated_at;
         a.used_percent = other.used_percent;
         a.node = other.node.clone();
         a.target_size_bytes = other.target_size_bytes;
         a.quota = other.quota.clone();
-        used_moved || target || quota || a != *other
+        used_moved || target || quota || wal || a != *other
     }
 }
 

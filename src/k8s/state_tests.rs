@@ -582,3 +582,75 @@ fn grow_patch_is_one_conditional_merge_patch() {
     .expect("history json");
     assert_eq!(written, history);
 }
+
+/// Issue 36: the WAL block names each slot not known to be in use with its `restart_lsn`, and
+/// the position its retention was measured from; slots in use are left out, and positions
+/// moving alone are not a write.
+#[test]
+fn the_wal_block_reads_like_pg_replication_slots_and_moves_write_nothing() {
+    use crate::decide::{
+        Lsn, PositionSource, ReplicationSlot, SlotActivity, SlotRetention, WalHealth, WalPosition,
+    };
+    let mut r = report(
+        Verdict::NoAction {
+            state: State::Balanced,
+        },
+        measured(10),
+    );
+    assert_eq!(StatusAnnotation::from_report(&r, now()).wal, None);
+    let mut wal = WalHealth {
+        inactive_slots: Some(vec![SlotRetention {
+            name: "cdc".into(),
+            retained_bytes: 3 * GI,
+            activity: SlotActivity::Inactive,
+            restart_lsn: Some(Lsn(0x1_0000_0000)),
+        }]),
+        ..WalHealth::default()
+    };
+    wal.detail.position = Some(WalPosition {
+        lsn: Lsn(0x1_C000_0000),
+        source: PositionSource::NewestSegment,
+    });
+    wal.detail.slots = Some(vec![ReplicationSlot {
+        slot_name: "standby".into(),
+        slot_type: "physical".into(),
+        restart_lsn: Some(Lsn(0x1_C000_0000)),
+        retained_bytes: Some(0),
+        activity: SlotActivity::Active,
+    }]);
+    r.wal = Some(wal.clone());
+    let base = StatusAnnotation::from_report(&r, now());
+    let block = serde_json::to_value(&base).expect("json")["wal"].clone();
+    assert_eq!(
+        block,
+        json!({
+            "position": {"lsn": "1/C0000000", "source": "newest_segment"},
+            "slots": [{"name": "cdc", "restartLsn": "1/0", "retainedBytes": 3 * GI}],
+        })
+    );
+    // The WAL moves on: no write. Another slot, or another source: a write.
+    let mut moved = wal.clone();
+    moved.detail.position = Some(WalPosition {
+        lsn: Lsn(0x2_0000_0000),
+        source: PositionSource::NewestSegment,
+    });
+    if let Some(s) = moved.inactive_slots.as_mut() {
+        s[0].retained_bytes = 4 * GI;
+    }
+    r.wal = Some(moved.clone());
+    assert!(!StatusAnnotation::from_report(&r, now()).differs(&base));
+    moved.detail.position = moved.detail.position.map(|p| WalPosition {
+        source: PositionSource::Checkpoint,
+        ..p
+    });
+    r.wal = Some(moved);
+    assert!(StatusAnnotation::from_report(&r, now()).differs(&base));
+    wal.inactive_slots = Some(vec![]);
+    r.wal = Some(wal);
+    let none_idle = StatusAnnotation::from_report(&r, now());
+    assert!(none_idle.differs(&base));
+    assert_eq!(
+        serde_json::to_value(&none_idle).expect("json")["wal"],
+        json!({"position": {"lsn": "1/C0000000", "source": "newest_segment"}})
+    );
+}

@@ -3,6 +3,7 @@
 //! value came from.
 
 use super::Finding;
+use super::Source;
 use super::spec::PolicySpec;
 use super::value::integer;
 
@@ -14,6 +15,11 @@ pub struct Context {
     /// The documented least time between two resizes of a volume of the claim's CSI driver
     /// ([`super::drivers`]), when the driver is known and has one: `modificationInterval: auto`.
     pub driver_interval: Option<jiff::SignedDuration>,
+    /// The layer `minAvailable` came from, when the policy was merged from a claim's layers: a
+    /// floor written on the claim is applied as written, one inherited is not applied while the
+    /// claim cannot meet it. `None` (a policy file, which could be either): `validate` says what
+    /// each would do.
+    pub min_available_source: Option<Source>,
 }
 
 pub(super) struct Checker<'a> {

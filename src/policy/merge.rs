@@ -46,6 +46,15 @@ pub enum Source {
     Default,
 }
 
+impl Source {
+    /// Written on the claim itself, by its owner: its `headroom.dev/*` annotations, or its
+    /// `resize.topolvm.io/*` ones. pvc-autoresizer's defaults are not: nobody wrote them for
+    /// this claim.
+    pub fn on_claim(self) -> bool {
+        matches!(self, Source::PvcAnnotation | Source::TopolvmPvcAnnotation)
+    }
+}
+
 /// The effective spec and, for every policy key, the layer it came from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Merged {
@@ -58,6 +67,11 @@ pub struct Merged {
 }
 
 impl Merged {
+    /// Where `minAvailable` came from (what validation's `Context::min_available_source` takes).
+    pub fn min_available_source(&self) -> Option<Source> {
+        self.provenance.get("minAvailable").copied()
+    }
+
     /// Whether the claim asks to be managed: `enabled` is not false, or pvc-autoresizer's
     /// annotations enable it. In the second case a headroom `enabled: false` over them is a
     /// problem to report, never a silent no.

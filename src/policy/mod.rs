@@ -7,6 +7,7 @@ pub mod annotations;
 mod checker;
 pub mod drivers;
 pub mod fields;
+mod floor;
 pub mod json_schema;
 pub mod merge;
 pub mod reclaim;
@@ -158,7 +159,7 @@ impl Fallback {
                 usage_threshold,
                 ..
             } => format!(
-                "minAvailable {} can never be met at this size (the volume has less free even empty): not applied until the claim is larger; growing at usageThreshold {usage_threshold} % meanwhile",
+                "minAvailable {} can never be met at this size (the volume has less free even empty): not applied until the claim is larger; growing at usageThreshold {usage_threshold} % meanwhile (a size floor written on the claim itself is applied as written)",
                 q(min_available)
             ),
         }
@@ -235,6 +236,12 @@ pub struct Policy {
     pub wal_safety: WalSafety,
     /// A trigger validation could not apply as written (an invalid `minAvailable`).
     pub fallback: Option<Fallback>,
+    /// `minAvailable` was written on the claim itself (its `headroom.dev/*` or
+    /// `resize.topolvm.io/*` annotations): applied as written even where the claim could not
+    /// meet it empty, since its owner asked for that much free, and the claim grows step by
+    /// step until it does. A floor inherited from the StorageClass or the ConfigMap is written
+    /// for claims of every size, so there it is not applied until the claim is larger.
+    pub floor_on_claim: bool,
 }
 
 /// Defaults, in one place; README's policy table documents the same values.
@@ -324,6 +331,20 @@ impl Policy {
                 alert_on_resize: ALERT_ON_RESIZE,
             },
             fallback: None,
+            floor_on_claim: false,
+        }
+    }
+
+    /// Threshold mode's step from a claim of `current` bytes, before the engine widens it for
+    /// a fill rate: a percent of it within `[minStep, maxStep]`, or a fixed size.
+    pub fn threshold_step(&self, current: u64) -> u64 {
+        match self.step {
+            Step::Percent(p) => {
+                let pct =
+                    (u128::from(current) * u128::from(p) / 100).min(u128::from(u64::MAX)) as u64;
+                pct.clamp(self.min_step, self.max_step.max(self.min_step))
+            }
+            Step::Bytes(b) => b,
         }
     }
 }

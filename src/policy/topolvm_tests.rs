@@ -27,7 +27,12 @@ fn run(
         spec_limit,
         central,
     );
-    let v = validate(&m.spec, &Context::default());
+    // As the agent validates: knowing where minAvailable came from.
+    let ctx = Context {
+        min_available_source: m.min_available_source(),
+        ..Context::default()
+    };
+    let v = validate(&m.spec, &ctx);
     (m, v)
 }
 
@@ -529,7 +534,8 @@ fn amount_from_the_design_notes_is_the_increase() {
 /// pvc-autoresizer's own resize cases (internal/runners/pvc_autoresizer_test.go, "parameter
 /// tests": increase 1Gi, limit 100Gi), through the translation and the engine: each claim
 /// grows exactly where pvc-autoresizer grows it, strictly below the threshold (issue 24: the
-/// three cases with exactly 5Gi of 10Gi free at `threshold: 50%` grew before).
+/// three cases with exactly 5Gi of 10Gi free at `threshold: 50%` grew before), measured as the
+/// peer's metrics say (issue 36: "capacity size check" on its 1Gi filesystem did not grow).
 #[test]
 fn pvc_autoresizers_own_resize_cases_grow_where_it_does() {
     use crate::decide::{
@@ -634,7 +640,9 @@ fn pvc_autoresizers_own_resize_cases_grow_where_it_does() {
             "0%",
             10,
         ),
-        // The request is below the capacity: the new size is counted from the capacity.
+        // The request (and the filesystem, 1Gi) is below the capacity: the new size is counted
+        // from the capacity, and the claim's own 5Gi floor applies though 1Gi cannot meet it
+        // (issue 36: before, headroom fell back to 80 % used and left it alone).
         case(
             "Should resize(capacity size check)",
             1,
@@ -679,13 +687,16 @@ fn pvc_autoresizers_own_resize_cases_grow_where_it_does() {
         let p = v
             .policy
             .unwrap_or_else(|| panic!("{}: {:?}", c.what, v.errors));
-        // The filesystem is the claim's capacity (the peer's metrics give only the free bytes).
-        let fs = c.capacity_gi.unwrap_or(c.request_gi) * GI;
+        // The filesystem is the peer's metrics: `setMetrics(.., pvcSizeGi<<30, ..)`, the request.
+        // A 1Gi filesystem cannot have the 5Gi-1 free "capacity size check" reports: all of it
+        // is free, which is under the floor either way.
+        let fs = c.request_gi * GI;
+        let available = c.available.min(fs);
         let (inodes_free, inodes_total) = c.inodes;
         let m = Measurement {
             capacity_bytes: fs,
-            used_bytes: fs - c.available,
-            available_bytes: c.available,
+            used_bytes: fs - available,
+            available_bytes: available,
             inodes_total,
             inodes_used: inodes_total - inodes_free,
         };

@@ -7,10 +7,11 @@ use super::checker::Checker;
 pub use super::checker::Context;
 use super::defaults::*;
 use super::fields::{CONVERGENT_ONLY, FIELDS, THRESHOLD_ONLY};
+use super::floor::{self, Floor};
 use super::sections::{emergency_grow, modification_interval, predictive, wal_safety, window};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, size};
-use super::{Fallback, MinAvailable, Mode, Policy, Step};
+use super::{Fallback, MinAvailable, Mode, Policy, Source, Step};
 use crate::quantity::format as q;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,8 +85,17 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             "has no effect: WAL has its own volume, so this volume is not grown on WAL's account; remove it".into(),
         );
     }
+    let floor = Floor {
+        value: min_available,
+        usage: usage_threshold,
+        on_claim: ctx.min_available_source.map(Source::on_claim),
+    };
     if let Some(current) = ctx.current_size {
-        size_warnings(&mut c, current, limit, (min_available, usage_threshold));
+        // What the floor's steps are counted with: the engine's own step and limit.
+        let mut sizing = Policy::with_limit(limit.unwrap_or(u64::MAX));
+        (sizing.step, sizing.min_step, sizing.max_step) = (step, min_step, max_step);
+        sizing.max_actions_per_day = max_actions;
+        size_warnings(&mut c, current, limit, &floor, &sizing);
         // The emergency line also decides what proceeds during a node drain: on a volume not much
         // larger than criticalMinimumFree, nearly every growth counts as an emergency.
         let critical_minimum_free = emergency_grow.critical_minimum_free;
@@ -115,6 +125,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.emergency_grow = emergency_grow;
             p.wal_safety = wal_safety;
             p.fallback = fallback;
+            p.floor_on_claim = floor.on_claim == Some(true);
             Some(p)
         }
         _ => None,
@@ -204,12 +215,13 @@ fn size_warnings(
     c: &mut Checker<'_>,
     current: u64,
     limit: Option<u64>,
-    (min_available, usage_threshold): (MinAvailable, Option<u8>),
+    floor: &Floor,
+    sizing: &Policy,
 ) {
     if let Some(l) = limit.filter(|&l| l > 0 && l <= current) {
         c.warn("limit", format!("{} is at or below the current size ({}), so headroom can never grow this volume; write a limit above {}", q(l), q(current), q(current)));
     }
-    floor_warning(c, min_available, usage_threshold, current);
+    floor::warning(c, floor, current, sizing);
 }
 
 fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
@@ -271,19 +283,4 @@ fn triggers(c: &mut Checker<'_>, mode: Mode) -> (Option<u8>, MinAvailable, Optio
             (Some(usage.unwrap_or(USAGE_THRESHOLD)), f, None)
         }
     }
-}
-
-/// A floor the claim cannot meet at its size, even empty: the engine does not apply it until the
-/// claim is larger (it would grow an empty claim action after action) and says so on the claim;
-/// `validate` says it first.
-fn floor_warning(c: &mut Checker<'_>, floor: MinAvailable, usage: Option<u8>, current: u64) {
-    let bytes = floor.bytes(current);
-    if bytes == 0 || bytes < current {
-        return;
-    }
-    let pct = usage.unwrap_or(USAGE_THRESHOLD);
-    c.warn(
-        "minAvailable",
-        format!("{} can never be met at the claim's size ({}): it would grow the claim empty, so headroom does not apply it until the claim is larger and grows at usageThreshold {pct} meanwhile (the claim's status and an Event say so); write a value well below {}", q(bytes), q(current), q(current)),
-    );
 }

@@ -1,7 +1,7 @@
 //! One test per validation error and warning: each asserts the field it names.
 
 use super::validate::{Context, Validation, parse_policy_yaml};
-use super::{Fallback, MinAvailable, Mode, Policy, Step};
+use super::{Fallback, MinAvailable, Mode, Policy, Source, Step};
 use crate::quantity::GI;
 
 fn check_with(yaml: &str, ctx: Context) -> Validation {
@@ -490,6 +490,7 @@ fn critical_minimum_free_near_the_volume_size() {
         current_size: Some(2 * GI),
         wal_has_own_volume: None,
         driver_interval: None,
+        min_available_source: None,
     };
     let v = check_with(
         "limit: 10Gi\nmode: convergent\nmaintenanceWindow: { schedule: \"0 3 * * 0\" }\n",
@@ -504,6 +505,7 @@ fn critical_minimum_free_near_the_volume_size() {
         current_size: Some(20 * GI),
         wal_has_own_volume: None,
         driver_interval: None,
+        min_available_source: None,
     };
     let v = check_with(
         "limit: 100Gi\nmode: convergent\nmaintenanceWindow: { schedule: \"0 3 * * 0\" }\n",
@@ -645,19 +647,50 @@ fn a_floor_the_claim_cannot_meet_at_its_size_is_said() {
         current_size: Some(GI),
         ..Context::default()
     };
-    // The shipped ConfigMap's old floor on a 1Gi claim: said, with what happens instead.
-    let v = check_with(
-        "limit: 100Gi\nminAvailable: 5Gi\nusageThreshold: 80\n",
-        one_gi,
-    );
-    let m = &v
-        .warnings
-        .iter()
-        .find(|w| w.field == "minAvailable")
-        .expect("a minAvailable warning")
-        .message;
+    let floor = "limit: 100Gi\nminAvailable: 5Gi\nusageThreshold: 80\n";
+    let said_of = |yaml: &str, ctx| {
+        let v = check_with(yaml, ctx);
+        let w = v.warnings.iter().find(|w| w.field == "minAvailable");
+        w.expect("a minAvailable warning").message.clone()
+    };
+    let said = |ctx| said_of(floor, ctx);
+    // Inherited (the shipped ConfigMap's old floor) on a 1Gi claim: not applied, and said.
+    let inherited = said(Context {
+        min_available_source: Some(Source::ConfigMapDefault),
+        ..one_gi
+    });
     assert!(
-        m.contains("can never be met") && m.contains("usageThreshold 80") && m.contains("1Gi"),
+        inherited.contains("can never be met")
+            && inherited.contains("usageThreshold 80")
+            && inherited.contains("1Gi")
+            && !inherited.contains("step"),
+        "{inherited}"
+    );
+    // Written on the claim (issue 36): applied, and how many of its steps it takes (20 % of
+    // 1Gi, raised to minStep 1Gi: 1Gi at a time until the claim is larger than 5Gi), over how
+    // many days at 3 a day.
+    let own = "5 step(s) (1Gi -> 2Gi -> 3Gi -> 4Gi -> 5Gi -> 6Gi), over 2 days or more at maxActionsPerDay 3";
+    for source in [Source::PvcAnnotation, Source::TopolvmPvcAnnotation] {
+        let m = said(Context {
+            min_available_source: Some(source),
+            ..one_gi
+        });
+        assert!(m.contains("applied as written") && m.contains(own), "{m}");
+        assert!(!m.contains("usageThreshold 80"), "{m}");
+    }
+    // A policy file could be either: both are said.
+    let m = said(one_gi);
+    assert!(m.contains(own) && m.contains("usageThreshold 80"), "{m}");
+    // A limit below the floor stops the claim there.
+    let m = said_of(
+        "limit: 3Gi\nminAvailable: 5Gi\n",
+        Context {
+            min_available_source: Some(Source::PvcAnnotation),
+            ..one_gi
+        },
+    );
+    assert!(
+        m.contains("to its limit, 2 step(s)") && m.contains("raise limit above 5Gi"),
         "{m}"
     );
     // The RFC's small-cluster example (500Mi on a 1Gi volume) can be met: no warning.

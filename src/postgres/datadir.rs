@@ -20,7 +20,7 @@ use super::control::{self, Control};
 use super::lsn::{Lsn, Major};
 use super::slotfile::{self, SlotFile};
 use super::volume::{self, Rel, VolumeError, io_err};
-use crate::decide::ServerRole;
+use crate::decide::{PositionSource, ServerRole, WalPosition};
 use crate::probe::safe_open::{self, ReadError};
 
 /// Slots read at most (Postgres's `max_replication_slots` is 10 by default).
@@ -68,11 +68,26 @@ impl DataDir {
     /// It trails the server's insert position by less than one segment plus what the server has
     /// not yet written out (see README, "WAL health").
     pub fn position(&self, newest_segment: Option<&str>) -> Option<Lsn> {
+        self.position_from(newest_segment).map(|p| p.lsn)
+    }
+
+    /// [`DataDir::position`], with which of the two it is (the checkpoint on a tie).
+    pub fn position_from(&self, newest_segment: Option<&str>) -> Option<WalPosition> {
         let control = self.control.as_ref().ok()?;
         let segment = newest_segment
             .and_then(|n| super::lsn::segment_start(n, control.segment_size))
             .unwrap_or_default();
-        Some(control.checkpoint.max(segment))
+        Some(if segment > control.checkpoint {
+            WalPosition {
+                lsn: segment,
+                source: PositionSource::NewestSegment,
+            }
+        } else {
+            WalPosition {
+                lsn: control.checkpoint,
+                source: PositionSource::Checkpoint,
+            }
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use super::health::{self, VolumeRead};
 use super::lsn::Lsn;
 use super::slotfile;
 use super::slots::Tracker;
-use crate::decide::{ServerRole, SlotActivity};
+use crate::decide::{PositionSource, ServerRole, SlotActivity};
 
 const SEG: u64 = 16 << 20;
 
@@ -80,6 +80,17 @@ fn reads_role_control_slots_and_archiving_of_every_major() {
         assert_eq!(
             r.position(Some("000000010000000000000005")),
             Some(Lsn(5 * SEG))
+        );
+        // And which of the two it is: the checkpoint wins a tie.
+        let from = |newest| r.position_from(newest).map(|p| p.source);
+        assert_eq!(from(None), Some(PositionSource::Checkpoint));
+        assert_eq!(
+            from(Some("000000010000000000000003")),
+            Some(PositionSource::Checkpoint)
+        );
+        assert_eq!(
+            from(Some("000000010000000000000005")),
+            Some(PositionSource::NewestSegment)
         );
     }
 }
@@ -224,6 +235,24 @@ fn a_still_slot_turns_inactive_and_a_standby_with_archive_on_is_not_archiving() 
     assert_eq!(
         (s.activity, s.retained_bytes),
         (SlotActivity::Unknown, 3 * SEG)
+    );
+    // Readable like pg_replication_slots: the slot's restart_lsn, and the position its
+    // retention was measured from (segment 4 is newer than the checkpoint at segment 2).
+    assert_eq!(s.restart_lsn, Some(Lsn(SEG)));
+    let p = first.detail.position.expect("position");
+    assert_eq!(
+        (p.lsn, p.source),
+        (Lsn(4 * SEG), PositionSource::NewestSegment)
+    );
+    let all = first.detail.slots.as_ref().expect("slots");
+    assert_eq!(all.len(), 1);
+    assert_eq!(
+        (all[0].slot_name.as_str(), all[0].slot_type.as_str()),
+        ("stuck", "physical")
+    );
+    assert_eq!(
+        (all[0].restart_lsn, all[0].retained_bytes),
+        (Some(Lsn(SEG)), Some(3 * SEG))
     );
     let later = t0 + SignedDuration::from_mins(16);
     let second = health::combine(

@@ -27,7 +27,10 @@ use super::lsn::Lsn;
 use super::slots::Tracker;
 use super::sql::{self, SqlFacts, SqlTarget};
 use super::volume::{self, VolumeWal};
-use crate::decide::{ServerRole, SlotActivity, SlotRetention, WalHealth};
+use crate::decide::{
+    PositionSource, ReplicationSlot, ServerRole, SlotActivity, SlotRetention, WalHealth,
+    WalPosition,
+};
 
 /// How long the volume's WAL directories may take to read.
 pub const VOLUME_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -204,7 +207,7 @@ fn wal_dir(
 #[derive(Debug, Clone)]
 pub struct DiskView {
     pub dir: DataDir,
-    pub position: Option<Lsn>,
+    pub position: Option<WalPosition>,
     pub slots: Vec<DiskSlot>,
     /// How long a slot must stand still to count as inactive.
     pub window: jiff::SignedDuration,
@@ -225,7 +228,8 @@ pub fn disk_view(
     tracker: &mut Tracker,
     now: Timestamp,
 ) -> DiskView {
-    let position = dir.position(newest_segment);
+    let position = dir.position_from(newest_segment);
+    let lsn = position.map(|p| p.lsn);
     let files: Vec<_> = match &dir.slots {
         Ok(reads) => reads.iter().filter_map(|r| r.file.as_ref().ok()).collect(),
         Err(_) => Vec::new(),
@@ -234,7 +238,7 @@ pub fn disk_view(
         .iter()
         .map(|f| (f.name.as_str(), f.restart_lsn))
         .collect();
-    let activity = tracker.observe(&dir.path, &seen, position, now);
+    let activity = tracker.observe(&dir.path, &seen, lsn, now);
     let slots = files
         .iter()
         .zip(activity)
@@ -242,7 +246,7 @@ pub fn disk_view(
             name: f.name.clone(),
             logical: f.logical,
             restart_lsn: f.restart_lsn,
-            retained_bytes: position.map(|p| f.retains(p)),
+            retained_bytes: lsn.map(|p| f.retains(p)),
             activity,
         })
         .collect();
@@ -299,6 +303,10 @@ fn from_disk(h: &mut WalHealth, d: &DiskView, problems: &mut Vec<String>) {
             }
         }
     }
+    h.detail.position = d.position;
+    if d.dir.slots.is_ok() {
+        h.detail.slots = Some(d.slots.iter().map(DiskSlot::listed).collect());
+    }
     if d.position.is_some() && d.dir.slots.is_ok() {
         h.inactive_slots = Some(
             d.slots
@@ -308,9 +316,27 @@ fn from_disk(h: &mut WalHealth, d: &DiskView, problems: &mut Vec<String>) {
                     name: s.name.clone(),
                     retained_bytes: s.retained_bytes.unwrap_or(0),
                     activity: s.activity,
+                    restart_lsn: s.shown_lsn(),
                 })
                 .collect(),
         );
+    }
+}
+
+impl DiskSlot {
+    /// `restart_lsn` as `pg_replication_slots` shows it: null when the slot reserves no WAL.
+    fn shown_lsn(&self) -> Option<Lsn> {
+        Some(self.restart_lsn).filter(|l| l.is_valid())
+    }
+
+    fn listed(&self) -> ReplicationSlot {
+        ReplicationSlot {
+            slot_name: self.name.clone(),
+            slot_type: if self.logical { "logical" } else { "physical" }.into(),
+            restart_lsn: self.shown_lsn(),
+            retained_bytes: self.retained_bytes,
+            activity: self.activity,
+        }
     }
 }
 
@@ -332,6 +358,13 @@ fn from_sql(h: &mut WalHealth, f: &SqlFacts, now: Timestamp) -> Vec<String> {
         h.oldest_pending_seconds = f.oldest_ready.map(|t| age_seconds(t, now));
     }
     h.detail.wal_bytes = h.detail.wal_bytes.or(Some(f.wal_bytes));
+    if let Some(lsn) = f.position {
+        h.detail.position = Some(WalPosition {
+            lsn,
+            source: PositionSource::Sql,
+        });
+    }
+    h.detail.slots = Some(f.slots.iter().map(sql_slot).collect());
     h.inactive_slots = Some(
         f.slots
             .iter()
@@ -340,6 +373,7 @@ fn from_sql(h: &mut WalHealth, f: &SqlFacts, now: Timestamp) -> Vec<String> {
                 name: s.name.clone(),
                 retained_bytes: s.retained_bytes.unwrap_or(0),
                 activity: SlotActivity::Inactive,
+                restart_lsn: s.restart_lsn,
             })
             .collect(),
     );
@@ -348,6 +382,20 @@ fn from_sql(h: &mut WalHealth, f: &SqlFacts, now: Timestamp) -> Vec<String> {
         sql_problems(f)
     } else {
         Vec::new()
+    }
+}
+
+fn sql_slot(s: &sql::SlotInfo) -> ReplicationSlot {
+    ReplicationSlot {
+        slot_name: s.name.clone(),
+        slot_type: s.slot_type.clone(),
+        restart_lsn: s.restart_lsn,
+        retained_bytes: s.retained_bytes,
+        activity: if s.active {
+            SlotActivity::Active
+        } else {
+            SlotActivity::Inactive
+        },
     }
 }
 
@@ -590,6 +638,7 @@ mod tests {
                 active: true,
                 wal_status: None,
                 retained_bytes: Some(5),
+                restart_lsn: Some(Lsn(0x300 - 5)),
             },
             SlotInfo {
                 name: "stuck".into(),
@@ -597,6 +646,7 @@ mod tests {
                 active: false,
                 wal_status: None,
                 retained_bytes: Some(7),
+                restart_lsn: Some(Lsn(0x300 - 7)),
             },
             SlotInfo {
                 name: "fresh".into(),
@@ -604,8 +654,10 @@ mod tests {
                 active: false,
                 wal_status: None,
                 retained_bytes: None,
+                restart_lsn: None,
             },
         ];
+        f.position = Some(Lsn(0x300));
         let h = c(vol(2, Some(1)), Some(Ok(f)), 100, now());
         assert_eq!(h.pending_files, Some(2));
         let names: Vec<_> = h
@@ -619,6 +671,35 @@ mod tests {
             vec![("stuck".to_string(), 7), ("fresh".to_string(), 0)]
         );
         assert!(h.sources.volume && h.sources.sql);
+        // Every slot as pg_replication_slots lists it, and the position they are measured from.
+        assert_eq!(
+            h.detail.position,
+            Some(WalPosition {
+                lsn: Lsn(0x300),
+                source: PositionSource::Sql
+            })
+        );
+        let listed: Vec<_> = h
+            .detail
+            .slots
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                (
+                    s.slot_name,
+                    s.restart_lsn.map(|l| l.to_string()),
+                    s.activity,
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("live".into(), Some("0/2FB".into()), SlotActivity::Active),
+                ("stuck".into(), Some("0/2F9".into()), SlotActivity::Inactive),
+                ("fresh".into(), None, SlotActivity::Inactive),
+            ]
+        );
     }
 
     #[test]

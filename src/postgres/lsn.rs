@@ -3,35 +3,9 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
-/// A WAL position (`XLogRecPtr`): a byte offset into the WAL stream, shown as Postgres shows it
-/// (`16/B374D848`). Zero is `InvalidXLogRecPtr`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
-pub struct Lsn(pub u64);
-
-impl Lsn {
-    pub fn is_valid(self) -> bool {
-        self.0 != 0
-    }
-
-    /// Bytes from `older` up to `self`; zero when `older` is not older.
-    pub fn since(self, older: Lsn) -> u64 {
-        self.0.saturating_sub(older.0)
-    }
-}
-
-impl fmt::Display for Lsn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:X}/{:X}", self.0 >> 32, self.0 & 0xFFFF_FFFF)
-    }
-}
-
-impl Serialize for Lsn {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+pub use crate::decide::Lsn;
 
 /// Where a segment named `TTTTTTTTXXXXXXXXYYYYYYYY` (timeline, log, segment) starts, for
 /// segments of `segment_size` bytes: `XXXXXXXX * (4 GiB / segment_size) + YYYYYYYY` segments in.

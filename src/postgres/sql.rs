@@ -8,6 +8,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{Client, Config, NoTls, Row};
 
 use super::guard::Guarded;
+use super::lsn::Lsn;
 use super::tls::{CaError, EncryptOnlyTls};
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -163,9 +164,10 @@ pub struct SlotInfo {
     pub slot_type: String,
     pub active: bool,
     pub wal_status: Option<String>,
-    /// WAL held back, against the current LSN (primary) or last received/replayed LSN (standby);
-    /// `None` when the slot reserves no WAL.
+    /// WAL held back, against [`SqlFacts::position`]; `None` when the slot reserves no WAL.
     pub retained_bytes: Option<u64>,
+    /// `None` (null) when the slot reserves no WAL.
+    pub restart_lsn: Option<Lsn>,
 }
 
 /// What the server says.
@@ -177,6 +179,9 @@ pub struct SqlFacts {
     pub in_recovery: bool,
     pub archiver: ArchiverStats,
     pub slots: Vec<SlotInfo>,
+    /// What slots' retention is measured against: the current LSN (primary) or the last
+    /// received, else replayed, LSN (standby).
+    pub position: Option<Lsn>,
     /// `.ready` files, from `pg_ls_archive_statusdir()`: the backlog when the volume is not local.
     pub ready_files: u64,
     pub oldest_ready: Option<Timestamp>,
@@ -353,7 +358,7 @@ async fn ask(client: &Client, timeout: Duration) -> Result<SqlFacts, SqlError> {
         .map_err(q(what))?;
     facts.wal_bytes = count(get(&row, what, 0, "size")?);
 
-    facts.slots = slots(client, facts.in_recovery).await?;
+    (facts.position, facts.slots) = slots(client, facts.in_recovery).await?;
     Ok(facts)
 }
 
@@ -385,7 +390,10 @@ async fn archiver(client: &Client) -> Result<ArchiverStats, SqlError> {
     })
 }
 
-async fn slots(client: &Client, in_recovery: bool) -> Result<Vec<SlotInfo>, SqlError> {
+async fn slots(
+    client: &Client,
+    in_recovery: bool,
+) -> Result<(Option<Lsn>, Vec<SlotInfo>), SqlError> {
     // pg_current_wal_lsn() raises an error during recovery: a standby measures against what it
     // has received (or replayed, when it restores from an archive rather than streaming).
     let reference = if in_recovery {
@@ -393,29 +401,50 @@ async fn slots(client: &Client, in_recovery: bool) -> Result<Vec<SlotInfo>, SqlE
     } else {
         "pg_current_wal_lsn()"
     };
+    let what = "WAL position";
+    let row = client
+        .query_one(&format!("SELECT ({reference})::text"), &[])
+        .await
+        .map_err(q(what))?;
+    let position = lsn(what, "position", get(&row, what, 0, "position")?)?;
     let what = "pg_replication_slots";
     let rows = client
         .query(
-            &format!(
-                "SELECT slot_name::text, slot_type, active, wal_status, \
-                        greatest(pg_wal_lsn_diff({reference}, restart_lsn), 0)::int8 \
-                 FROM pg_replication_slots ORDER BY slot_name"
-            ),
+            "SELECT slot_name::text, slot_type, active, wal_status, restart_lsn::text \
+             FROM pg_replication_slots ORDER BY slot_name",
             &[],
         )
         .await
         .map_err(q(what))?;
     let mut slots = Vec::new();
     for row in &rows {
+        let restart_lsn = lsn(what, "restart_lsn", get(row, what, 4, "restart_lsn")?)?;
         slots.push(SlotInfo {
             name: get(row, what, 0, "slot_name")?,
             slot_type: get(row, what, 1, "slot_type")?,
             active: get(row, what, 2, "active")?,
             wal_status: get(row, what, 3, "wal_status")?,
-            retained_bytes: get::<Option<i64>>(row, what, 4, "retained_bytes")?.map(count),
+            // Against the position read above, which is printed beside it.
+            retained_bytes: position.zip(restart_lsn).map(|(p, r)| p.since(r)),
+            restart_lsn,
         });
     }
-    Ok(slots)
+    Ok((position, slots))
+}
+
+/// A `pg_lsn` read as text (the text form needs no binary decoder); null stays `None`.
+fn lsn(
+    what: &'static str,
+    column: &'static str,
+    text: Option<String>,
+) -> Result<Option<Lsn>, SqlError> {
+    text.map(|t| t.parse::<Lsn>())
+        .transpose()
+        .map_err(|e| SqlError::Column {
+            what,
+            column,
+            detail: e.to_string(),
+        })
 }
 
 fn get<'a, T: tokio_postgres::types::FromSql<'a>>(

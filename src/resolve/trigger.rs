@@ -9,9 +9,9 @@ use std::time::Duration;
 use jiff::SignedDuration;
 
 use crate::decide::Measurement;
-use crate::decide::lines::Lines;
+use crate::decide::lines::{Floor, Lines};
 use crate::decide::predictive::bytes_to_line;
-use crate::policy::{Fallback, MinAvailable, Mode, Policy};
+use crate::policy::{Fallback, Mode, Policy};
 
 /// Percentage points under a trigger at which a volume counts as near it.
 pub const NEAR_POINTS: f64 = 5.0;
@@ -40,7 +40,7 @@ enum Source {
     /// percent floor and one the volume cannot meet depend on its numbers.
     Threshold {
         used_percent: Option<u8>,
-        floor: MinAvailable,
+        floor: Floor,
         fallback: Option<Fallback>,
     },
     /// Convergent mode: the emergency line, or none.
@@ -60,7 +60,10 @@ impl Trigger {
             Mode::Threshold => Some(Trigger {
                 lines: Source::Threshold {
                     used_percent: p.usage_threshold,
-                    floor: p.min_available,
+                    floor: Floor {
+                        value: p.min_available,
+                        on_claim: p.floor_on_claim,
+                    },
                     fallback: p.fallback,
                 },
                 inode_percent: f64::from(p.inode_threshold),
@@ -169,6 +172,7 @@ impl Trigger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::MinAvailable;
 
     fn m(used_pct: u64, avail: u64) -> Measurement {
         Measurement {
@@ -261,6 +265,7 @@ mod tests {
             cap in 1u64..1 << 40, used_frac in 0.0f64..1.0, threshold in 1u8..=100,
             min_free in proptest::option::of(0u64..1 << 40), rate in -1e6f64..1e10,
             lead in 0i64..3600, margin in 0i64..600, learned in proptest::option::of(1i64..3600),
+            on_claim in proptest::bool::ANY,
         ) {
             use crate::decide::{ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts};
             let used = (cap as f64 * used_frac) as u64;
@@ -270,6 +275,7 @@ mod tests {
             p.enabled = true;
             p.usage_threshold = (threshold < 100).then_some(threshold);
             p.min_available = MinAvailable::Bytes(min_free.unwrap_or(0));
+            p.floor_on_claim = on_claim;
             p.predictive.enabled = true;
             p.predictive.resize_lead_time = SignedDuration::from_secs(lead);
             p.predictive.margin = SignedDuration::from_secs(margin);

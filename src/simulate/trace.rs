@@ -218,6 +218,7 @@ impl Trace {
                     name: "trace".to_string(),
                     retained_bytes: b,
                     activity: SlotActivity::Inactive,
+                    restart_lsn: None,
                 }]
             }),
             ..WalHealth::default()

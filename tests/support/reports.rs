@@ -85,6 +85,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
                 name: "old_replica".into(),
                 retained_bytes: 3 * GI,
                 activity: SlotActivity::Inactive,
+                restart_lsn: None,
             }]),
             sources: WalSources {
                 volume: true,
