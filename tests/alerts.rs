@@ -214,7 +214,7 @@ fn every_metric_in_rules_dashboard_and_tests_is_exported() {
 #[test]
 fn readme_documents_every_exported_metric() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
     let documented = names_in(&readme);
     let families: BTreeSet<String> = exported()
         .into_iter()
@@ -226,10 +226,13 @@ fn readme_documents_every_exported_metric() {
         })
         .collect();
     let missing: Vec<_> = families.difference(&documented).collect();
-    assert!(missing.is_empty(), "README does not document: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/metrics.md does not document: {missing:?}"
+    );
     let stale: Vec<_> = documented.difference(&families).collect();
     assert!(
         stale.is_empty(),
-        "README documents metrics the agent does not export: {stale:?}"
+        "docs/metrics.md documents metrics the agent does not export: {stale:?}"
     );
 }

@@ -144,10 +144,10 @@ fn threshold_mode_keeps_one_budget_with_no_reserve() {
     );
 }
 
-/// README's convergent-mode section states the constants the engine uses.
+/// docs/policy.md's convergent-mode section states the constants the engine uses.
 #[test]
 fn readme_states_the_anti_oscillation_constants() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/policy.md");
     let start = readme.find("## Convergent mode").expect("section");
     let section = &readme[start..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
@@ -168,7 +168,7 @@ fn readme_states_the_anti_oscillation_constants() {
     ] {
         assert!(
             section.contains(&needle),
-            "README's convergent section lacks {needle:?}"
+            "docs/policy.md's convergent section lacks {needle:?}"
         );
     }
 }
@@ -217,11 +217,11 @@ fn the_effective_size_is_what_a_new_claim_should_get() {
     assert_eq!(d.blocked_reason(), Some(BlockReason::OutsideWindow));
 }
 
-/// headroom never shrinks (NeedsShrink is a report); README says how to get space back, with the
+/// headroom never shrinks (NeedsShrink is a report); docs/policy.md says how to get space back, with the
 /// auto-resize RFC's three ways.
 #[test]
 fn readme_says_how_to_get_space_back() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/policy.md");
     let start = readme
         .find("## Getting space back: headroom never shrinks")
         .expect("section");

@@ -40,7 +40,7 @@ pub fn from_annotations(annotations: &BTreeMap<String, String>, object: &str) ->
                 .map(|f| f.annotation.trim_start_matches(ANNOTATION_PREFIX));
             let hint = match fields::closest(key.trim_start_matches(ANNOTATION_PREFIX), short) {
                 Some(s) => format!("did you mean {ANNOTATION_PREFIX}{s}?"),
-                None => "remove it (README.md lists every policy annotation)".to_string(),
+                None => "remove it (docs/policy.md lists every policy annotation)".to_string(),
             };
             spec.problems.push(Finding {
                 field: key.clone(),

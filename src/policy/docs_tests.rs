@@ -1,4 +1,4 @@
-//! README's policy table and ConfigMap example must match the code.
+//! docs/policy.md's table and ConfigMap example must match the code.
 
 use std::collections::BTreeMap;
 
@@ -6,7 +6,7 @@ use super::fields::{FIELDS, default_text};
 use super::merge::{Source, effective, parse_configmap};
 use super::validate::{Context, validate};
 
-const README: &str = include_str!("../../README.md");
+const README: &str = include_str!("../../docs/policy.md");
 
 fn section() -> &'static str {
     let start = README

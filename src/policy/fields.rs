@@ -1,5 +1,5 @@
 //! The one table of policy keys: YAML path <-> annotation key. YAML parsing, annotation parsing,
-//! the merge and README's policy table all read it, so the three places cannot drift apart.
+//! the merge and docs/policy.md's table all read it, so the three places cannot drift apart.
 
 use super::{Step, defaults};
 use crate::quantity;

@@ -158,7 +158,7 @@ pub fn policy_schema() -> Value {
     }
     let mut s = object(top);
     s["description"] = json!(
-        "A headroom policy (README \"Policy\"); headroom validate checks what this schema cannot."
+        "A headroom policy (docs/policy.md); headroom validate checks what this schema cannot."
     );
     s
 }

@@ -244,7 +244,7 @@ pub struct Policy {
     pub floor_on_claim: bool,
 }
 
-/// Defaults, in one place; README's policy table documents the same values.
+/// Defaults, in one place; docs/policy.md's table documents the same values.
 pub mod defaults {
     use super::*;
     pub const ENABLED: bool = false;

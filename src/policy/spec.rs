@@ -361,6 +361,6 @@ fn unknown_key_message(path: &str, prefix: &str) -> String {
         Some(s) => format!(
             "unknown key; did you mean {s}? (a misspelt key would otherwise fall back to its default)"
         ),
-        None => "unknown key; remove it (README.md lists every policy key)".to_string(),
+        None => "unknown key; remove it (docs/policy.md lists every policy key)".to_string(),
     }
 }

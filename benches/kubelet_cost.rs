@@ -1,0 +1,114 @@
+//! What the API server spends on a kubelet and on idle headroom agents, side by side on the real
+//! node of tests/support/realnode (kube-apiserver, kube-controller-manager, kube-scheduler,
+//! kube-proxy, containerd and a kubelet 1.20.2): the server's own `process_cpu_seconds_total` over
+//! equal windows with (A) the node as it runs, (B) the same plus K idle agents (host processes
+//! on that node, an empty kubelet root), (C) the agents stopped and the kubelet killed. A
+//! kubelet costs A - C (its watches, its node lease renewed every 10 s, its status), an agent
+//! (B - A) / K. Registered watchers are counted in each window.
+//!
+//! `cargo bench --bench kubelet_cost -- --bench` (60 s windows, 10 agents). Without `--bench`
+//! (`cargo test --benches`) a smoke pass of 3 s windows and one agent. Needs what real_node needs
+//! (./scripts/test.sh builds it).
+
+mod support;
+
+#[path = "../tests/support/realnode/mod.rs"]
+mod realnode;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use support::fleet::sum;
+use support::node::{Agent, AgentOpts, wait_for};
+
+struct Window {
+    cpu_percent: f64,
+    watchers: f64,
+    requests_per_second: f64,
+}
+
+fn metrics(node: &realnode::Node) -> String {
+    node.kubectl(&["get", "--raw", "/metrics"])
+        .unwrap_or_else(|e| panic!("API server /metrics: {e}"))
+}
+
+/// The server's CPU (percent of a core), watchers and request rate over `secs`.
+fn window(node: &realnode::Node, secs: Duration) -> Window {
+    let (t0, m0) = (Instant::now(), metrics(node));
+    std::thread::sleep(secs);
+    let (t1, m1) = (Instant::now(), metrics(node));
+    let span = t1.duration_since(t0).as_secs_f64();
+    let delta = |name: &str| sum(&m1, name, &[]) - sum(&m0, name, &[]);
+    Window {
+        cpu_percent: delta("process_cpu_seconds_total") / span * 100.0,
+        watchers: sum(&m1, "apiserver_registered_watchers", &[]),
+        requests_per_second: delta("apiserver_request_total") / span,
+    }
+}
+
+fn print(label: &str, w: &Window) {
+    println!(
+        "  {label}: API server CPU {:.2} % of a core, {} watchers, {:.2} requests/s",
+        w.cpu_percent, w.watchers, w.requests_per_second
+    );
+}
+
+fn main() -> ExitCode {
+    let Some(parts) = realnode::parts("kubelet_cost bench") else {
+        return ExitCode::SUCCESS;
+    };
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (secs, agents, settle) = if bench {
+        (Duration::from_secs(60), 10, Duration::from_secs(30))
+    } else {
+        (Duration::from_secs(3), 1, Duration::from_secs(2))
+    };
+    let node = realnode::Node::start(parts);
+    std::thread::sleep(settle);
+    let a = window(&node, secs);
+    print("the node (kubelet, controllers, scheduler, proxy)", &a);
+
+    let root = tempfile::tempdir().expect("an empty kubelet root");
+    let admin = node.kubeconfig("admin");
+    let ports: Vec<u16> = (0..agents).map(|_| support::ports::free_port()).collect();
+    let listens: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let mut running: Vec<Agent> = listens
+        .iter()
+        .map(|listen| {
+            Agent::spawn(&AgentOpts {
+                kubeconfig: &admin,
+                node: realnode::NODE,
+                root: root.path(),
+                interval: "10s",
+                extra: &["--listen", listen],
+            })
+        })
+        .collect();
+    wait_for(Duration::from_secs(120), "every agent ready", || {
+        ports
+            .iter()
+            .all(|p| support::http::get(*p, "/ready").is_some_and(|(c, _)| c == 200))
+            .then_some(())
+    });
+    std::thread::sleep(settle);
+    let b = window(&node, secs);
+    print(&format!("the same and {agents} idle agents"), &b);
+    for agent in &mut running {
+        agent.kill();
+    }
+    node.kill("kubelet");
+    // The node controller marks the node NotReady after 40 s without a lease: let it.
+    std::thread::sleep(settle.max(Duration::from_secs(if bench { 50 } else { 2 })));
+    let c = window(&node, secs);
+    print("agents stopped, kubelet killed", &c);
+    println!(
+        "  per idle agent: {:.3} % of a core, {:.1} watchers; the kubelet: {:.3} % of a core, \
+         {} watchers",
+        (b.cpu_percent - a.cpu_percent) / agents as f64,
+        (b.watchers - a.watchers) / agents as f64,
+        a.cpu_percent - c.cpu_percent,
+        a.watchers - c.watchers
+    );
+    node.teardown();
+    ExitCode::SUCCESS
+}
