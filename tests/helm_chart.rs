@@ -694,22 +694,22 @@ fn chart_defaults_are_the_agents() {
     );
 }
 
-/// README's values table, generated from values.yaml's `# --` comments.
+/// docs/install.md's values table, generated from values.yaml's `# --` comments.
 #[test]
 fn readme_values_table_is_values_yaml() {
     let table = values_table(&read("charts/headroom/values.yaml"));
-    let readme = read("README.md");
+    let readme = read("docs/install.md");
     let (start, end) = ("<!-- helm-values:start -->\n", "<!-- helm-values:end -->");
     let from = readme.find(start).expect("start marker") + start.len();
     let to = readme.find(end).expect("end marker");
     if readme[from..to] != table {
         assert!(
             blessing(),
-            "README.md's values table is not values.yaml's; rewrite it with \
+            "docs/install.md's values table is not values.yaml's; rewrite it with \
              HEADROOM_BLESS=1 cargo test --test helm_chart readme_values_table"
         );
         let text = format!("{}{table}{}", &readme[..from], &readme[to..]);
-        std::fs::write(path("README.md"), text).expect("write README.md");
+        std::fs::write(path("docs/install.md"), text).expect("write docs/install.md");
     }
 }
 

@@ -37,8 +37,10 @@ pub struct Scanner {
     /// a blackholed Postgres pod or a slow PATCH holds its own volume, never the scan or the
     /// other volumes. No second task starts for a claim while one runs.
     running: HashMap<String, JoinHandle<VolumeReport>>,
-    /// Each claim's last report, standing in while its work is still running.
-    last: HashMap<String, VolumeReport>,
+    /// Each claim's last report, standing in while its work is still running. Boxed: a report
+    /// is about 1.5 KB, and a map keeps up to half its slots empty (500 claims: 1.5 MiB inline,
+    /// 0.8 MiB boxed).
+    last: HashMap<String, Box<VolumeReport>>,
     /// What the fast measurement loop watches between scans.
     watchlist: Arc<Watchlist>,
     /// The last full scan's volumes, with the fresher numbers of those decided on since.
@@ -244,13 +246,13 @@ impl Scanner {
         for (key, mut task) in started {
             match tokio::time::timeout_at(deadline, &mut task).await {
                 Ok(Ok(report)) => {
-                    self.last.insert(key, report.clone());
+                    self.last.insert(key, Box::new(report.clone()));
                     reports.push(report);
                 }
                 Ok(Err(e)) => tracing::error!(pvc = %key, error = %e, "a volume's work failed"),
                 Err(_) => {
                     tracing::debug!(pvc = %key, "a volume's work outlasts the scan; it goes on");
-                    reports.extend(self.last.get(&key).cloned());
+                    reports.extend(self.last.get(&key).map(|r| (**r).clone()));
                     self.running.insert(key, task);
                 }
             }
@@ -344,10 +346,10 @@ impl Scanner {
         let task = self.running.remove(key)?;
         if !task.is_finished() {
             self.running.insert(key.to_string(), task);
-            return Some(self.last.get(key).cloned());
+            return Some(self.last.get(key).map(|r| (**r).clone()));
         }
         if let Ok(report) = task.await {
-            self.last.insert(key.to_string(), report);
+            self.last.insert(key.to_string(), Box::new(report));
         }
         None
     }
