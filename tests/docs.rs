@@ -207,3 +207,44 @@ fn the_anchor_rule_is_githubs() {
         assert!(a.contains(want), "{want} not in {a:?}");
     }
 }
+
+/// Every alert's `runbook_url` points at its own section of docs/operations.md, and every
+/// section there names an alert that exists (kube-prometheus's convention).
+#[test]
+fn every_alert_links_its_runbook_section() {
+    let root = Path::new(ROOT);
+    let rules: serde_json::Value =
+        serde_saphyr::from_str(&read(&root.join("daemonset/monitoring/rules.yaml")))
+            .expect("rules.yaml");
+    let operations = read(&root.join("docs/operations.md"));
+    let sections: BTreeSet<String> = operations
+        .split("\n## Runbooks")
+        .nth(1)
+        .map(headings)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let anchors = anchors(&operations);
+    let mut alerts = BTreeSet::new();
+    for group in rules["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            let Some(alert) = rule["alert"].as_str() else {
+                continue;
+            };
+            alerts.insert(alert.to_string());
+            let url = rule["annotations"]["runbook_url"].as_str().unwrap_or("");
+            assert_eq!(
+                url,
+                format!("docs/operations.md#{}", alert.to_lowercase()),
+                "{alert}'s runbook_url"
+            );
+            assert!(
+                anchors.contains(&alert.to_lowercase()),
+                "docs/operations.md has no section for {alert}"
+            );
+        }
+    }
+    assert!(alerts.len() > 10, "found {} alerts", alerts.len());
+    let orphans: Vec<&String> = sections.difference(&alerts).collect();
+    assert!(orphans.is_empty(), "runbook sections without an alert: {orphans:?}");
+}
