@@ -1,10 +1,12 @@
 //! What the API server spends on a kubelet and on idle headroom agents, side by side on the real
 //! node of tests/support/realnode (kube-apiserver, kube-controller-manager, kube-scheduler,
-//! kube-proxy, containerd and a kubelet 1.20.2): the server's own `process_cpu_seconds_total` over
-//! equal windows with (A) the node as it runs, (B) the same plus K idle agents (host processes
-//! on that node, an empty kubelet root), (C) the agents stopped and the kubelet killed. A
-//! kubelet costs A - C (its watches, its node lease renewed every 10 s, its status), an agent
-//! (B - A) / K. Registered watchers are counted in each window.
+//! kube-proxy, containerd and a kubelet 1.20.2), the controller manager and the scheduler
+//! stopped first (the node controller would otherwise react to the kubelet's end and cost more
+//! than the kubelet did): the server's own `process_cpu_seconds_total` over equal windows with
+//! (A) the kubelet and kube-proxy running, (B) the same plus K idle agents (host processes on
+//! that node, an empty kubelet root), (C) the agents stopped and the kubelet killed. A kubelet
+//! costs A - C (its watches, its node lease renewed every 10 s, its status), an agent (B - A) / K.
+//! Registered watchers and requests are counted in each window.
 //!
 //! `cargo bench --bench kubelet_cost -- --bench` (60 s windows, 10 agents). Without `--bench`
 //! (`cargo test --benches`) a smoke pass of 3 s windows and one agent. Needs what real_node needs
@@ -64,9 +66,11 @@ fn main() -> ExitCode {
         (Duration::from_secs(3), 1, Duration::from_secs(2))
     };
     let node = realnode::Node::start(parts);
+    node.kill("kube-controller-manager");
+    node.kill("kube-scheduler");
     std::thread::sleep(settle);
     let a = window(&node, secs);
-    print("the node (kubelet, controllers, scheduler, proxy)", &a);
+    print("the kubelet and kube-proxy", &a);
 
     let root = tempfile::tempdir().expect("an empty kubelet root");
     let admin = node.kubeconfig("admin");
@@ -97,17 +101,18 @@ fn main() -> ExitCode {
         agent.kill();
     }
     node.kill("kubelet");
-    // The node controller marks the node NotReady after 40 s without a lease: let it.
-    std::thread::sleep(settle.max(Duration::from_secs(if bench { 50 } else { 2 })));
+    std::thread::sleep(settle);
     let c = window(&node, secs);
-    print("agents stopped, kubelet killed", &c);
+    print("agents stopped, kubelet killed (kube-proxy alone)", &c);
     println!(
-        "  per idle agent: {:.3} % of a core, {:.1} watchers; the kubelet: {:.3} % of a core, \
-         {} watchers",
+        "  per idle agent: {:.3} % of a core, {:.1} watchers, {:.3} requests/s; the kubelet: \
+         {:.3} % of a core, {} watchers, {:.3} requests/s",
         (b.cpu_percent - a.cpu_percent) / agents as f64,
         (b.watchers - a.watchers) / agents as f64,
+        (b.requests_per_second - a.requests_per_second) / agents as f64,
         a.cpu_percent - c.cpu_percent,
-        a.watchers - c.watchers
+        a.watchers - c.watchers,
+        a.requests_per_second - c.requests_per_second
     );
     node.teardown();
     ExitCode::SUCCESS
