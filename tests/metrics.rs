@@ -74,6 +74,7 @@ fn a_postgres_data_volume_exports_every_series_with_joinable_labels() {
         (12 * GI) as f64
     );
     assert_eq!(value(&s, "headroom_volume_seconds_to_full", PG), 3_600.0);
+    assert_eq!(value(&s, "headroom_volume_seconds_to_limit", PG), 86_400.0);
     assert_eq!(
         value(&s, "headroom_volume_resize_budget_remaining", PG),
         2.0
@@ -163,6 +164,7 @@ fn unknown_values_are_absent_series_not_zero() {
         "headroom_volume_at_limit",
         "headroom_volume_target_size_bytes",
         "headroom_volume_seconds_to_full",
+        "headroom_volume_seconds_to_limit",
         "headroom_wal_archive_healthy",
         "headroom_wal_pending_archive_files",
         "headroom_wal_inactive_slots",

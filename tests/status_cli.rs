@@ -88,7 +88,11 @@ fn seed(c: &Cluster) {
         "pg-main-1",
         cnpg("PG_DATA"),
         annotations(
-            &status("Blocked", Some("budget_exhausted"), 20, 85.04),
+            &StatusAnnotation {
+                full_in_seconds: Some(2_400),
+                limit_in_seconds: Some(3 * 86_400),
+                ..status("Blocked", Some("budget_exhausted"), 20, 85.04)
+            },
             &grown,
         ),
         "20Gi",
@@ -149,6 +153,8 @@ fn rows(table: &str) -> Vec<(String, String, String)> {
         "NODE",
         "SIZE/LIMIT",
         "USED%",
+        "FULL IN",
+        "LIMIT IN",
         "STATE",
         "LAST ACTION",
         "BUDGET",
@@ -208,6 +214,14 @@ fn status_lists_claims_by_namespace_selector_and_format() {
     ] {
         assert!(data.contains(cell), "missing {cell}: {data}");
     }
+    // USED%, FULL IN, LIMIT IN, STATE side by side.
+    let words: Vec<&str> = data.split_whitespace().collect();
+    assert!(
+        words
+            .windows(4)
+            .any(|w| w == ["85.0", "40m", "3d", "Blocked"]),
+        "{data}"
+    );
     assert!(
         r[1].2.contains("Balanced") && r[1].2.contains("5Gi/100Gi"),
         "{}",
@@ -249,7 +263,7 @@ fn status_lists_claims_by_namespace_selector_and_format() {
     assert_eq!(
         uploads,
         [
-            "apps", "uploads", "-", "1Gi/-", "-", "-", "-", "-", "-", "-"
+            "apps", "uploads", "-", "1Gi/-", "-", "-", "-", "-", "-", "-", "-", "-"
         ]
     );
     assert_eq!(
@@ -376,6 +390,8 @@ fn status_shows_the_rfcs_emergency_state_and_budget() {
             "worker-2",
             "12Gi/100Gi",
             "96.0",
+            "-",
+            "-",
             "Emergency",
             "-",
             "0/1",

@@ -160,12 +160,16 @@ async fn list(
     Ok((client, claims))
 }
 
-const HEADERS: [&str; 10] = [
+const COLUMNS: usize = 12;
+
+const HEADERS: [&str; COLUMNS] = [
     "NAMESPACE",
     "NAME",
     "NODE",
     "SIZE/LIMIT",
     "USED%",
+    "FULL IN",
+    "LIMIT IN",
     "STATE",
     "LAST ACTION",
     "BUDGET",
@@ -187,7 +191,18 @@ pub fn age(from: Timestamp, now: Timestamp) -> String {
     }
 }
 
-fn cells(row: &Row, now: Timestamp) -> [String; 10] {
+/// A deadline from the status annotation (already rounded down to a step when written) in its
+/// largest unit: `40m`, `12h`, `3d`; `<1m` under a minute.
+pub fn within(seconds: u64) -> String {
+    match seconds {
+        0..60 => "<1m".into(),
+        60..3_600 => format!("{}m", seconds / 60),
+        3_600..86_400 => format!("{}h", seconds / 3_600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+fn cells(row: &Row, now: Timestamp) -> [String; COLUMNS] {
     let dash = || "-".to_string();
     let st = row.status.as_ref();
     // This claim's size; annotations written before `sizeBytes` had it as `effectiveSizeBytes`.
@@ -227,6 +242,9 @@ fn cells(row: &Row, now: Timestamp) -> [String; 10] {
         size_limit,
         st.and_then(|s| s.used_percent)
             .map_or_else(dash, |p| format!("{p:.1}")),
+        st.and_then(|s| s.full_in_seconds).map_or_else(dash, within),
+        st.and_then(|s| s.limit_in_seconds)
+            .map_or_else(dash, within),
         state,
         last,
         st.map_or_else(dash, budget),
@@ -254,7 +272,7 @@ fn quota_left(q: &crate::decide::quota::QuotaView) -> String {
 
 /// The table, columns padded to their widest cell (the last one is not padded).
 pub fn render_table(rows: &[Row], now: Timestamp) -> String {
-    let body: Vec<[String; 10]> = rows.iter().map(|r| cells(r, now)).collect();
+    let body: Vec<[String; COLUMNS]> = rows.iter().map(|r| cells(r, now)).collect();
     let mut widths = HEADERS.map(str::len);
     for r in &body {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -294,5 +312,13 @@ mod tests {
         assert_eq!(ago(7200), "2h");
         assert_eq!(ago(172_800), "2d");
         assert_eq!(ago(-5), "future");
+    }
+
+    #[test]
+    fn deadlines_in_their_largest_unit() {
+        assert_eq!(within(0), "<1m");
+        assert_eq!(within(2_400), "40m");
+        assert_eq!(within(43_200), "12h");
+        assert_eq!(within(3 * 86_400), "3d");
     }
 }

@@ -36,6 +36,10 @@ pub struct LogicalRow {
     pub budget_left: Option<u32>,
     /// The least room the namespace's quotas leave any member.
     pub quota_left_bytes: Option<u64>,
+    /// The soonest any member fills at its fill rate (status annotations' rounded deadlines).
+    pub full_in_seconds: Option<u64>,
+    /// The soonest any member reaches its limit at the volume's growth of the last week.
+    pub limit_in_seconds: Option<u64>,
     /// Members whose history cannot be read: the count above leaves them out.
     pub unreadable: Vec<String>,
 }
@@ -110,6 +114,8 @@ fn row(
             .filter_map(|s| s.quota.as_ref())
             .map(|q| q.left_bytes)
             .min(),
+        full_in_seconds: shared().filter_map(|s| s.full_in_seconds).min(),
+        limit_in_seconds: shared().filter_map(|s| s.limit_in_seconds).min(),
         unreadable: peers
             .iter()
             .filter(|p| p.history.is_err())
@@ -131,8 +137,10 @@ pub fn render(rows: &[LogicalRow]) -> String {
         "ACTIONS 24H",
         "BUDGET LEFT",
         "QUOTA LEFT",
+        "FULL IN",
+        "LIMIT IN",
     ];
-    let body: Vec<[String; 6]> = rows
+    let body: Vec<[String; 8]> = rows
         .iter()
         .map(|r| {
             let members = r
@@ -155,6 +163,8 @@ pub fn render(rows: &[LogicalRow]) -> String {
                 actions,
                 r.budget_left.map_or_else(dash, |b| b.to_string()),
                 r.quota_left_bytes.map_or_else(dash, quantity::format),
+                r.full_in_seconds.map_or_else(dash, super::status::within),
+                r.limit_in_seconds.map_or_else(dash, super::status::within),
             ]
         })
         .collect();
@@ -199,6 +209,7 @@ mod tests {
         let status = |node: &str, left: u32| {
             json!({"node": node, "updatedAt": "2026-01-04T03:00:00Z", "effectiveSizeBytes": 1,
                 "state": "Balanced", "lastDecision": "x", "budgetLeft": left,
+                "fullInSeconds": 3_600 * u64::from(left + 1), "limitInSeconds": 3 * 86_400,
                 "logicalVolume": {"name": "cnpg/pg/data", "members": 3, "sizeBytes": 1,
                     "actionsLast24h": 1}})
             .to_string()
@@ -230,7 +241,15 @@ mod tests {
         assert_eq!(r.name, "cnpg/pg/data");
         assert_eq!(r.actions_last_24h, 1, "one action, recorded by two members");
         assert_eq!(r.budget_left, Some(0));
+        assert_eq!(r.full_in_seconds, Some(3_600), "the soonest member");
         let table = render(&rows);
+        let row: Vec<&str> = table
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[row.len() - 2..], ["1h", "3d"], "{table}");
         assert!(
             table.contains("pg-1 80Mi@worker-1, pg-2 80Mi@worker-2, pg-3 64Mi@worker-3"),
             "{table}"

@@ -164,6 +164,9 @@ pub struct Decision {
     /// At the estimated fill rate, seconds until the filesystem is full; `None` when the rate is
     /// unknown or the volume is not filling.
     pub seconds_to_full: Option<f64>,
+    /// At the pace the claim (or its logical volume) was grown over the last week, seconds until
+    /// it reaches its limit: 0 at it, `None` while unknown (no grow in the week, invalid policy).
+    pub seconds_to_limit: Option<f64>,
     /// The grow (or the need to grow) comes from the predictive trigger: the threshold is not
     /// crossed yet, but will be before a resize could land.
     pub predicted: bool,
@@ -201,6 +204,7 @@ impl Decision {
             next_slot: None,
             next_window: None,
             seconds_to_full: None,
+            seconds_to_limit: None,
             predicted: false,
             emergency: false,
             next_grow: None,

@@ -13,7 +13,7 @@ use super::decision::{BlockReason, Decision, Note, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
 use super::logical::{budget_history, follow, joining};
-use super::{interval, predictive, quota, wal};
+use super::{deadline, interval, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, round_size};
 
@@ -51,9 +51,12 @@ pub fn decide(inputs: &Inputs) -> Decision {
     let policy = match inputs.policy {
         PolicyInput::Valid(p) => p,
         PolicyInput::Invalid => {
-            return Decision::bare(Verdict::Blocked {
+            // How soon it fills is what makes a refused policy urgent.
+            let mut d = Decision::bare(Verdict::Blocked {
                 reason: BlockReason::InvalidPolicy,
             });
+            d.seconds_to_full = seconds_to_full(inputs);
+            return d;
         }
     };
     if !policy.enabled {
@@ -75,9 +78,8 @@ pub fn decide(inputs: &Inputs) -> Decision {
             .maintenance_window
             .as_ref()
             .and_then(|w| w.open_since(inputs.now).or_else(|| w.next_open(inputs.now))),
-        seconds_to_full: inputs
-            .fill_rate
-            .and_then(|r| r.seconds_for(inputs.measurement.available_bytes)),
+        seconds_to_full: seconds_to_full(inputs),
+        seconds_to_limit: seconds_to_limit(inputs, policy),
         predicted: false,
         emergency: false,
         next_grow: None,
@@ -101,6 +103,23 @@ pub fn decide(inputs: &Inputs) -> Decision {
     }
     decision.effective_bytes = Some(effective_size(inputs, policy, &decision.verdict));
     decision
+}
+
+fn seconds_to_full(inputs: &Inputs) -> Option<f64> {
+    inputs
+        .fill_rate
+        .and_then(|r| r.seconds_for(inputs.measurement.available_bytes))
+}
+
+/// From the logical volume's actions (each counted once) and size when the claim shares one,
+/// else from its own history and size.
+fn seconds_to_limit(inputs: &Inputs, policy: &Policy) -> Option<f64> {
+    let (history, size) = match inputs.logical {
+        Some(l) => (l.actions.as_slice(), l.size),
+        None => (inputs.history, 0),
+    };
+    let size = size.max(inputs.claim.current_bytes());
+    deadline::seconds_to_limit(size, policy.limit, history, inputs.now)
 }
 
 /// The size a new claim of this volume should get (the RFC's `effectiveSize`): what this claim

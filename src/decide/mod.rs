@@ -1,6 +1,7 @@
 //! The decision engine: a pure function from inputs to one decision. No I/O, no clock.
 
 pub mod budget;
+pub mod deadline;
 pub mod decision;
 mod engine;
 pub mod inputs;

@@ -264,3 +264,60 @@ proptest! {
         prop_assert!(err <= jitter_pm as f64 / 1000.0 + 1e-9, "rate {r} for {per_second}");
     }
 }
+
+#[test]
+fn the_limit_deadline_follows_the_claims_or_its_logical_volumes_growth() {
+    let p = predictive(100 * GI);
+    let day = |d: i64| ts("2026-03-01T12:00:00Z") - SignedDuration::from_hours(24 * d);
+    // 20Gi grown in the last week (two grows of 10Gi), 40Gi to the 100Gi limit: two weeks.
+    let own = [
+        Action::new(day(6), GrowKind::Grow, 40 * GI, 50 * GI),
+        Action::new(day(1), GrowKind::Grow, 50 * GI, 60 * GI),
+    ];
+    let d = run(&p, meas(60 * GI, 30 * GI), &claim(60 * GI), &own, None);
+    assert_eq!(d.seconds_to_limit.map(f64::round), Some(14.0 * 86_400.0));
+    // No grow in the week: unknown, whatever the fill.
+    let d = run(&p, meas(60 * GI, 30 * GI), &claim(60 * GI), &[], rate(MB));
+    assert_eq!(d.seconds_to_limit, None);
+    assert!(d.seconds_to_full.is_some());
+    // In a logical volume: its actions and size, not this member's (which grew nothing yet).
+    let logical = Logical {
+        actions: own.to_vec(),
+        size: 80 * GI,
+        source: None,
+        joined: false,
+    };
+    let c = claim(60 * GI);
+    let d = decide(&Inputs {
+        logical: Some(&logical),
+        policy: PolicyInput::Valid(&p),
+        measurement: meas(60 * GI, 30 * GI),
+        claim: &c,
+        history: &[],
+        wal: None,
+        facts: facts(),
+        now: ts("2026-03-01T12:00:00Z"),
+        fill_rate: None,
+    });
+    assert_eq!(d.seconds_to_limit.map(f64::round), Some(7.0 * 86_400.0));
+    // Refused policies still say how soon the volume fills.
+    let d = decide(&Inputs {
+        policy: PolicyInput::Invalid,
+        fill_rate: rate(MB),
+        ..Inputs {
+            logical: None,
+            policy: PolicyInput::Valid(&p),
+            measurement: meas(60 * GI, 30 * GI),
+            claim: &c,
+            history: &[],
+            wal: None,
+            facts: facts(),
+            now: ts("2026-03-01T12:00:00Z"),
+            fill_rate: None,
+        }
+    });
+    assert_eq!(
+        d.seconds_to_full.map(f64::round),
+        Some((30.0 * GI as f64 / MB).round())
+    );
+}

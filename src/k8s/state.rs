@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
-use crate::decide::budget;
 use crate::decide::logical::LogicalView;
 use crate::decide::quota::QuotaView;
 use crate::decide::{
     Action, BudgetView, Decision, Lsn, PositionSource, State, Verdict, WalHealth, WalPosition,
 };
+use crate::decide::{budget, deadline};
 use crate::report::VolumeReport;
 
 pub const HISTORY: &str = "headroom.dev/history";
@@ -112,6 +112,14 @@ pub struct StatusAnnotation {
     /// What the WAL checks read, on a volume whose WAL health is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal: Option<WalNote>,
+    /// Seconds until full at the current fill rate, rounded down to a step of
+    /// [`deadline::bucket`] so a filling volume rewrites it a handful of times, not every scan;
+    /// absent while the rate is unknown or the volume is not filling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_in_seconds: Option<u64>,
+    /// Seconds until the limit at the last week's growth, rounded down the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_in_seconds: Option<u64>,
 }
 
 /// The WAL block: the position slots' retention was measured from, and each slot not known to
@@ -320,6 +328,8 @@ impl StatusAnnotation {
             quota: report.quota.clone(),
             logical_volume: report.logical.clone(),
             wal: report.wal.as_ref().and_then(WalNote::of),
+            full_in_seconds: d.seconds_to_full.and_then(deadline::bucket),
+            limit_in_seconds: d.seconds_to_limit.and_then(deadline::bucket),
         }
     }
 

@@ -241,6 +241,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             next_slot: Some(ts("2026-03-02T10:00:00Z")),
             next_window: None,
             seconds_to_full: None,
+            seconds_to_limit: None,
             predicted: false,
             emergency: false,
             next_grow: None,
@@ -653,4 +654,36 @@ fn the_wal_block_reads_like_pg_replication_slots_and_moves_write_nothing() {
         serde_json::to_value(&none_idle).expect("json")["wal"],
         json!({"position": {"lsn": "1/C0000000", "source": "newest_segment"}})
     );
+}
+
+#[test]
+fn deadlines_are_bucketed_so_a_steady_fill_rewrites_the_status_a_few_times() {
+    let mut r = report(
+        Verdict::NoAction {
+            state: State::Balanced,
+        },
+        measured(10),
+    );
+    r.decision.seconds_to_limit = Some(10.0 * 86_400.0);
+    // Full in 2 h, then one scan every 10 s until full: each moves the deadline.
+    let mut writes = 0;
+    let mut last: Option<StatusAnnotation> = None;
+    for scan in 0..720 {
+        r.decision.seconds_to_full = Some(7_200.0 - 10.0 * f64::from(scan));
+        let s = StatusAnnotation::from_report(&r, now());
+        if last.as_ref().is_none_or(|l| s.differs(l)) {
+            writes += 1;
+            last = Some(s);
+        }
+    }
+    // 2h, 1h, 30m, 10m, 5m, 1m, 0: one write each, not 720.
+    assert_eq!(writes, 7);
+    let s = last.expect("written");
+    assert_eq!(s.full_in_seconds, Some(0));
+    assert_eq!(s.limit_in_seconds, Some(7 * 86_400));
+    // Unknown is absent, not 0.
+    r.decision.seconds_to_full = None;
+    let json = serde_json::to_value(StatusAnnotation::from_report(&r, now())).expect("json");
+    assert!(json.get("fullInSeconds").is_none(), "{json}");
+    assert_eq!(json["limitInSeconds"], 7 * 86_400);
 }

@@ -244,7 +244,14 @@ pub(super) const QUOTA_LEFT: Family<2> = Family {
     extra: ["quota", "resource"],
 };
 
-pub(super) const FAMILIES: [Meta; 30] = [
+pub(super) const SECONDS_TO_LIMIT: Family<0> = Family {
+    index: 30,
+    name: "headroom_volume_seconds_to_limit",
+    help: "At the pace the claim (or its logical volume) was grown over the last week (its headroom.dev/history), seconds until it reaches its limit; 0 at the limit, absent while unknown (not grown in the last week).",
+    extra: [],
+};
+
+pub(super) const FAMILIES: [Meta; 31] = [
     INFO.meta(),
     CAPACITY.meta(),
     USED.meta(),
@@ -275,4 +282,5 @@ pub(super) const FAMILIES: [Meta; 30] = [
     LAST_RESIZE.meta(),
     POLICY_FALLBACK.meta(),
     QUOTA_LEFT.meta(),
+    SECONDS_TO_LIMIT.meta(),
 ];

@@ -140,6 +140,7 @@ impl ScanSeries {
             self.put(&LAST_RESIZE, [a.kind.as_str().into()], secs);
         }
         self.put_opt(&SECONDS_TO_FULL, r.decision.seconds_to_full);
+        self.put_opt(&SECONDS_TO_LIMIT, r.decision.seconds_to_limit);
         let current = state_label(&r.decision);
         let states = State::ALL.iter().map(|s| s.as_str());
         for s in states.chain([BLOCKED_STATE, EMERGENCY_STATE]) {

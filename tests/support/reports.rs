@@ -67,6 +67,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             next_slot: None,
             next_window: None,
             seconds_to_full: Some(3_600.0),
+            seconds_to_limit: Some(86_400.0),
             predicted: false,
             emergency: false,
             next_grow: None,
