@@ -32,8 +32,14 @@ impl Drop for Running {
 
 /// The webhook on a loopback port, its API server at `api` (nothing real answers there).
 async fn start(api: &str, deadline: Duration) -> Running {
-    let cert = certs::generate(&["127.0.0.1".into()], 2026).expect("cert");
-    let tls = certs::server_config(&cert).expect("tls");
+    let cert = certs::generate(
+        &["127.0.0.1".into()],
+        jiff::Timestamp::now(),
+        Duration::from_secs(3600),
+    )
+    .expect("cert");
+    let live = Arc::new(super::live::LiveCert::new(&cert).expect("live"));
+    let tls = super::live::server_config(live).expect("tls");
     let client =
         kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
     let (classes, _w1) = kube::runtime::reflector::store();
