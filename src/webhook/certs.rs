@@ -158,7 +158,7 @@ pub fn validity(pem: &str) -> Result<Validity, CertError> {
 }
 
 /// The certificates of `bundle` that are still valid at `now` (or cannot be read: those are
-/// not ours to drop), joined back into one bundle.
+/// not ours to drop).
 pub fn unexpired(bundle: &str, now: i64) -> Vec<&str> {
     pem_blocks(bundle)
         .into_iter()
@@ -166,8 +166,14 @@ pub fn unexpired(bundle: &str, now: i64) -> Vec<&str> {
         .collect()
 }
 
+/// Whether the bundle `theirs` holds a CA newer than any of `ours`: `ours` was read before
+/// another agent's renewal.
+pub fn behind(ours: &[u8], theirs: &[u8]) -> bool {
+    newest(theirs) > newest(ours)
+}
+
 /// The latest start among the certificates of `bundle`; `None` when none can be read.
-pub fn newest(bundle: &[u8]) -> Option<i64> {
+fn newest(bundle: &[u8]) -> Option<i64> {
     let text = std::str::from_utf8(bundle).ok()?;
     pem_blocks(text)
         .into_iter()
@@ -332,7 +338,7 @@ pub async fn ensure_ca_bundle(
         .filter(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(want))
         .filter(|w| {
             let theirs = w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice());
-            !(only_newer && theirs.and_then(newest) > newest(want))
+            !(only_newer && theirs.is_some_and(|t| behind(want, t)))
         })
         .map(|w| serde_json::json!({"name": w.name, "clientConfig": {"caBundle": encoded}}))
         .collect();

@@ -178,6 +178,18 @@ mod tests {
     }
 
     #[test]
+    fn a_bundle_read_before_a_renewal_is_behind_the_one_written_after() {
+        let first =
+            certs::generate(&names(), at(T0), Duration::from_secs(90 * 86_400)).expect("generate");
+        let staged = written(step(&first, T0 + 46 * DAY, true));
+        let (old, new) = (first.ca.as_bytes(), staged.ca.as_bytes());
+        assert!(certs::behind(old, new));
+        assert!(!certs::behind(new, old));
+        assert!(!certs::behind(new, new));
+        assert!(!certs::behind(old, b"not PEM"));
+    }
+
+    #[test]
     fn checked_thirty_times_per_validity_at_most_every_five_minutes() {
         assert_eq!(
             check_every(Duration::from_secs(9)),
