@@ -8,7 +8,8 @@
 //! A CA stays in `ca.crt` until its certificate has expired, so an agent that has not yet
 //! swapped is still trusted: old and new overlap. An expired or unreadable certificate is
 //! replaced at once (nothing trusts it anyway), and one that outlives the configured validity
-//! (an older agent's ten-year certificate, or a shortened `--webhook-cert-validity`) is due now.
+//! (an older agent's ten-year certificate, or a shortened `--webhook-cert-validity`) is due now:
+//! staged at once, served a sixth of the validity later (see [`staged_a_sixth`]).
 
 use std::time::Duration;
 
@@ -38,6 +39,15 @@ fn bundle<'a>(blocks: impl IntoIterator<Item = &'a str>) -> String {
         .into_iter()
         .map(|b| format!("{}\n", b.trim()))
         .collect()
+}
+
+/// Whether `next` was made at least a sixth of its validity before `t` (an unreadable one is
+/// served at once: the next step replaces it). In the usual course this holds by two thirds of
+/// the served certificate's life; it keeps an overdue certificate from being replaced the moment
+/// it is found, while agents of an earlier version, which hold `caBundle` at their own CA, may
+/// still be running (a rolling update), and gives a `caBundle` kept by someone else time.
+fn staged_a_sixth(next: &Pair, t: i64) -> bool {
+    certs::validity(&next.cert).map_or(true, |v| (t - v.not_before) * 6 >= v.lifetime())
 }
 
 /// The step for the Secret holding `stored` at `now`. `trusted`: `caBundle` already holds every
@@ -84,7 +94,11 @@ pub fn plan(
             };
             Ok(Step::Write(staged, "next certificate staged"))
         }
-        Some(next) if trusted && (overdue || age * 3 >= served.lifetime() * 2) => {
+        Some(next)
+            if trusted
+                && staged_a_sixth(next, t)
+                && (overdue || age * 3 >= served.lifetime() * 2) =>
+        {
             let renewed = ServingCert {
                 ca: bundle(certs::unexpired(&stored.ca, t)),
                 cert: next.cert.clone(),
@@ -174,7 +188,9 @@ mod tests {
         let staged = written(step(&old, T0 + DAY, true));
         assert_eq!(staged.cert, old.cert);
         assert!(staged.next.is_some());
-        assert_ne!(written(step(&staged, T0 + DAY, true)).cert, old.cert);
+        // Served a sixth of the validity later, when an older agent has had time to go.
+        assert_eq!(step(&staged, T0 + 15 * DAY, true), Step::Keep);
+        assert_ne!(written(step(&staged, T0 + 17 * DAY, true)).cert, old.cert);
     }
 
     #[test]
