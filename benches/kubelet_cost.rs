@@ -12,6 +12,10 @@
 //! (`cargo test --benches`) a smoke pass of 3 s windows and one agent. Needs what real_node needs
 //! (./scripts/test.sh builds it).
 
+// The API server's test support and the real node both spawn their processes through
+// realnode/proc.rs, each as a module of its own: two copies of two small functions.
+#![allow(clippy::duplicate_mod)]
+
 mod support;
 
 #[path = "../tests/support/realnode/mod.rs"]

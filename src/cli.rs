@@ -321,6 +321,10 @@ pub struct AgentArgs {
     /// With your own certificate: the CA (PEM) to set as caBundle; unset: caBundle is yours.
     #[arg(long, env = "HEADROOM_WEBHOOK_CA_FILE", requires = "webhook_cert_file")]
     pub webhook_ca_file: Option<PathBuf>,
+    /// How long the certificates the agents make for the webhook are valid (e.g. 90d, 9s); each
+    /// is renewed at two thirds of it, with a new CA, without a restart.
+    #[arg(long, env = "HEADROOM_WEBHOOK_CERT_VALIDITY", default_value = "90d")]
+    pub webhook_cert_validity: String,
     /// Bound on one review, reads included; keep it below the configuration's timeoutSeconds.
     #[arg(long, env = "HEADROOM_WEBHOOK_DEADLINE", default_value = "1500ms")]
     pub webhook_deadline: String,

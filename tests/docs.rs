@@ -246,5 +246,8 @@ fn every_alert_links_its_runbook_section() {
     }
     assert!(alerts.len() > 10, "found {} alerts", alerts.len());
     let orphans: Vec<&String> = sections.difference(&alerts).collect();
-    assert!(orphans.is_empty(), "runbook sections without an alert: {orphans:?}");
+    assert!(
+        orphans.is_empty(),
+        "runbook sections without an alert: {orphans:?}"
+    );
 }

@@ -83,18 +83,37 @@ fn apply_overlay_rbac(c: &KubeCluster) {
 /// The overlay's MutatingWebhookConfiguration, re-created to reach `port` on loopback, limited
 /// to this test's namespace (no other test's claims pass through it), with `ca` as its bundle.
 fn configure(c: &KubeCluster, port: u16, ca: Option<&str>) {
+    configure_all(c, &[port], ca, "Ignore");
+}
+
+/// The overlay's configuration with one webhook per port in `ports` (each CREATE is reviewed
+/// by every one of them), with `failure_policy`.
+fn configure_all(c: &KubeCluster, ports: &[u16], ca: Option<&str>, failure_policy: &str) {
     let mut v = overlay_docs("webhook.yaml")
         .into_iter()
         .find(|d| d["kind"] == "MutatingWebhookConfiguration")
         .expect("the overlay's configuration");
-    let hook = &mut v["webhooks"][0];
-    hook["clientConfig"] = json!({ "url": format!("https://127.0.0.1:{port}/mutate") });
-    if let Some(ca) = ca {
-        use base64::Engine;
-        hook["clientConfig"]["caBundle"] =
-            json!(base64::engine::general_purpose::STANDARD.encode(ca));
-    }
-    hook["namespaceSelector"]["matchLabels"] = json!({ "headroom-test": c.ns });
+    let template = v["webhooks"][0].clone();
+    let hooks: Vec<Value> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let mut hook = template.clone();
+            if i > 0 {
+                hook["name"] = json!(format!("claims-{i}.headroom.dev"));
+            }
+            hook["failurePolicy"] = json!(failure_policy);
+            hook["clientConfig"] = json!({ "url": format!("https://127.0.0.1:{port}/mutate") });
+            if let Some(ca) = ca {
+                use base64::Engine;
+                hook["clientConfig"]["caBundle"] =
+                    json!(base64::engine::general_purpose::STANDARD.encode(ca));
+            }
+            hook["namespaceSelector"]["matchLabels"] = json!({ "headroom-test": c.ns });
+            hook
+        })
+        .collect();
+    v["webhooks"] = json!(hooks);
     let api: Api<MutatingWebhookConfiguration> = Api::all(c.admin.0.clone());
     block(async move {
         let _ = api.delete(CONFIGURATION, &DeleteParams::default()).await;
@@ -323,7 +342,12 @@ fn with_every_agent_down_a_claim_is_created_as_asked_then_grown() {
     label_namespace(&c);
     // Configured and trusted, but nothing listens: failurePolicy Ignore lets the CREATE through.
     let dead = free_port();
-    let ca = headroom::webhook::certs::generate(&["127.0.0.1".into()], 2026).expect("cert");
+    let ca = headroom::webhook::certs::generate(
+        &["127.0.0.1".into()],
+        jiff::Timestamp::now(),
+        Duration::from_secs(3600),
+    )
+    .expect("cert");
     configure(&c, dead, Some(&ca.ca));
     let labels = |p: &mut Value| {
         p["metadata"]["labels"] = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
@@ -461,4 +485,128 @@ fn two_agents_started_together_end_with_one_secret_and_one_ca_bundle() {
     let bundle = ca_bundle(&c);
     configure(&c, p2, bundle.as_deref());
     assert_eq!(create_claim(&c, "pg-3-wal", 64, policy, cnpg), 96 * MI);
+}
+
+/// The CA certificates of a PEM bundle.
+fn cas(bundle: &str) -> Vec<String> {
+    headroom::webhook::certs::pem_blocks(bundle)
+        .into_iter()
+        .map(|b| b.trim().to_string())
+        .collect()
+}
+
+/// Issue 36 part 3: certificates valid for 9 s, so renewed every few seconds, a new CA each time,
+/// while claims are created through both agents' webhooks (failurePolicy Fail here, so a
+/// handshake the API server refuses fails the CREATE instead of passing it unsized).
+#[test]
+fn certificates_and_ca_rotate_under_creates_with_none_refused_and_no_restart() {
+    if !server::available(
+        "certificates_and_ca_rotate_under_creates_with_none_refused_and_no_restart",
+    ) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let c = KubeCluster::new();
+    apply_overlay_rbac(&c);
+    label_namespace(&c);
+    delete_secret(&c);
+    wait_for(Duration::from_secs(10), "the old Secret to go", || {
+        secret(&c, "ca.crt").is_none().then_some(())
+    });
+    let (p1, p2) = (free_port(), free_port());
+    configure_all(&c, &[p1, p2], None, "Fail");
+    let node_b = format!("{}-b", c.node);
+    c.add_node(&node_b);
+    let admins = [free_port(), free_port()];
+    let args = |port: u16, admin: u16| {
+        let mut a = webhook_args(port);
+        a.extend([
+            "--webhook-cert-validity".into(),
+            "9s".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{admin}"),
+        ]);
+        a
+    };
+    let (a1, a2) = (args(p1, admins[0]), args(p2, admins[1]));
+    let mut one = c.agent("1s", &a1.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut other = c.agent_on(
+        &node_b,
+        c.root.path(),
+        "1s",
+        &a2.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let pids = (one.child.id(), other.child.id());
+    wait_serving(&c, p1);
+    wait_for(
+        Duration::from_secs(30),
+        "the second agent to listen",
+        || std::net::TcpStream::connect(("127.0.0.1", p2)).ok(),
+    );
+    let first_ca = secret(&c, "ca.crt").expect("ca.crt");
+    let mut certs_seen = vec![secret(&c, "tls.crt").expect("tls.crt")];
+
+    let policy = headroom_annotations(POLICY);
+    let cnpg = json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA"});
+    assert_eq!(
+        create_claim(&c, "pg-1", 96, policy.clone(), cnpg.clone()),
+        96 * MI
+    );
+    let started = Instant::now();
+    let mut created = 1;
+    while started.elapsed() < Duration::from_secs(36) {
+        created += 1;
+        let name = format!("pg-{created}");
+        let took = Instant::now();
+        assert_eq!(
+            create_claim(&c, &name, 64, policy.clone(), cnpg.clone()),
+            96 * MI,
+            "{name} sized at {:?}",
+            started.elapsed()
+        );
+        // A CREATE a second or so apart; the Secret looked at in between.
+        while took.elapsed() < Duration::from_secs(1) {
+            if let Some(cert) = secret(&c, "tls.crt")
+                && certs_seen.last() != Some(&cert)
+            {
+                certs_seen.push(cert);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let last_ca = secret(&c, "ca.crt").expect("ca.crt");
+    eprintln!(
+        "{created} claims created through both webhooks; {} serving certificates",
+        certs_seen.len()
+    );
+    // Renewed at least twice, and the first CA rotated out of the bundle (a new one trusted).
+    assert!(certs_seen.len() >= 3, "{} certificates", certs_seen.len());
+    for ca in cas(&first_ca) {
+        assert!(
+            !cas(&last_ca).contains(&ca),
+            "the first CA is still trusted"
+        );
+    }
+    // Every CREATE reviewed by each agent, none failing to size it.
+    for admin in admins {
+        let answered = |outcome: &str| {
+            let label = format!("outcome=\"{outcome}\"");
+            metric(admin, "headroom_webhook_requests_total", &[&label]).unwrap_or(0.0)
+        };
+        let sized = answered("raised") + answered("as_requested");
+        assert_eq!(sized, f64::from(created), "agent at {admin}");
+        assert_eq!(answered("lookup_failed") + answered("timed_out"), 0.0);
+        let expiry = metric(
+            admin,
+            "headroom_webhook_certificate_expiry_timestamp_seconds",
+            &[],
+        )
+        .expect("expiry");
+        let now = jiff::Timestamp::now().as_second() as f64;
+        assert!(expiry > now && expiry <= now + 10.0, "{expiry} at {now}");
+    }
+    // The same processes throughout.
+    assert_eq!((one.child.id(), other.child.id()), pids);
+    assert!(one.child.try_wait().expect("wait").is_none());
+    assert!(other.child.try_wait().expect("wait").is_none());
 }

@@ -164,17 +164,19 @@ const WEBHOOK_NEEDS: &[Need] = &[
             "api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))",
         ],
     },
-    // The serving certificate's Secret, in the agent's namespace: created once, read back.
+    // The serving certificate's Secret, in the agent's namespace: created once, read back,
+    // renewed in place.
     Need {
         scope: "namespace",
         group: "",
         resource: "secrets",
-        verbs: &["get", "create"],
+        verbs: &["get", "create", "update"],
         file: "src/webhook/certs.rs",
         evidence: &[
             "Api<Secret> = Api::namespaced(client.clone(), namespace)",
             "api.get_opt(name)",
-            ".create(&PostParams::default(), &secret_of(",
+            "api.create(&PostParams::default(), &secret)",
+            "api.replace(name, &PostParams::default(), &secret)",
         ],
     },
 ];
@@ -646,7 +648,7 @@ fn the_webhook_overlay_grants_exactly_what_the_webhook_calls() {
         let want: &[&str] = match what.as_str() {
             // Create cannot be limited by name (the object does not exist yet).
             "secrets create" | "statefulsets list" => &[],
-            "secrets get" => &[secret.as_str()],
+            "secrets get" | "secrets update" => &[secret.as_str()],
             _ => &[configuration.as_str()],
         };
         assert_eq!(resource_names, want, "{what}");

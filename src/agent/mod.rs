@@ -100,6 +100,21 @@ fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
         })
 }
 
+/// A duration that may be counted in days (`90d`), each of 24 hours: a certificate's validity.
+fn long_duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
+    let bad = |message: String| AgentError::Flag { flag, message };
+    let span: jiff::Span = text
+        .parse()
+        .map_err(|e| bad(format!("'{text}' is not a duration (e.g. 90d, 9s): {e}")))?;
+    let d = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|e| bad(format!("'{text}': {e}")))?;
+    Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| bad(format!("'{text}' must be more than zero")))
+}
+
 impl AgentConfig {
     pub fn from_args(a: &AgentArgs) -> Result<Self, AgentError> {
         if a.node_name.trim().is_empty() {
@@ -178,6 +193,7 @@ fn webhook_config(a: &AgentArgs) -> Result<Option<crate::webhook::WebhookConfig>
         tls,
         configuration,
         deadline: duration("webhook-deadline", &a.webhook_deadline)?,
+        validity: long_duration("webhook-cert-validity", &a.webhook_cert_validity)?,
     }))
 }
 
@@ -438,4 +454,21 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         let _ = w.await;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod validity_tests {
+    use super::long_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn a_validity_is_counted_in_days_of_24_hours_or_less() {
+        let v = |t: &str| long_duration("webhook-cert-validity", t);
+        assert_eq!(v("90d").ok(), Some(Duration::from_secs(90 * 86_400)));
+        assert_eq!(v("9s").ok(), Some(Duration::from_secs(9)));
+        assert_eq!(v("36h").ok(), Some(Duration::from_secs(36 * 3600)));
+        for bad in ["0s", "soon", "", "2mo"] {
+            assert!(v(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -17,6 +17,17 @@ fn quiet_on_closed_pipe(mut w: impl Write, text: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// A deadline from the status annotation (already rounded down to a step when written) in its
+/// largest unit: `40m`, `12h`, `3d`; `<1m` under a minute.
+pub fn within(seconds: u64) -> String {
+    match seconds {
+        0..60 => "<1m".into(),
+        60..3_600 => format!("{}m", seconds / 60),
+        3_600..86_400 => format!("{}h", seconds / 3_600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

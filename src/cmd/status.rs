@@ -12,6 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 
 use super::StatusError;
+use super::output::within;
 use crate::cli::{Format, StatusArgs};
 use crate::decide::Action;
 use crate::k8s::state::{StatusAnnotation, read_history, read_status};
@@ -188,17 +189,6 @@ pub fn age(from: Timestamp, now: Timestamp) -> String {
         120..7200 => format!("{}m", s / 60),
         7200..172_800 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86_400),
-    }
-}
-
-/// A deadline from the status annotation (already rounded down to a step when written) in its
-/// largest unit: `40m`, `12h`, `3d`; `<1m` under a minute.
-pub fn within(seconds: u64) -> String {
-    match seconds {
-        0..60 => "<1m".into(),
-        60..3_600 => format!("{}m", seconds / 60),
-        3_600..86_400 => format!("{}h", seconds / 3_600),
-        _ => format!("{}d", seconds / 86_400),
     }
 }
 

@@ -163,8 +163,8 @@ pub fn render(rows: &[LogicalRow]) -> String {
                 actions,
                 r.budget_left.map_or_else(dash, |b| b.to_string()),
                 r.quota_left_bytes.map_or_else(dash, quantity::format),
-                r.full_in_seconds.map_or_else(dash, super::status::within),
-                r.limit_in_seconds.map_or_else(dash, super::status::within),
+                r.full_in_seconds.map_or_else(dash, super::output::within),
+                r.limit_in_seconds.map_or_else(dash, super::output::within),
             ]
         })
         .collect();

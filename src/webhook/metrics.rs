@@ -2,7 +2,7 @@
 //! webhook that allows everything (`failurePolicy: Ignore`, no patch when in doubt) fails
 //! silently; these series are how an operator sees that new members are no longer born at size.
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
+use prometheus::{Gauge, Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
 
 /// From a TLS round trip on loopback to the review's deadline (10 s by default).
 const BUCKETS: &[f64] = &[
@@ -61,6 +61,7 @@ impl Outcome {
 pub struct WebhookMetrics {
     requests: IntCounterVec,
     duration: Histogram,
+    expiry: Gauge,
 }
 
 impl WebhookMetrics {
@@ -81,12 +82,30 @@ impl WebhookMetrics {
             )
             .buckets(BUCKETS.to_vec()),
         )?;
+        // A renewal that keeps failing is silent until the certificate expires and every
+        // review fails its handshake; this is what an alert watches instead.
+        let expiry = Gauge::new(
+            "headroom_webhook_certificate_expiry_timestamp_seconds",
+            "When the certificate the webhook serves expires (Unix time); 0 before one is served",
+        )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
+        registry.register(Box::new(expiry.clone()))?;
         for o in Outcome::ALL {
             requests.with_label_values(&[o.as_str()]);
         }
-        Ok(WebhookMetrics { requests, duration })
+        Ok(WebhookMetrics {
+            requests,
+            duration,
+            expiry,
+        })
+    }
+
+    /// The served certificate's validity; `None` (unreadable) shows as 0, already expired.
+    pub fn expires(&self, validity: Option<super::certs::Validity>) {
+        #[allow(clippy::cast_precision_loss)] // seconds since 1970 fit f64 exactly
+        self.expiry
+            .set(validity.map_or(0.0, |v| v.not_after as f64));
     }
 
     pub fn answered(&self, outcome: Outcome, took: std::time::Duration) {

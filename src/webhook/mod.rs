@@ -6,13 +6,16 @@
 //! `failurePolicy: Ignore` covers a webhook that is down, and every answer here allows.
 //!
 //! [`review`] and [`size`] are pure; [`lookup`] reads the members, [`certs`] keeps the serving
-//! certificate and the configuration's `caBundle`, [`serve`] is the HTTPS listener.
+//! certificate and the configuration's `caBundle`, [`rotate`] decides renewals, [`live`] swaps
+//! the served certificate without a restart, [`serve`] is the HTTPS listener.
 
 pub mod certs;
 pub mod handle;
+pub mod live;
 pub mod lookup;
 pub mod metrics;
 pub mod review;
+pub mod rotate;
 pub mod serve;
 pub mod size;
 
@@ -29,6 +32,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 pub use handle::{Reviewer, Sources};
+
+use certs::ServingCert;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
@@ -93,11 +98,11 @@ pub struct WebhookConfig {
     pub configuration: Option<String>,
     /// Bound on one review, reads included.
     pub deadline: Duration,
+    /// How long a certificate this agent makes is valid; it is renewed at two thirds.
+    pub validity: Duration,
 }
 
-/// How often a `caBundle` already right is checked again (someone may re-create the
-/// configuration without it).
-const RECHECK: Duration = Duration::from_secs(300);
+/// The longest pause between attempts after a failure.
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
 fn read_file(path: &PathBuf) -> Result<String, CertError> {
@@ -107,20 +112,102 @@ fn read_file(path: &PathBuf) -> Result<String, CertError> {
     })
 }
 
-async fn obtain(
-    cfg: &WebhookConfig,
-    client: &kube::Client,
-) -> Result<certs::ServingCert, WebhookError> {
+fn read_files(
+    cert: &PathBuf,
+    key: &PathBuf,
+    ca: Option<&PathBuf>,
+) -> Result<ServingCert, CertError> {
+    Ok(ServingCert {
+        cert: read_file(cert)?,
+        key: read_file(key)?,
+        ca: ca.map(read_file).transpose()?.unwrap_or_default(),
+        next: None,
+    })
+}
+
+/// The certificate to serve now: the Secret's (created when missing, renewed when due, its
+/// `ca.crt` kept in `caBundle`) or the files'. `settled` is false when `caBundle` could not be
+/// kept, so the caller tries again soon.
+struct Obtained {
+    cert: ServingCert,
+    settled: bool,
+}
+
+async fn obtain(cfg: &WebhookConfig, client: &kube::Client) -> Result<Obtained, WebhookError> {
     match &cfg.tls {
         Tls::Secret { name, names } => {
-            certs::ensure_secret(client, &cfg.namespace, name, names).await
+            let stored =
+                certs::ensure_secret(client, &cfg.namespace, name, names, cfg.validity).await?;
+            let published = publish(cfg, client, &stored.cert.ca, true).await;
+            let trusted = published.unwrap_or(false);
+            let cert = renew(cfg, client, name, names, stored, trusted).await?;
+            Ok(Obtained {
+                cert,
+                settled: published.is_some(),
+            })
         }
-        Tls::Files { cert, key, ca } => Ok(certs::ServingCert {
-            cert: read_file(cert)?,
-            key: read_file(key)?,
-            ca: ca.as_ref().map(read_file).transpose()?.unwrap_or_default(),
+        // The files' CA is published only once their pair is served (see `keep_current`).
+        Tls::Files { cert, key, ca } => Ok(Obtained {
+            cert: read_files(cert, key, ca.as_ref())?,
+            settled: true,
         }),
     }
+}
+
+/// Keeps the configuration's `caBundle` at `ca`: `Some(true)` when it already was (the API
+/// server trusted `ca` before this call) or the bundle is not ours to keep, `None` (logged) when
+/// it could not be read or written.
+async fn publish(
+    cfg: &WebhookConfig,
+    client: &kube::Client,
+    ca: &str,
+    only_newer: bool,
+) -> Option<bool> {
+    let Some(name) = &cfg.configuration else {
+        return Some(true);
+    };
+    if ca.is_empty() {
+        return Some(true);
+    }
+    match certs::ensure_ca_bundle(client, name, ca, only_newer).await {
+        Ok(wrote) => {
+            if wrote {
+                tracing::info!(configuration = %name, "webhook: caBundle set");
+            }
+            Some(!wrote)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "webhook: setting caBundle");
+            None
+        }
+    }
+}
+
+/// The Secret after the renewal step due now (see [`rotate`]), written with the resourceVersion
+/// it was read at: of agents renewing together one writes, the others serve its certificate.
+async fn renew(
+    cfg: &WebhookConfig,
+    client: &kube::Client,
+    name: &str,
+    names: &[String],
+    stored: certs::Stored,
+    trusted: bool,
+) -> Result<ServingCert, WebhookError> {
+    let step = rotate::plan(
+        &stored.cert,
+        names,
+        jiff::Timestamp::now(),
+        cfg.validity,
+        trusted,
+    )?;
+    let rotate::Step::Write(next, why) = step else {
+        return Ok(stored.cert);
+    };
+    let written = certs::update_secret(client, &cfg.namespace, name, &next, stored.version).await?;
+    if written.cert == next {
+        tracing::info!(secret = %format!("{}/{name}", cfg.namespace), "webhook certificate: {why}");
+    }
+    Ok(written.cert)
 }
 
 /// Retries `attempt` with a doubling pause (up to [`RETRY_MAX`]) until it succeeds; `None` when
@@ -149,35 +236,73 @@ where
     }
 }
 
-/// Keeps the configuration's `caBundle` at `ca` until `stop`.
-async fn keep_ca_bundle(
+/// What [`keep_current`] carries from one check to the next.
+struct Keeper {
+    cfg: WebhookConfig,
     client: kube::Client,
-    name: String,
-    ca: String,
-    stop: tokio::sync::watch::Receiver<bool>,
-) {
-    loop {
-        let done = retry("setting caBundle", &stop, || async {
-            let wrote = certs::ensure_ca_bundle(&client, &name, &ca).await?;
-            if wrote {
-                tracing::info!(configuration = %name, "webhook: caBundle set");
+    live: Arc<live::LiveCert>,
+    metrics: metrics::WebhookMetrics,
+    served: ServingCert,
+}
+
+impl Keeper {
+    /// Serves `now` when it differs from what is served and loads; the files' CA is then kept
+    /// in `caBundle`. Whether everything was done.
+    async fn serve(&mut self, now: ServingCert) -> bool {
+        if now.cert != self.served.cert || now.key != self.served.key {
+            match self.live.swap(&now) {
+                Ok(()) => {
+                    tracing::info!("webhook: serving a new certificate");
+                    self.metrics.expires(certs::validity(&now.cert).ok());
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook: new certificate not loaded, serving the current one");
+                    return true;
+                }
             }
-            Ok(())
-        })
-        .await;
-        if done.is_none() {
-            return;
         }
-        let mut stop = stop.clone();
-        tokio::select! {
-            () = tokio::time::sleep(RECHECK) => {}
-            _ = stop.wait_for(|s| *s) => return,
+        self.served = now;
+        match &self.cfg.tls {
+            Tls::Files { .. } => publish(&self.cfg, &self.client, &self.served.ca, false)
+                .await
+                .is_some(),
+            Tls::Secret { .. } => true,
         }
     }
 }
 
-/// Gets the certificate (retrying until the API server answers), keeps `caBundle`, and serves
-/// reviews on `listener` until `shutdown`.
+/// Checks the certificate every [`rotate::check_every`] (sooner after a failure) until `stop`:
+/// a renewed Secret or changed files are served from the next handshake on; files that do not
+/// load leave the current certificate served.
+async fn keep_current(mut k: Keeper, settled: bool, stop: tokio::sync::watch::Receiver<bool>) {
+    let every = rotate::check_every(k.cfg.validity);
+    let mut pause = Duration::from_secs(1);
+    let published = k.serve(k.served.clone()).await;
+    let mut settled = settled && published;
+    loop {
+        let wait = if settled { every } else { pause.min(every) };
+        pause = if settled {
+            Duration::from_secs(1)
+        } else {
+            (pause * 2).min(RETRY_MAX)
+        };
+        let mut stopped = stop.clone();
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        settled = match obtain(&k.cfg, &k.client).await {
+            Ok(now) => k.serve(now.cert).await && now.settled,
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook: serving certificate");
+                false
+            }
+        };
+    }
+}
+
+/// Gets the certificate (retrying until the API server answers), keeps it current with
+/// `caBundle`, and serves reviews on `listener` until `shutdown`.
 pub async fn run(
     cfg: WebhookConfig,
     listener: TcpListener,
@@ -192,19 +317,20 @@ pub async fn run(
         c = retry("serving certificate", &stop, || obtain(&cfg, &client)) => c,
         () = &mut shutdown => None,
     };
-    let Some(cert) = got else {
+    let Some(first) = got else {
         return Ok(());
     };
-    let tls = certs::server_config(&cert)?;
-    let keeper = match (&cfg.configuration, cert.ca.is_empty()) {
-        (Some(name), false) => Some(tokio::spawn(keep_ca_bundle(
-            client.clone(),
-            name.clone(),
-            cert.ca.clone(),
-            stop.clone(),
-        ))),
-        _ => None,
+    let live = Arc::new(live::LiveCert::new(&first.cert)?);
+    metrics.expires(certs::validity(&first.cert.cert).ok());
+    let tls = live::server_config(Arc::clone(&live))?;
+    let keeper = Keeper {
+        cfg: cfg.clone(),
+        client: client.clone(),
+        live,
+        metrics: metrics.clone(),
+        served: first.cert,
     };
+    let keeper = tokio::spawn(keep_current(keeper, first.settled, stop.clone()));
     let reviewer = Arc::new(Reviewer {
         client,
         sources,
@@ -214,8 +340,6 @@ pub async fn run(
     tracing::info!(listen = %cfg.listen, "webhook: serving");
     serve::serve(listener, tls, reviewer, shutdown).await;
     let _ = stop_tx.send(true);
-    if let Some(k) = keeper {
-        let _ = k.await;
-    }
+    let _ = keeper.await;
     Ok(())
 }

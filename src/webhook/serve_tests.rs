@@ -32,8 +32,14 @@ impl Drop for Running {
 
 /// The webhook on a loopback port, its API server at `api` (nothing real answers there).
 async fn start(api: &str, deadline: Duration) -> Running {
-    let cert = certs::generate(&["127.0.0.1".into()], 2026).expect("cert");
-    let tls = certs::server_config(&cert).expect("tls");
+    let cert = certs::generate(
+        &["127.0.0.1".into()],
+        jiff::Timestamp::now(),
+        Duration::from_secs(3600),
+    )
+    .expect("cert");
+    let live = Arc::new(super::live::LiveCert::new(&cert).expect("live"));
+    let tls = super::live::server_config(live).expect("tls");
     let client =
         kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
     let (classes, _w1) = kube::runtime::reflector::store();
@@ -206,4 +212,163 @@ async fn an_api_server_that_never_answers_costs_one_deadline() {
     );
     assert_eq!(answered(&r, Outcome::TimedOut), 1);
     drop(silent);
+}
+
+/// The certificate `port` serves, accepted without verification (the test compares it).
+async fn served_der(port: u16) -> Vec<u8> {
+    #[derive(Debug)]
+    struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+    impl rustls::client::danger::ServerCertVerifier for AnyCert {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                m,
+                c,
+                d,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn verify_tls13_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                m,
+                c,
+                d,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    tls.get_ref().1.peer_certificates().expect("a certificate")[0].to_vec()
+}
+
+fn der_of(pem: &str) -> Vec<u8> {
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("pem")
+        .to_vec()
+}
+
+/// Polls `port` until it serves `want`, for at most 5 s.
+async fn wait_served(port: u16, want: &[u8]) -> bool {
+    for _ in 0..50 {
+        if served_der(port).await == want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn files_are_read_again_and_a_pair_that_loads_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let make = || {
+        certs::generate(
+            &["127.0.0.1".into()],
+            jiff::Timestamp::now(),
+            Duration::from_secs(3600),
+        )
+        .expect("cert")
+    };
+    let (a, b) = (make(), make());
+    std::fs::write(&cert_file, &a.cert).expect("write");
+    std::fs::write(&key_file, &a.key).expect("write");
+    let cfg = super::WebhookConfig {
+        listen: "127.0.0.1:0".into(),
+        namespace: "headroom".into(),
+        tls: super::Tls::Files {
+            cert: cert_file.clone(),
+            key: key_file.clone(),
+            ca: None,
+        },
+        configuration: None,
+        deadline: Duration::from_secs(1),
+        // Files are checked every validity/30: 300 ms.
+        validity: Duration::from_secs(9),
+    };
+    let client = kube::Client::try_from(kube::Config::new(
+        "http://127.0.0.1:1".parse().expect("url"),
+    ))
+    .expect("client");
+    let (classes, _w1) = kube::runtime::reflector::store();
+    let (configmaps, _w2) = kube::runtime::reflector::store();
+    let sources = Sources {
+        classes,
+        configmaps,
+        configmap: "headroom/headroom".into(),
+    };
+    let registry = prometheus::Registry::new();
+    let metrics = WebhookMetrics::new(&registry).expect("metrics");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(super::run(cfg, listener, client, sources, metrics, async {
+        let _ = stopped.await;
+    }));
+    assert!(wait_served(port, &der_of(&a.cert)).await, "the first pair");
+    let expiry = || {
+        registry
+            .gather()
+            .iter()
+            .find(|f| f.name() == "headroom_webhook_certificate_expiry_timestamp_seconds")
+            .map(|f| f.get_metric()[0].get_gauge().get_value())
+    };
+    let not_after =
+        |c: &certs::ServingCert| certs::validity(&c.cert).expect("validity").not_after as f64;
+    assert_eq!(expiry(), Some(not_after(&a)));
+
+    // Renewed on disk (as the kubelet updates a mounted Secret): served from the next handshake.
+    std::fs::write(&key_file, &b.key).expect("write");
+    std::fs::write(&cert_file, &b.cert).expect("write");
+    assert!(
+        wait_served(port, &der_of(&b.cert)).await,
+        "the renewed pair"
+    );
+    assert_eq!(expiry(), Some(not_after(&b)));
+
+    // A certificate whose key is not there: the last pair that loaded is still served.
+    std::fs::write(&cert_file, make().cert).expect("write");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(served_der(port).await, der_of(&b.cert));
+    assert_eq!(expiry(), Some(not_after(&b)));
+    let _ = stop.send(());
+    running.await.expect("join").expect("run");
 }

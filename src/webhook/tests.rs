@@ -297,9 +297,18 @@ fn statefulset_membership_comes_from_the_sets_not_the_name_alone() {
 fn a_generated_certificate_serves_and_chains_to_its_ca() {
     let names = super::certs::names("headroom-webhook", "headroom", &["127.0.0.1".into()]);
     assert_eq!(names[0], "headroom-webhook.headroom.svc");
-    let cert = super::certs::generate(&names, 2026).expect("generate");
+    let issued = jiff::Timestamp::from_second(1_780_000_000).expect("time");
+    let ninety_days = std::time::Duration::from_secs(90 * 86_400);
+    let cert = super::certs::generate(&names, issued, ninety_days).expect("generate");
     assert!(cert.ca.contains("BEGIN CERTIFICATE") && cert.key.contains("PRIVATE KEY"));
-    super::certs::server_config(&cert).expect("rustls takes it");
+    super::live::LiveCert::new(&cert).expect("rustls takes it");
+    // Valid for the 90 days asked, from 5 minutes before (a verifier's clock a little behind).
+    let v = super::certs::validity(&cert.cert).expect("validity");
+    assert_eq!(
+        (v.not_before, v.not_after),
+        (1_780_000_000 - 300, 1_780_000_000 + 90 * 86_400)
+    );
+    assert_eq!(super::certs::validity(&cert.ca).expect("ca"), v);
     // The leaf verifies against the CA, for the Service name and for the extra IP.
     use rustls::client::WebPkiServerVerifier;
     use rustls::pki_types::pem::PemObject;
@@ -315,7 +324,7 @@ fn a_generated_certificate_serves_and_chains_to_its_ca() {
     .build()
     .expect("verifier");
     let leaf = CertificateDer::from_pem_slice(cert.cert.as_bytes()).expect("leaf pem");
-    let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_780_000_000));
+    let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_780_000_100));
     for name in ["headroom-webhook.headroom.svc", "127.0.0.1"] {
         let server = ServerName::try_from(name).expect("name");
         rustls::client::danger::ServerCertVerifier::verify_server_cert(
@@ -340,10 +349,30 @@ fn a_generated_certificate_serves_and_chains_to_its_ca() {
         )
         .is_err()
     );
-    // A broken certificate or key is an error, not a panic.
+    // After its validity, it does not verify.
+    let after =
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_780_000_001 + 90 * 86_400));
+    let server = ServerName::try_from("127.0.0.1").expect("name");
+    assert!(
+        rustls::client::danger::ServerCertVerifier::verify_server_cert(
+            verifier.as_ref(),
+            &leaf,
+            &[],
+            &server,
+            &[],
+            after
+        )
+        .is_err()
+    );
+    // A broken certificate or key, or another certificate's key, is an error, not a panic.
+    let live = super::live::LiveCert::new(&cert).expect("live");
     let mut broken = cert.clone();
     broken.key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".into();
-    assert!(super::certs::server_config(&broken).is_err());
+    assert!(live.swap(&broken).is_err());
+    broken.key = super::certs::generate(&names, issued, ninety_days)
+        .expect("other")
+        .key;
+    assert!(live.swap(&broken).is_err(), "a key of another certificate");
     broken.cert = String::new();
-    assert!(super::certs::server_config(&broken).is_err());
+    assert!(super::live::LiveCert::new(&broken).is_err());
 }
