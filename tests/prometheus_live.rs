@@ -1,14 +1,16 @@
 //! The monitoring, live: Debian's real `prometheus` scrapes an agent that runs against the real
 //! API server (through the fault proxy), as the PodMonitor configures it (honor_labels, the
-//! metrics port and path), with daemonset/monitoring/rules.yaml loaded as it ships. Scenarios on
+//! metrics port and path), with daemonset/monitoring/rules.yaml loaded as it ships but for its
+//! `for:` durations. Scenarios on
 //! real tmpfs volumes and a real PostgreSQL drive the agent; every assertion goes through
 //! Prometheus's HTTP API: each dashboard query returns series once its variables are resolved,
-//! every rule evaluates without error, and each alert the scenarios exercise is firing or pending
-//! where it should be and absent where it should not.
+//! every rule evaluates without error, and each alert the scenarios exercise fires where it should
+//! and not where it should not.
 //!
-//! `for:` durations stay as shipped (5 m and more): those alerts are asserted *pending* (their
-//! expression true, the wait running), which is what Prometheus shows for them in the first
-//! minutes; `HeadroomResizeOccurred` has no `for:` and is asserted *firing*.
+//! The shipped `for:` durations (5 m and more) would keep the alerts pending for the whole test,
+//! so Prometheus loads a copy of the rules with every `for:` cut to 2 s: the expressions, labels
+//! and annotations are the shipped ones, and Prometheus's own rule evaluation takes each alert
+//! from pending to firing. The durations themselves are promtool's to check (tests/alerts.rs).
 
 mod support {
     pub mod cluster;
@@ -71,19 +73,40 @@ struct Prometheus {
     dir: tempfile::TempDir,
 }
 
+/// daemonset/monitoring/rules.yaml with every `for:` cut to 2 s.
+fn quick_rules() -> String {
+    let shipped = std::fs::read_to_string(format!("{MONITORING}/rules.yaml")).expect("rules.yaml");
+    let mut cut = 0;
+    let text: Vec<String> = shipped
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("for: ") {
+            Some(_) => {
+                cut += 1;
+                format!("{}for: 2s", &l[..l.len() - l.trim_start().len()])
+            }
+            None => l.to_string(),
+        })
+        .collect();
+    assert!(cut > 10, "only {cut} `for:` lines found in rules.yaml");
+    text.join("\n")
+}
+
 impl Prometheus {
     /// Scrapes the agent at `target` every second as the PodMonitor would: `honor_labels`, path
     /// `/metrics`, and the target labels the operator adds (the agent pod's own `namespace`,
     /// which the agent's claim `namespace` must win over).
     fn start(target: u16) -> Prometheus {
         let dir = tempfile::tempdir().expect("tempdir");
+        let rules = dir.path().join("rules.yaml");
+        std::fs::write(&rules, quick_rules()).expect("rules");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - {MONITORING}/rules.yaml\n\
+             rule_files:\n  - {}\n\
              scrape_configs:\n  - job_name: headroom\n    honor_labels: true\n    metrics_path: /metrics\n\
              \x20   static_configs:\n      - targets: ['127.0.0.1:{target}']\n        labels:\n\
              \x20         namespace: headroom\n          pod: headroom-x7k2p\n          container: headroom\n\
-             \x20         endpoint: metrics\n"
+             \x20         endpoint: metrics\n",
+            rules.display()
         );
         let path = dir.path().join("prometheus.yml");
         std::fs::write(&path, config).expect("config");
@@ -440,20 +463,27 @@ fn start_agent(c: &Cluster, kubelet: &FakeKubelet, certs: &Path) -> (Agent, u16,
     (agent, port, webhook)
 }
 
-/// The scenarios' alerts, pending or firing, on exactly the claims they should be.
+/// The scenarios' alerts, firing, on exactly the claims they should be.
 fn assert_alerts(p: &Prometheus) {
-    // What the scenarios must raise, as (alert, claim, state, reason): pending while `for:`
-    // runs, firing for the one without.
-    let expected: [(&str, &str, &str, &str); 4] = [
+    // What the scenarios must raise, as (alert, claim, state, reason).
+    let expected: [(&str, &str, &str, &str); 7] = [
         (
             "HeadroomVolumeFullSoonBlocked",
             "capped",
-            "pending",
+            "firing",
             "at_limit",
         ),
-        ("HeadroomVolumeFullSoonBlocked", "pgdata", "pending", "wal_"),
-        ("HeadroomVolumeLimitSoon", "nearlimit", "pending", ""),
+        ("HeadroomVolumeFullSoonBlocked", "pgdata", "firing", "wal_"),
+        ("HeadroomVolumeLimitSoon", "nearlimit", "firing", ""),
         ("HeadroomResizeOccurred", "resized", "firing", ""),
+        ("HeadroomVolumeAtLimit", "capped", "firing", ""),
+        (
+            "HeadroomResizeBlocked",
+            "pgdata",
+            "firing",
+            "wal_slot_retention",
+        ),
+        ("HeadroomWALInactiveSlots", "pgdata", "firing", ""),
     ];
     let matches = |a: &(String, String, String, String), e: &(&str, &str, &str, &str)| {
         a.0 == e.0 && a.1 == e.1 && a.2 == e.2 && a.3.starts_with(e.3)
@@ -478,6 +508,9 @@ fn assert_alerts(p: &Prometheus) {
         "HeadroomVolumeFullSoonBlocked",
         "HeadroomVolumeLimitSoon",
         "HeadroomResizeOccurred",
+        "HeadroomVolumeAtLimit",
+        "HeadroomResizeBlocked",
+        "HeadroomWALInactiveSlots",
     ] {
         let mut on: Vec<&str> = alerts
             .iter()
@@ -645,5 +678,4 @@ fn prometheus_scrapes_evaluates_and_alerts_on_a_live_agent() {
     let queries = assert_dashboard(&p, &c);
     let took = start.elapsed();
     eprintln!("{queries} dashboard queries answered; {took:?} in all");
-    assert!(took < Duration::from_secs(120), "took {took:?}");
 }
