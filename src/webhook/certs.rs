@@ -271,12 +271,27 @@ pub async fn ensure_secret(
     }
     let made = generate(names, jiff::Timestamp::now(), validity)?;
     let secret = secret_of(&made, namespace, name, None);
-    match api.create(&PostParams::default(), &secret).await {
-        Ok(created) => {
-            tracing::info!(secret = %format!("{namespace}/{name}"), "created the webhook's serving certificate");
-            Ok(stored(&created, name)?)
-        }
-        // Another agent created it first: serve its certificate, not ours.
+    let created = api.create(&PostParams::default(), &secret).await;
+    if created.is_ok() {
+        tracing::info!(secret = %format!("{namespace}/{name}"), "created the webhook's serving certificate");
+    }
+    ours_or_winners(&api, namespace, name, created).await
+}
+
+/// The Secret as this agent wrote it, or, when another agent wrote first (409: creation and the
+/// resourceVersion are the lock), as the winner left it: its certificate is served, not ours.
+async fn ours_or_winners(
+    api: &Api<Secret>,
+    namespace: &str,
+    name: &str,
+    written: Result<Secret, kube::Error>,
+) -> Result<Stored, WebhookError> {
+    let api_err = |source| WebhookError::Secret {
+        secret: format!("{namespace}/{name}"),
+        source,
+    };
+    match written {
+        Ok(ours) => Ok(stored(&ours, name)?),
         Err(kube::Error::Api(e)) if e.code == 409 => {
             let found = api.get(name).await.map_err(api_err)?;
             Ok(stored(&found, name)?)
@@ -295,19 +310,9 @@ pub async fn update_secret(
     version: Option<String>,
 ) -> Result<Stored, WebhookError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let api_err = |source| WebhookError::Secret {
-        secret: format!("{namespace}/{name}"),
-        source,
-    };
     let secret = secret_of(cert, namespace, name, version);
-    match api.replace(name, &PostParams::default(), &secret).await {
-        Ok(written) => Ok(stored(&written, name)?),
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            let found = api.get(name).await.map_err(api_err)?;
-            Ok(stored(&found, name)?)
-        }
-        Err(e) => Err(api_err(e)),
-    }
+    let written = api.replace(name, &PostParams::default(), &secret).await;
+    ours_or_winners(&api, namespace, name, written).await
 }
 
 /// Sets `caBundle` on every webhook of the configuration `name` whose bundle is not `ca`;
