@@ -91,6 +91,11 @@ fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
         flag,
         message: format!("'{text}' is not a duration (e.g. 10s, 5m): {e}"),
     })?;
+    positive(flag, text, d)
+}
+
+/// `d` as a `Duration`, refused when it is not more than zero.
+fn positive(flag: &'static str, text: &str, d: SignedDuration) -> Result<Duration, AgentError> {
     Duration::try_from(d)
         .ok()
         .filter(|d| !d.is_zero())
@@ -109,10 +114,7 @@ fn long_duration(flag: &'static str, text: &str) -> Result<Duration, AgentError>
     let d = span
         .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
         .map_err(|e| bad(format!("'{text}': {e}")))?;
-    Duration::try_from(d)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| bad(format!("'{text}' must be more than zero")))
+    positive(flag, text, d)
 }
 
 impl AgentConfig {
