@@ -14,27 +14,10 @@ mod support;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use support::fleet::{cpu_seconds, rss};
 use support::kube::cluster::{KubeCluster, POLICY};
 use support::kube::server;
 use support::node::{MI, fill, wait_for};
-
-fn ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    n(11) + n(12)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
 
 /// Resident memory by kind (kB), from `/proc/<pid>/smaps_rollup`: anonymous pages (the heap,
 /// malloc arenas, thread stacks) apart from file pages (the binary's text, shared libraries).
@@ -69,8 +52,6 @@ fn main() -> ExitCode {
         let m = c.claim(&format!("c-{i}"), &fast, 16, POLICY);
         fill(&m, 3 * MI);
     }
-    // SC_CLK_TCK is 100 on Linux.
-    let hz = 100.0;
     println!(
         "| claims | measure interval | CPU (% of one core) | RSS median (MiB) | RSS max (MiB) | anon (MiB) | file (MiB) | threads |"
     );
@@ -98,17 +79,17 @@ fn main() -> ExitCode {
         std::thread::sleep(Duration::from_secs(if full { 15 } else { 1 }));
         // RSS once a second over the window: a scan's burst (every volume's work at once) is
         // the max, the median is the agent between scans.
-        let t0 = ticks(pid);
+        let t0 = cpu_seconds(pid).unwrap_or(0.0);
         let start = std::time::Instant::now();
-        let mut rss = Vec::new();
+        let mut rss_kib = Vec::new();
         while start.elapsed() < window {
             std::thread::sleep(Duration::from_secs(1).min(window));
-            rss.push(rss_kib(pid));
+            rss_kib.push(rss(pid).unwrap_or(0) / 1024);
         }
-        let used = (ticks(pid) - t0) as f64 / hz;
-        rss.sort_unstable();
-        let median = rss.get(rss.len() / 2).copied().unwrap_or(0);
-        let max = rss.last().copied().unwrap_or(0);
+        let used = cpu_seconds(pid).unwrap_or(0.0) - t0;
+        rss_kib.sort_unstable();
+        let median = rss_kib.get(rss_kib.len() / 2).copied().unwrap_or(0);
+        let max = rss_kib.last().copied().unwrap_or(0);
         let pct = 100.0 * used / window.as_secs_f64();
         let mib = |kib: u64| kib as f64 / 1024.0;
         println!(
