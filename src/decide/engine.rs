@@ -355,7 +355,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> 
     let step = inputs.fill_rate.map_or(step, |r| {
         interval::step(inputs, policy, &r, usable_ratio(inputs), step)
     });
-    let to = round_size(current.saturating_add(step.max(1)), current).min(policy.limit);
+    let to = policy.grown_by(current, step);
     if to <= current {
         return Need::AtLimit { emergency };
     }

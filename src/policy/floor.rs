@@ -8,7 +8,7 @@
 use super::checker::Checker;
 use super::defaults::USAGE_THRESHOLD;
 use super::{MinAvailable, Policy};
-use crate::quantity::{format as q, round_size};
+use crate::quantity::format as q;
 
 /// More steps than this are not counted: a floor that far away wants a larger step.
 const MAX_COUNTED: usize = 1000;
@@ -29,8 +29,7 @@ pub(super) fn steps(sizing: &Policy, current: u64, floor: u64) -> Vec<u64> {
     let mut sizes = Vec::new();
     let mut size = current;
     while size <= floor && size < sizing.limit && sizes.len() < MAX_COUNTED {
-        let step = sizing.threshold_step(size).max(1);
-        let next = round_size(size.saturating_add(step), size).min(sizing.limit);
+        let next = sizing.grown_by(size, sizing.threshold_step(size));
         if next <= size {
             break;
         }

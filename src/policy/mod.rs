@@ -347,6 +347,12 @@ impl Policy {
             Step::Bytes(b) => b,
         }
     }
+
+    /// The size a claim of `current` bytes grows to by `step`: rounded as claims are sized
+    /// (whole Gi from 1Gi, whole Mi below), never past the limit.
+    pub fn grown_by(&self, current: u64, step: u64) -> u64 {
+        crate::quantity::round_size(current.saturating_add(step.max(1)), current).min(self.limit)
+    }
 }
 
 /// An annotation or ConfigMap data map from pairs, for the policy tests.
