@@ -26,6 +26,7 @@ need '/usr/bin/curl' curl
 need '/usr/bin/bindfs' bindfs
 need '/usr/bin/npm' npm
 need '/usr/bin/setfacl' acl
+need '/bin/busybox' busybox-static
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -81,7 +82,11 @@ if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
   # it (scripts/image.sh: the agent-profile binary, a few minutes of LTO the first time).
   HEADROOM_KUBE_NODE="$(./scripts/kube-node.sh)"
   HEADROOM_IMAGE="$(./scripts/image.sh)"
-  export HEADROOM_KUBE_NODE HEADROOM_IMAGE
+  # PostgreSQL 15 pods of tests/real_node_postgres.rs: Debian's server binaries, busybox and an
+  # entrypoint that lays the data directory out as each operator does (scripts/pg-image.sh,
+  # cached beside the node's parts; about 10 s the first time).
+  HEADROOM_PG_IMAGE="$(./scripts/pg-image.sh)"
+  export HEADROOM_KUBE_NODE HEADROOM_IMAGE HEADROOM_PG_IMAGE
 else
   echo "test.sh: not root: the real-API-server and PostgreSQL 13-18 tests will skip (set CI to make that a failure)" >&2
 fi

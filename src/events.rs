@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
-use crate::decide::{BlockReason, FailureCause, ResizeState, Verdict};
+use crate::decide::{BlockReason, FailureCause, Note, ResizeState, Verdict};
 use crate::quantity;
 use crate::report::VolumeReport;
 
@@ -118,11 +118,34 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
         },
         BlockReason::ResizeFailed => resize_failed(report),
         BlockReason::QuotaExhausted => Notice::warning("QuotaExhausted", quota_note(report)),
+        BlockReason::WalSlotRetention => Notice::warning(
+            "ResizeBlocked",
+            format!("growth needed but blocked: {reason}{}", slot_over_limit(report)),
+        ),
         other => Notice::warning(
             "ResizeBlocked",
             format!("growth needed but blocked: {other}"),
         ),
     })
+}
+
+/// Names the slot that blocks and the limit it passed (not its bytes, which move every scan:
+/// the note must stay the same while the slot does, so it is announced once).
+fn slot_over_limit(report: &VolumeReport) -> String {
+    report
+        .decision
+        .notes
+        .iter()
+        .find_map(|n| match n {
+            // The name is read from the tenant's volume: escaped, and as long as Postgres allows.
+            Note::SlotOverLimit { name, limit, .. } => Some(format!(
+                " (replication slot '{}', not seen in use, retains more WAL than walSafety.maxSlotRetentionBytes {}; drop it or bring its consumer back)",
+                name.chars().take(63).collect::<String>().escape_debug(),
+                quantity::format(*limit)
+            )),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn invalid_policy(report: &VolumeReport) -> Notice {

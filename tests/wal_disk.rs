@@ -39,7 +39,7 @@ fn archiving() -> Options {
 /// One read of a data directory holding its `pg_wal`, as the agent makes it, with no SQL.
 fn volume_only(data: &Path, tracker: &mut Tracker, max_pending: u64) -> WalHealth {
     let now = Timestamp::now();
-    let read = read_volumes(data, Some(data), now);
+    let read = read_volumes(data, Some(data), None, now);
     combine(read, None, tracker, Limits::from(max_pending), now)
 }
 
@@ -401,7 +401,7 @@ async fn a_stuck_consumer_is_active_in_sql_and_inactive_on_the_volume() {
     let mut tracker = Tracker::new(WINDOW);
     let read = |tracker: &mut Tracker, facts| {
         let now = Timestamp::now();
-        let v = read_volumes(&primary.data, Some(&primary.data), now);
+        let v = read_volumes(&primary.data, Some(&primary.data), None, now);
         combine(v, facts, tracker, Limits::from(100), now)
     };
     let _ = read(&mut tracker, None);

@@ -6,8 +6,8 @@
 //! What is read, and so kept (tests below hold the list to the code):
 //! - Pod: metadata (name, namespace, uid, labels, annotations, owner references, deletion
 //!   timestamp), the `spec.volumes` that name a claim (`persistentVolumeClaim`, `ephemeral`; not
-//!   the projected service account token every pod has), `spec.nodeName`, `status.phase`,
-//!   `status.podIP(s)`.
+//!   the projected service account token every pod has), each container's name and its mounts
+//!   of those volumes (name, path, subPath), `spec.nodeName`, `status.phase`, `status.podIP(s)`.
 //! - PersistentVolumeClaim: everything but `managedFields` and the last-applied annotation
 //!   (annotations, labels, owners, spec and status are all read by the policy and the actor).
 //! - Node: metadata and spec (`unschedulable`, taints); its status (images, conditions) is not.
@@ -18,7 +18,8 @@
 //!   annotations (a trim schedule); nothing else, so the cluster's every Namespace costs a name.
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus, ResourceQuota,
+    ConfigMap, Container, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+    ResourceQuota, VolumeMount,
 };
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -35,14 +36,39 @@ fn meta(m: &mut ObjectMeta) {
 
 pub fn pod(p: &mut Pod) {
     meta(&mut p.metadata);
-    p.spec = p.spec.take().map(|s| PodSpec {
-        volumes: s.volumes.map(|vs| {
+    p.spec = p.spec.take().map(|s| {
+        let volumes: Option<Vec<_>> = s.volumes.map(|vs| {
             vs.into_iter()
                 .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
                 .collect()
-        }),
-        node_name: s.node_name,
-        ..PodSpec::default()
+        });
+        let claim_volume = |name: &str| volumes.iter().flatten().any(|v| v.name == name);
+        // Of each container, its mounts of those volumes: where a `pg_wal` link leads.
+        let containers = s
+            .containers
+            .into_iter()
+            .map(|c| Container {
+                volume_mounts: c.volume_mounts.map(|ms| {
+                    ms.into_iter()
+                        .filter(|m| claim_volume(&m.name))
+                        .map(|m| VolumeMount {
+                            name: m.name,
+                            mount_path: m.mount_path,
+                            sub_path: m.sub_path,
+                            ..VolumeMount::default()
+                        })
+                        .collect()
+                }),
+                name: c.name,
+                ..Container::default()
+            })
+            .collect();
+        PodSpec {
+            containers,
+            volumes,
+            node_name: s.node_name,
+            ..PodSpec::default()
+        }
     });
     p.status = p.status.take().map(|s| PodStatus {
         phase: s.phase,
@@ -195,6 +221,14 @@ mod tests {
             roles::wal_on_data(&t, &[&claim]),
             roles::wal_on_data(&full, &[&claim])
         );
+        assert_eq!(
+            roles::mount_path(&t, "data-main-1"),
+            roles::mount_path(&full, "data-main-1")
+        );
+        assert_eq!(
+            roles::mount_path(&t, "data-main-1"),
+            Some(std::path::PathBuf::from("/data"))
+        );
         for op in [
             crate::agent::pgconn::Operator::CloudNativePG,
             crate::agent::pgconn::Operator::Crunchy,
@@ -231,7 +265,9 @@ mod tests {
         // What is gone.
         assert!(m.managed_fields.is_none());
         assert_eq!(m.annotations.as_ref().map(|a| a.len()), Some(1));
-        assert!(spec.containers.is_empty() && spec.init_containers.is_none());
+        assert!(spec.init_containers.is_none() && spec.tolerations.is_none());
+        let c = &spec.containers[0];
+        assert!(c.image.is_none() && c.env.is_none(), "{c:?}");
         let kept: Vec<&str> = spec
             .volumes
             .iter()

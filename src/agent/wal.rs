@@ -45,11 +45,17 @@ pub async fn health(
     // The volumes are read on a blocking worker, bounded like statfs, and not read again while
     // an earlier read (or statfs) of this mount is stuck.
     let path = s.volume.path.clone();
+    let mounted_at = s
+        .pvc
+        .metadata
+        .name
+        .as_deref()
+        .and_then(|c| roles::mount_path(s.pod, c));
     let from_volume = async {
         let read = prober
             .busy_paths()
             .run(&s.volume.path, prober.deadline(), move || {
-                health::read_volumes(&path, data_mount.as_deref(), now)
+                health::read_volumes(&path, data_mount.as_deref(), mounted_at.as_deref(), now)
             })
             .await;
         read.unwrap_or_else(|e| health::failed(format!("reading the WAL directories: {e}")))

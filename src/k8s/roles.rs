@@ -199,6 +199,25 @@ pub fn pod_claim_names(pod: &Pod) -> Vec<String> {
         .collect()
 }
 
+/// Where `pod`'s containers mount `claim` whole (the first that does; a `subPath` mount is not
+/// the volume's root): a `pg_wal` link that points into the volume is read there.
+pub fn mount_path(pod: &Pod, claim: &str) -> Option<std::path::PathBuf> {
+    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+    let spec = pod.spec.as_ref()?;
+    let volume = spec.volumes.iter().flatten().find(|v| {
+        v.persistent_volume_claim
+            .as_ref()
+            .is_some_and(|c| c.claim_name == claim)
+            || (v.ephemeral.is_some() && format!("{pod_name}-{}", v.name) == claim)
+    })?;
+    spec.containers
+        .iter()
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .find(|m| m.name == volume.name && m.sub_path.as_deref().unwrap_or("").is_empty())
+        .map(|m| std::path::PathBuf::from(&m.mount_path))
+        .filter(|p| p.is_absolute())
+}
+
 /// Does the instance's data volume also hold WAL? Yes unless one of the pod's claims is a WAL
 /// volume. Claims in `pvcs` that the pod does not mount are ignored; a claim whose role cannot be
 /// read counts as not WAL, which errs towards gating the data volume on WAL health.

@@ -255,9 +255,49 @@ fn unquote(s: &str) -> Option<String> {
     None
 }
 
+/// A time setting as the server reads it (`30s`, `5min`, `300`: seconds when no unit is given),
+/// for `checkpoint_timeout`: `None` for what the server would refuse, and held to the range it
+/// accepts (30 s to 1 day).
+pub fn seconds(value: &str) -> Option<jiff::SignedDuration> {
+    let v = value.trim();
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let n: f64 = v[..split].parse().ok()?;
+    let unit = match v[split..].trim() {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return None,
+    };
+    let secs = (n * unit).round();
+    secs.is_finite()
+        .then(|| jiff::SignedDuration::from_secs(secs.clamp(30.0, 86400.0) as i64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_settings_read_as_the_server_reads_them() {
+        let s = |v| seconds(v).map(|d| d.as_secs());
+        assert_eq!(s("30s"), Some(30));
+        assert_eq!(s("5min"), Some(300));
+        assert_eq!(s(" 300 "), Some(300));
+        assert_eq!(s("1h"), Some(3600));
+        assert_eq!(s("1 h"), Some(3600));
+        assert_eq!(s("1.5min"), Some(90));
+        // Held to the server's range (30 s to 1 day).
+        assert_eq!(s("10s"), Some(30));
+        assert_eq!(s("3d"), Some(86400));
+        for bad in ["", "soon", "5 minutes", "-5min", "1e999", "5m"] {
+            assert_eq!(s(bad), None, "{bad}");
+        }
+    }
 
     #[derive(Default)]
     struct Mem(BTreeMap<String, String>);

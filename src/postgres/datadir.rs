@@ -60,6 +60,9 @@ pub struct DataDir {
     pub control: Result<Control, String>,
     pub slots: Result<Vec<SlotRead>, String>,
     pub archive: ArchiveSettings,
+    /// `checkpoint_timeout` where a configuration file (or the command line) sets it: a physical
+    /// slot's file moves only at checkpoints, so this paces judging whether one is in use.
+    pub checkpoint_timeout: Option<jiff::SignedDuration>,
 }
 
 impl DataDir {
@@ -114,6 +117,7 @@ pub fn read(mount: &Path) -> Result<DataDir, VolumeError> {
     } else {
         ServerRole::Primary
     };
+    let (archive, checkpoint_timeout) = reader.settings();
     Ok(DataDir {
         path: reader.dir.shown.clone(),
         major,
@@ -124,7 +128,8 @@ pub fn read(mount: &Path) -> Result<DataDir, VolumeError> {
             .map_err(|e| reader.shown("global/pg_control", &e))
             .and_then(|b| control::parse(&b, major).map_err(|e| format!("global/pg_control: {e}"))),
         slots: reader.slots(major),
-        archive: reader.archive(),
+        archive,
+        checkpoint_timeout,
     })
 }
 
@@ -199,7 +204,8 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    fn archive(&self) -> ArchiveSettings {
+    /// The archive settings and `checkpoint_timeout`, as the server reads its configuration.
+    fn settings(&self) -> (ArchiveSettings, Option<jiff::SignedDuration>) {
         let mut settings = conf::load(&mut ConfFiles(self));
         match self.file(conf::COMMAND_LINE, MAX_CONF_BYTES) {
             Ok(opts) => conf::apply_command_line(&mut settings, &String::from_utf8_lossy(&opts)),
@@ -217,13 +223,18 @@ impl Reader<'_> {
             Lookup::Default => (Some("off".to_string()), None),
             Lookup::Unknown => (None, None),
         };
-        ArchiveSettings {
+        let checkpoint_timeout = match settings.get("checkpoint_timeout") {
+            Lookup::Set(s) => conf::seconds(&s.value),
+            Lookup::Default | Lookup::Unknown => None,
+        };
+        let archive = ArchiveSettings {
             mode,
             command: text("archive_command"),
             library: text("archive_library"),
             mode_file,
             unread: settings.unread,
-        }
+        };
+        (archive, checkpoint_timeout)
     }
 }
 

@@ -310,12 +310,12 @@ fn a_wal_volume_alone_has_no_data_directory_and_no_error() {
     let t = tempfile::tempdir().unwrap();
     fs::create_dir_all(t.path().join("pg_wal/archive_status")).unwrap();
     let now = Timestamp::from_second(1_900_000_000).unwrap();
-    let read = health::read_volumes(t.path(), Some(t.path()), now);
+    let read = health::read_volumes(t.path(), Some(t.path()), None, now);
     assert!(read.datadir.is_none(), "{:?}", read.datadir);
     assert!(matches!(read.wal, Some(Ok(_))), "{:?}", read.wal);
     // Another mount named as the data volume that holds none is an error naming it.
     let other = tempfile::tempdir().unwrap();
-    let read = health::read_volumes(t.path(), Some(other.path()), now);
+    let read = health::read_volumes(t.path(), Some(other.path()), None, now);
     let e = read.datadir.unwrap().unwrap_err();
     assert!(e.contains(&other.path().display().to_string()), "{e}");
 }
@@ -365,7 +365,7 @@ fn ready_segments_on_a_primary_overrule_an_off_in_the_files() {
         .unwrap();
     }
     let now = Timestamp::from_second(1_900_000_000).unwrap();
-    let read = health::read_volumes(t.path(), Some(t.path()), now);
+    let read = health::read_volumes(t.path(), Some(t.path()), None, now);
     let h = health::combine(read, None, &mut Tracker::default(), 2.into(), now);
     assert_eq!(h.archive_configured, Some(true), "{h:?}");
     assert_eq!(h.archive_healthy, Some(false));

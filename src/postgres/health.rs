@@ -61,16 +61,33 @@ pub struct VolumeRead {
 
 /// Reads `pg_wal` on `wal_mount` (a data volume holding it, or a WAL volume) and the data
 /// directory on `data_mount` (the same volume, or the instance's data volume when WAL has one of
-/// its own). Blocking: the caller bounds it with a deadline.
-pub fn read_volumes(wal_mount: &Path, data_mount: Option<&Path>, now: Timestamp) -> VolumeRead {
+/// its own). `mounted_at` is `wal_mount`'s path in the pod, when known: a `pg_wal` link into it
+/// is then read there (see [`volume::InPod`]). Blocking: the caller bounds it with a deadline.
+pub fn read_volumes(
+    wal_mount: &Path,
+    data_mount: Option<&Path>,
+    mounted_at: Option<&Path>,
+    now: Timestamp,
+) -> VolumeRead {
     let datadir = data_mount.and_then(|m| match datadir::read(m) {
         // A WAL volume given as its own data mount (`wal-health --pgdata` on a WAL volume) has
         // no data directory: nothing to say, not an error.
         Err(volume::VolumeError::NotFound { .. }) if m == wal_mount => None,
         r => Some(r.map_err(|e| e.to_string())),
     });
+    // A WAL volume's directory is where the data directory's `pg_wal` link says.
+    let wal_link = data_mount
+        .filter(|m| *m != wal_mount && mounted_at.is_some())
+        .and_then(|m| match volume::locate(m) {
+            Ok(volume::WalLocation::Elsewhere { target, .. }) => Some(target),
+            _ => None,
+        });
+    let pod = volume::InPod {
+        mounted_at: mounted_at.map(Path::to_path_buf),
+        wal_link,
+    };
     VolumeRead {
-        wal: Some(volume::inspect(wal_mount, now).map_err(|e| e.to_string())),
+        wal: Some(volume::inspect_in_pod(wal_mount, &pod, now).map_err(|e| e.to_string())),
         datadir,
     }
 }
@@ -96,7 +113,7 @@ pub async fn read_bounded(volume: Option<&Path>, now: Timestamp) -> VolumeRead {
         return VolumeRead::default();
     };
     let shown = path.display().to_string();
-    let read = tokio::task::spawn_blocking(move || read_volumes(&path, Some(&path), now));
+    let read = tokio::task::spawn_blocking(move || read_volumes(&path, Some(&path), None, now));
     match tokio::time::timeout(VOLUME_READ_TIMEOUT, read).await {
         Ok(Ok(read)) => read,
         Ok(Err(e)) => failed(format!("volume reader task: {e}")),
@@ -238,7 +255,8 @@ pub fn disk_view(
         .iter()
         .map(|f| (f.name.as_str(), f.restart_lsn))
         .collect();
-    let activity = tracker.observe(&dir.path, &seen, lsn, now);
+    let window = tracker.window_for(dir.checkpoint_timeout);
+    let activity = tracker.observe(&dir.path, &seen, lsn, window, now);
     let slots = files
         .iter()
         .zip(activity)
@@ -254,7 +272,7 @@ pub fn disk_view(
         dir,
         position,
         slots,
-        window: tracker.window(),
+        window,
     }
 }
 

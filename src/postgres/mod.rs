@@ -10,6 +10,8 @@ pub mod datadir;
 mod datadir_tests;
 pub mod guard;
 pub mod health;
+#[cfg(test)]
+mod in_pod_tests;
 pub mod lsn;
 pub mod slotfile;
 pub mod slots;

@@ -321,11 +321,61 @@ fn read_wal_in(root: &OwnedFd, wal: &Rel, now: Timestamp) -> Result<WalDirStats,
 
 /// Locates and reads the WAL of a volume mount or data directory.
 pub fn inspect(mount: &Path, now: Timestamp) -> Result<VolumeWal, VolumeError> {
+    inspect_in_pod(mount, &InPod::default(), now)
+}
+
+/// Where the pod mounts the volume being read, so that a `pg_wal` link pointing back into it is
+/// read there: Crunchy PGO keeps WAL in `/pgdata/pg<N>_wal` beside the data directory (on the
+/// same volume), or in `/pgwal/pg<N>_wal` on a WAL volume (`internal/postgres/config.go`,
+/// `WALDirectory`). The link's target is mapped onto the volume's own mount and opened below it,
+/// never followed.
+#[derive(Debug, Clone, Default)]
+pub struct InPod {
+    /// The volume's mount path in the pod's container.
+    pub mounted_at: Option<PathBuf>,
+    /// The data directory's `pg_wal` link target, when the volume read is a WAL volume.
+    pub wal_link: Option<PathBuf>,
+}
+
+/// [`inspect`], with `pg_wal` links that lead into this volume read where they lead.
+pub fn inspect_in_pod(mount: &Path, pod: &InPod, now: Timestamp) -> Result<VolumeWal, VolumeError> {
     let root = safe_open::open_root(mount).map_err(io_err(mount))?;
-    match locate_in(&root, mount)? {
+    let into_this = |target: &Path| mapped(&root, mount, pod.mounted_at.as_deref(), target);
+    let found = match locate_in(&root, mount) {
+        Ok(Found::Elsewhere { link, target }) => match into_this(&target) {
+            Some(rel) => Found::Here(rel),
+            None => Found::Elsewhere { link, target },
+        },
+        Err(VolumeError::NotFound { path }) => pod
+            .wal_link
+            .as_deref()
+            .and_then(into_this)
+            .map(Found::Here)
+            .ok_or(VolumeError::NotFound { path })?,
+        other => other?,
+    };
+    match found {
         Found::Here(wal) => Ok(VolumeWal::Here(read_wal_in(&root, &wal, now)?)),
         Found::Elsewhere { link, target } => Ok(VolumeWal::Elsewhere { link, target }),
     }
+}
+
+/// `target` (an absolute path in the pod) as a directory below this volume's root, when it lies
+/// below the volume's mount path in the pod: plain names only (no `..`), opened without
+/// following a symlink.
+fn mapped(root: &OwnedFd, mount: &Path, at: Option<&Path>, target: &Path) -> Option<Rel> {
+    let rest = target.strip_prefix(at.filter(|a| a.is_absolute())?).ok()?;
+    let mut rel = Rel::root(mount);
+    for c in rest.components() {
+        match c {
+            std::path::Component::Normal(name) => rel = rel.join(name),
+            _ => return None,
+        }
+    }
+    if rel.parts.is_empty() {
+        return None;
+    }
+    open_dir(root, &rel).ok().map(|_| rel)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod config;
 pub mod host;
 pub mod observe;
 pub mod pki;
+pub mod postgres;
 pub mod proc;
 pub mod resizer;
 pub mod scenario;
@@ -49,6 +50,9 @@ pub struct Parts {
     pub apiserver: PathBuf,
     pub kubectl: PathBuf,
     pub image: PathBuf,
+    /// PostgreSQL's image archive (`scripts/pg-image.sh`, `HEADROOM_PG_IMAGE`), imported when
+    /// given; the Postgres tests require it (see [`postgres::parts`]).
+    pub pg_image: Option<PathBuf>,
 }
 
 impl Parts {
@@ -131,6 +135,9 @@ pub fn parts(test: &str) -> Option<Parts> {
             apiserver,
             kubectl,
             image,
+            pg_image: std::env::var_os("HEADROOM_PG_IMAGE")
+                .map(PathBuf::from)
+                .filter(|p| p.is_file()),
         });
     }
     let why = missing.join(", ");
@@ -222,6 +229,9 @@ impl Node {
         self.import(&self.parts.node_dir.join("pause.oci.tar"));
         self.import(&self.parts.image.clone());
         self.tag_image(AGENT_IMAGE);
+        if let Some(pg) = self.parts.pg_image.clone() {
+            self.import(&pg);
+        }
         self.start_csi_plugin();
         self.start_kubelet();
         self.wait_node_ready(Duration::from_secs(120));
