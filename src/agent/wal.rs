@@ -16,6 +16,10 @@ use crate::postgres::slots::Tracker;
 use crate::probe::{self, Volume};
 use crate::resolve::{Prepared, Subject};
 
+/// How long a WAL read waits for another call on the same mount (a statfs takes microseconds;
+/// one that has not returned in this long is a hung mount's).
+const WAIT_FOR_MOUNT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// WAL health for a volume that holds its instance's WAL; `None` for any other volume.
 /// `data_mount` is the instance's data volume when WAL has a volume of its own: the slots,
 /// `pg_control`, signal files and settings are there.
@@ -52,11 +56,18 @@ pub async fn health(
         .as_deref()
         .and_then(|c| roles::mount_path(s.pod, c));
     let from_volume = async {
+        // Waited for behind the fast loop's statfs of the same mount: refused, this read would
+        // leave WAL health unknown and the grow it gates unchecked.
         let read = prober
             .busy_paths()
-            .run(&s.volume.path, prober.deadline(), move || {
-                health::read_volumes(&path, data_mount.as_deref(), mounted_at.as_deref(), now)
-            })
+            .run_when_free(
+                &s.volume.path,
+                WAIT_FOR_MOUNT,
+                prober.deadline(),
+                move || {
+                    health::read_volumes(&path, data_mount.as_deref(), mounted_at.as_deref(), now)
+                },
+            )
             .await;
         read.unwrap_or_else(|e| health::failed(format!("reading the WAL directories: {e}")))
     };

@@ -98,15 +98,50 @@ impl BusyPaths {
         F: FnOnce() -> T + Send + 'static,
     {
         let release = self.enter(key)?;
-        let task = tokio::task::spawn_blocking(move || {
-            let _release = release;
-            f()
-        });
-        match tokio::time::timeout(deadline, task).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(BoundedError::Task(e.to_string())),
-            Err(_) => Err(BoundedError::TimedOut(deadline)),
-        }
+        bounded(release, deadline, f).await
+    }
+
+    /// [`BusyPaths::run`], first waiting up to `wait` for a call already running on `key` to
+    /// return: a read that must not be skipped (WAL health before a grow) is not refused because
+    /// the fast loop happens to be measuring the same mount, and a hung one still refuses it
+    /// after `wait`.
+    pub async fn run_when_free<T, F>(
+        &self,
+        key: &Path,
+        wait: Duration,
+        deadline: Duration,
+        f: F,
+    ) -> Result<T, BoundedError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let start = tokio::time::Instant::now();
+        let release = loop {
+            match self.enter(key) {
+                Ok(r) => break r,
+                Err(e) if start.elapsed() >= wait => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        };
+        bounded(release, deadline, f).await
+    }
+}
+
+/// Runs `f` on a blocking thread holding `release`, waiting at most `deadline` for it.
+async fn bounded<T, F>(release: Busy, deadline: Duration, f: F) -> Result<T, BoundedError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let task = tokio::task::spawn_blocking(move || {
+        let _release = release;
+        f()
+    });
+    match tokio::time::timeout(deadline, task).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(BoundedError::Task(e.to_string())),
+        Err(_) => Err(BoundedError::TimedOut(deadline)),
     }
 }
 
@@ -114,6 +149,31 @@ impl BusyPaths {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+
+    /// A call that returns soon is waited for; one that does not is refused after the wait.
+    #[tokio::test]
+    async fn a_read_that_must_run_waits_for_a_quick_call_on_its_path_not_for_a_stuck_one() {
+        let busy_paths = BusyPaths::new();
+        let p = Path::new("/vol");
+        let held = busy_paths.enter(p).unwrap();
+        let later = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(held);
+        });
+        let wait = Duration::from_secs(5);
+        let r = busy_paths.run_when_free(p, wait, wait, || 7).await;
+        assert_eq!(r, Ok(7));
+        later.await.unwrap();
+        let _stuck = busy_paths.enter(p).unwrap();
+        let short = Duration::from_millis(30);
+        let r = busy_paths.run_when_free(p, short, wait, || 7).await;
+        assert_eq!(r, Err(BoundedError::StillBusy));
+        // Refused at once by run, as before.
+        assert_eq!(
+            busy_paths.run(p, wait, || 7).await,
+            Err(BoundedError::StillBusy)
+        );
+    }
 
     #[tokio::test]
     async fn a_stuck_call_times_out_blocks_its_path_only_and_frees_it_when_it_returns() {
