@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::decide::{BlockReason, FailureCause, Note, ResizeState, Verdict};
 use crate::quantity;
@@ -240,16 +240,59 @@ fn resize_failed(report: &VolumeReport) -> Notice {
     )
 }
 
-/// Publishes notices through the kube-runtime recorder, remembering the last one per claim.
+/// Where Events go. Each is published through a recorder of its own: kube-runtime's `Recorder`
+/// (5.0) counts a later Event with the same reason and action on the same object as a repeat of
+/// the first (a `series`, within minutes) and keeps the first one's note, so a claim blocked for
+/// `not_measured` and then for `wal_slot_retention` would still read `not_measured`, and a second
+/// grow would repeat the first one's sizes. What is new is decided here ([`Events::update`]).
+#[derive(Clone)]
+pub struct Publisher {
+    client: kube::Client,
+    reporter: Reporter,
+}
+
+impl Publisher {
+    pub fn new(client: kube::Client, node: &str) -> Self {
+        Publisher {
+            client,
+            reporter: Reporter {
+                controller: "headroom".into(),
+                instance: Some(format!("headroom-{node}")),
+            },
+        }
+    }
+
+    /// Publishes one Event about `pvc`; a failure is logged, never fatal (Events are a
+    /// courtesy).
+    pub async fn publish(&self, pvc: &PersistentVolumeClaim, n: &Notice, action: &str) {
+        let event = Event {
+            type_: if n.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: n.reason.to_string(),
+            note: Some(n.note.clone()),
+            action: action.to_string(),
+            secondary: None,
+        };
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &pvc.object_ref(&())).await {
+            tracing::warn!(error = %e, reason = n.reason, "could not publish event");
+        }
+    }
+}
+
+/// Publishes notices, remembering the last one per claim.
 pub struct Events {
-    recorder: Recorder,
+    publisher: Publisher,
     last: Mutex<HashMap<String, Option<Notice>>>,
 }
 
 impl Events {
-    pub fn new(recorder: Recorder) -> Self {
+    pub fn new(publisher: Publisher) -> Self {
         Events {
-            recorder,
+            publisher,
             last: Mutex::new(HashMap::new()),
         }
     }
@@ -267,7 +310,7 @@ impl Events {
 
     /// Publishes unconditionally (actions are each worth an Event).
     pub async fn publish(&self, pvc: &PersistentVolumeClaim, n: Notice) {
-        publish(&self.recorder, pvc, &n, "Resize").await;
+        self.publisher.publish(pvc, &n, "Resize").await;
     }
 
     /// Forgets claims no longer on this node.
@@ -275,23 +318,5 @@ impl Events {
         if let Ok(mut last) = self.last.lock() {
             last.retain(|k, _| keep(k));
         }
-    }
-}
-
-/// Publishes one Event about `pvc`; a failure is logged, never fatal (Events are a courtesy).
-pub async fn publish(recorder: &Recorder, pvc: &PersistentVolumeClaim, n: &Notice, action: &str) {
-    let event = Event {
-        type_: if n.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: n.reason.to_string(),
-        note: Some(n.note.clone()),
-        action: action.to_string(),
-        secondary: None,
-    };
-    if let Err(e) = recorder.publish(&event, &pvc.object_ref(&())).await {
-        tracing::warn!(error = %e, reason = n.reason, "could not publish event");
     }
 }

@@ -118,14 +118,15 @@ const NEEDS: &[Need] = &[
             "header::AUTHORIZATION",
         ],
     },
-    // kube-runtime's Recorder::publish creates an events.k8s.io/v1 Event, then merge-patches it
-    // when the same event repeats (kube-runtime 5.0.0 src/events.rs).
+    // kube-runtime's Recorder::publish creates an events.k8s.io/v1 Event (kube-runtime 5.0.0
+    // src/events.rs); it would merge-patch a repeat, but each Event has a recorder of its own
+    // (src/events.rs, Publisher), so only create is used. rbac/ still grants patch.
     Need {
         scope: "cluster",
         group: "events.k8s.io",
         resource: "events",
-        verbs: &["create", "patch"],
-        file: "src/agent/mod.rs",
+        verbs: &["create"],
+        file: "src/events.rs",
         evidence: &["Recorder::new("],
     },
     Need {

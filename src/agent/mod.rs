@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use kube::runtime::events::{Recorder, Reporter};
 
 use crate::cli::AgentArgs;
 use crate::http::AdminState;
@@ -375,11 +374,8 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         admin.metrics().registry(),
         webhook_stopped,
     )?;
-    let reporter = Reporter {
-        controller: "headroom".into(),
-        instance: Some(format!("headroom-{}", cfg.node)),
-    };
-    let events = crate::events::Events::new(Recorder::new(client.clone(), reporter));
+    let events =
+        crate::events::Events::new(crate::events::Publisher::new(client.clone(), &cfg.node));
     let reclaimer =
         crate::reclaim::Reclaimer::new(client.clone(), &cfg.node, cfg.dry_run, cfg.api_timeout)?;
     (reclaimer.metrics().register(admin.metrics().registry()))

@@ -13,7 +13,6 @@ use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::Semaphore;
 
@@ -22,7 +21,7 @@ use super::schedule;
 use super::state::{self, Outcome, ReclaimRecord};
 use super::{ReclaimError, fitrim};
 use crate::decide::budget;
-use crate::events::{Notice, publish};
+use crate::events::Notice;
 use crate::policy::merge::CentralPolicy;
 use crate::policy::reclaim::{Objects, Resolved, resolve_objects};
 use crate::policy::validate::Finding;
@@ -74,7 +73,7 @@ const FORGET_AFTER: SignedDuration = SignedDuration::from_hours(24);
 struct Inner {
     node: String,
     client: Client,
-    recorder: Recorder,
+    events: crate::events::Publisher,
     dry_run: bool,
     api_timeout: Duration,
     one_at_a_time: Arc<Semaphore>,
@@ -156,14 +155,10 @@ impl Reclaimer {
         dry_run: bool,
         api_timeout: Duration,
     ) -> Result<Self, ReclaimError> {
-        let reporter = Reporter {
-            controller: "headroom".into(),
-            instance: Some(format!("headroom-{node}")),
-        };
         Ok(Reclaimer {
             inner: Arc::new(Inner {
                 node: node.to_string(),
-                recorder: Recorder::new(client.clone(), reporter),
+                events: crate::events::Publisher::new(client.clone(), node),
                 client,
                 dry_run,
                 api_timeout,
@@ -358,7 +353,10 @@ impl Reclaimer {
             reason,
             note,
         };
-        publish(&self.inner.recorder, pvc, &notice, "ReclaimSpace").await;
+        self.inner
+            .events
+            .publish(pvc, &notice, "ReclaimSpace")
+            .await;
     }
 
     async fn trim(self, job: Job) {

@@ -63,27 +63,28 @@ fn signed(dir: &Path, name: &str, subject: &str, sans: &str) {
     );
 }
 
-/// Writes ca, apiserver, kubelet (serving, for `node_ip`), apiserver-kubelet-client and the
-/// service-account signing key pair into `dir`.
-pub fn make(dir: &Path, node_ip: &str, service_ip: &str, node: &str) {
+/// A CA of its own in `dir` (ca.key, ca.crt): a PostgreSQL cluster's, as an operator makes one.
+pub fn ca(dir: &Path, subject: &str) {
     std::fs::create_dir_all(dir).expect("pki dir");
     openssl(dir, &["genrsa", "-out", "ca.key", "2048"]);
     openssl(
         dir,
         &[
-            "req",
-            "-x509",
-            "-new",
-            "-key",
-            "ca.key",
-            "-subj",
-            "/CN=headroom-realnode-ca",
-            "-days",
-            "2",
-            "-out",
+            "req", "-x509", "-new", "-key", "ca.key", "-subj", subject, "-days", "2", "-out",
             "ca.crt",
         ],
     );
+}
+
+/// A serving certificate `name`.{key,crt} from `dir`'s CA for `sans`.
+pub fn serving(dir: &Path, name: &str, sans: &str) {
+    signed(dir, name, &format!("/CN={name}"), sans);
+}
+
+/// Writes ca, apiserver, kubelet (serving, for `node_ip`), apiserver-kubelet-client and the
+/// service-account signing key pair into `dir`.
+pub fn make(dir: &Path, node_ip: &str, service_ip: &str, node: &str) {
+    ca(dir, "/CN=headroom-realnode-ca");
     signed(
         dir,
         "apiserver",

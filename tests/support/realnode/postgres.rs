@@ -214,6 +214,10 @@ pub struct InstanceSpec<'a> {
     /// Annotation lines for every claim of the instance (indented by 4, under `annotations:`).
     pub annotations: &'a str,
     pub size_mi: u64,
+    /// Run as a StatefulSet named after the cluster (`instance` must then be `<cluster>-0`).
+    pub statefulset: bool,
+    /// A Secret with `tls.crt` and `tls.key` the server serves TLS with.
+    pub tls_secret: Option<&'a str>,
 }
 
 /// A PostgreSQL instance running in a pod on the node.
@@ -338,9 +342,14 @@ pub fn instance(node: &Node, ns: &str, spec: &InstanceSpec) -> Instance {
     }
 }
 
-fn pod_yaml(ns: &str, spec: &InstanceSpec, data_claim: &str, wal_claim: Option<&str>) -> String {
+/// The instance's volumes (`volumes:` entries) and the container's mounts of them, and the
+/// directories the init container gives the server's uid.
+fn volumes(
+    spec: &InstanceSpec,
+    data_claim: &str,
+    wal_claim: Option<&str>,
+) -> (String, String, String) {
     let p = spec.layout.paths();
-    let (uid, gid) = (p.uid, p.gid);
     let mut mounts = format!("\n        - {{name: pgdata, mountPath: {}}}", p.data_mount);
     let mut volumes =
         format!("\n    - {{name: pgdata, persistentVolumeClaim: {{claimName: {data_claim}}}}}");
@@ -353,18 +362,26 @@ fn pod_yaml(ns: &str, spec: &InstanceSpec, data_claim: &str, wal_claim: Option<&
         roots.push(' ');
         roots.push_str(at);
     }
-    let parent = std::path::Path::new(p.pgdata)
-        .parent()
-        .map(|x| x.display().to_string())
-        .unwrap_or_default();
+    if let Some(secret) = spec.tls_secret {
+        // 0640 (decimal 416), root's and the server's group: Postgres accepts a key so owned.
+        volumes.push_str(&format!(
+            "\n    - {{name: tls, secret: {{secretName: {secret}, defaultMode: 416}}}}"
+        ));
+    }
+    (mounts, volumes, roots)
+}
+
+/// `pg-run`'s environment.
+fn env(spec: &InstanceSpec) -> String {
+    let p = spec.layout.paths();
+    let role = if matches!(spec.role, Role::Primary) {
+        "primary"
+    } else {
+        "replica"
+    };
     let mut env = format!(
-        "\n        - {{name: PGDATA, value: {}}}\n        - {{name: PG_ROLE, value: {}}}",
-        p.pgdata,
-        if matches!(spec.role, Role::Primary) {
-            "primary"
-        } else {
-            "replica"
-        }
+        "\n        - {{name: PGDATA, value: {}}}\n        - {{name: PG_ROLE, value: {role}}}",
+        p.pgdata
     );
     if let Some(w) = p.waldir {
         env.push_str(&format!("\n        - {{name: PG_WALDIR, value: {w}}}"));
@@ -374,27 +391,51 @@ fn pod_yaml(ns: &str, spec: &InstanceSpec, data_claim: &str, wal_claim: Option<&
             "\n        - {{name: PG_PRIMARY, value: \"{primary_ip}\"}}\n        - {{name: PG_SLOT, value: {slot}}}"
         ));
     }
+    if spec.tls_secret.is_some() {
+        env.push_str(
+            "\n        - {name: PG_EXTRA_CONF, value: \"ssl = on\\nssl_cert_file = '/tls/tls.crt'\\nssl_key_file = '/tls/tls.key'\"}",
+        );
+    }
+    env
+}
+
+/// The pod, bare or (`spec.statefulset`) as the one replica of a StatefulSet named after the
+/// cluster, as Zalando's operator runs it (its pods' controller is that StatefulSet).
+fn pod_yaml(ns: &str, spec: &InstanceSpec, data_claim: &str, wal_claim: Option<&str>) -> String {
+    let p = spec.layout.paths();
+    let (uid, gid) = (p.uid, p.gid);
+    let (mut mounts, volumes, roots) = volumes(spec, data_claim, wal_claim);
+    let init_mounts = mounts.clone();
+    if spec.tls_secret.is_some() {
+        mounts.push_str("\n        - {name: tls, mountPath: /tls, readOnly: true}");
+    }
+    let parent = std::path::Path::new(p.pgdata)
+        .parent()
+        .map(|x| x.display().to_string())
+        .unwrap_or_default();
+    let env = env(spec);
     let labels = spec.layout.labels(
         spec.cluster,
         spec.instance,
         matches!(spec.role, Role::Primary),
         None,
     );
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: {ns}
-{labels}spec:
-  terminationGracePeriodSeconds: 5
+    // The Secret's files in the server's group (TLS only: elsewhere the volumes stay as the
+    // init container leaves them).
+    let fs_group = if spec.tls_secret.is_some() {
+        format!("\n  securityContext: {{fsGroup: {gid}}}")
+    } else {
+        String::new()
+    };
+    let pod_spec = format!(
+        r#"  terminationGracePeriodSeconds: 5{fs_group}
   initContainers:
     - name: own-the-volumes
       image: {PG_IMAGE}
       imagePullPolicy: Never
       securityContext: {{runAsUser: 0, runAsGroup: 0}}
       command: [/bin/sh, -c, "mkdir -p {parent} && chown {uid}:{gid} {roots} {parent} && chmod 0700 {roots} {parent}"]
-      volumeMounts:{mounts}
+      volumeMounts:{init_mounts}
   containers:
     - name: postgres
       image: {PG_IMAGE}
@@ -403,8 +444,26 @@ metadata:
       env:{env}
       volumeMounts:{mounts}
   volumes:{volumes}
-"#,
-        name = spec.instance,
+"#
+    );
+    if !spec.statefulset {
+        return format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {}\n  namespace: {ns}\n{labels}spec:\n{pod_spec}",
+            spec.instance
+        );
+    }
+    // Zalando's StatefulSet selects on `application` and `cluster-name` (`pkg/cluster/k8sres.go`).
+    assert_eq!(
+        spec.layout,
+        Layout::Spilo,
+        "only Zalando's StatefulSet is modelled"
+    );
+    let indent = |text: &str| -> String { text.lines().map(|l| format!("    {l}\n")).collect() };
+    format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: {cluster}\n  namespace: {ns}\nspec:\n  serviceName: {cluster}\n  replicas: 1\n  selector:\n    matchLabels:\n      application: spilo\n      cluster-name: {cluster}\n  template:\n    metadata:\n{labels}    spec:\n{spec}",
+        cluster = spec.cluster,
+        labels = indent(&labels),
+        spec = indent(&pod_spec),
     )
 }
 
