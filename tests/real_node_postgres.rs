@@ -610,3 +610,66 @@ fn credentials_reach_their_own_cluster_over_tls_and_no_other() {
     assert_eq!(h["by_source"]["volume"]["role"], "primary", "{h}");
     assert!(h["disagreements"].is_array(), "{h}");
 }
+
+/// A tenant's hostile files in its own data directory, planted while its server runs: a FIFO
+/// as `postmaster.opts`, a slot whose `state` is a symlink to the host's `/etc/shadow`, and an
+/// include of `/etc/shadow` in `postgresql.conf`. Each is named in the claim's report, nothing is
+/// followed or hung on, and the instance beside it still grows when filled.
+#[test]
+fn a_tenants_hostile_files_are_named_and_block_nothing_else() {
+    let Some((env, _hold)) = node("a_tenants_hostile_files") else {
+        return;
+    };
+    let node = &env.node;
+    let ns = "pg-hostile";
+    namespace(node, ns);
+    let ack = format!("{WAL_POLICY}    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n");
+    let spec = |instance| InstanceSpec {
+        layout: Layout::Bitnami,
+        cluster: "bn",
+        instance,
+        role: Role::Primary,
+        annotations: &ack,
+        size_mi: 300,
+        statefulset: false,
+        tls_secret: None,
+    };
+    let tenant = instance(node, ns, &spec("bn-a-postgresql-0"));
+    let beside = instance(node, ns, &spec("bn-b-postgresql-0"));
+    let pgdata = tenant.pgdata_on_host();
+    let opts = pgdata.join("postmaster.opts");
+    std::fs::remove_file(&opts).expect("postmaster.opts");
+    nix::unistd::mkfifo(&opts, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let slot = pgdata.join("pg_replslot/evil");
+    std::fs::create_dir_all(&slot).expect("slot dir");
+    std::os::unix::fs::symlink("/etc/shadow", slot.join("state")).expect("symlink");
+    let conf = pgdata.join("postgresql.conf");
+    let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
+    text.push_str("include '/etc/shadow'\n");
+    std::fs::write(&conf, text).expect("write postgresql.conf");
+    for p in [&opts, &slot.join("state"), &conf] {
+        let _ = nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            p.as_path(),
+            Some(1001.into()),
+            Some(1001.into()),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        );
+    }
+
+    let r = report_until(node, &tenant.data, "the hostile files named", |r| {
+        let errors = r["wal"]["errors"].to_string();
+        errors.contains("postmaster.opts")
+            && errors.contains("pg_replslot/evil")
+            && errors.contains("/etc/shadow (included by")
+    });
+    let errors = r["wal"]["errors"].to_string();
+    assert!(
+        !errors.contains("root:"),
+        "read the host's /etc/shadow: {errors}"
+    );
+    assert_eq!(r["wal"]["role"], "primary", "{}", r["wal"]);
+    // The instance beside it: measured, filled, grown.
+    fill_to(&beside.data.mount(), 85, "fill");
+    wait_grown(node, &beside.data, 300 * MI, Duration::from_secs(60));
+}
