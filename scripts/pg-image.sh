@@ -36,6 +36,9 @@
 #   the slot already exists on the primary, a retry).
 # - PG_EXTRA_CONF (optional): lines appended to postgresql.conf when the directory is made (for a
 #   replica, after the base backup), e.g. "port = 5433".
+# - PG_HOLD=1 (replica only): the base backup is left as pg_basebackup wrote it (backup_label,
+#   standby.signal) and the server is not started: the container sleeps, as a restore that has
+#   not begun its recovery.
 # - then exec postgres -D $PGDATA in the foreground.
 #
 # scripts/oci-archive.sh writes the archive (see there: ctr, docker and podman load it; the layer
@@ -255,6 +258,10 @@ EOF
     printf '%s\n' "$PG_EXTRA_CONF" >>"$PGDATA/postgresql.conf"
   fi
   chmod 0700 "$PGDATA"
+fi
+if [ "${PG_HOLD:-}" = 1 ] && [ "$role" = replica ]; then
+  log "holding the base backup in $PGDATA: the server is not started"
+  exec sleep 2147483647
 fi
 exec postgres -D "$PGDATA"
 PGRUN

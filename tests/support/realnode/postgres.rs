@@ -204,6 +204,12 @@ pub enum Role<'a> {
         primary_ip: &'a str,
         slot: &'a str,
     },
+    /// The same base backup, left as `pg_basebackup` wrote it (`backup_label`, `standby.signal`)
+    /// with no server started: a restore that has not begun its recovery.
+    BaseBackup {
+        primary_ip: &'a str,
+        slot: &'a str,
+    },
 }
 
 pub struct InstanceSpec<'a> {
@@ -326,11 +332,24 @@ pub fn instance(node: &Node, ns: &str, spec: &InstanceSpec) -> Instance {
                 .flatten()
         },
     );
-    wait_for_cmd(
-        Duration::from_secs(180),
-        "the PostgreSQL server answering over the pod network",
-        || sql_at(&ip, "select 1").ok().filter(|r| r == "1"),
-    );
+    let data_host = || {
+        let p = layout.paths();
+        let rel = p.pgdata.strip_prefix(p.data_mount).unwrap_or("");
+        vol_of(ns, &data_name, &uid)
+            .mount()
+            .join(rel.trim_start_matches('/'))
+    };
+    if matches!(spec.role, Role::BaseBackup { .. }) {
+        wait_for_cmd(Duration::from_secs(180), "the base backup written", || {
+            data_host().join("backup_label").is_file().then_some(())
+        });
+    } else {
+        wait_for_cmd(
+            Duration::from_secs(180),
+            "the PostgreSQL server answering over the pod network",
+            || sql_at(&ip, "select 1").ok().filter(|r| r == "1"),
+        );
+    }
     Instance {
         ns: ns.to_owned(),
         pod: spec.instance.to_owned(),
@@ -386,10 +405,13 @@ fn env(spec: &InstanceSpec) -> String {
     if let Some(w) = p.waldir {
         env.push_str(&format!("\n        - {{name: PG_WALDIR, value: {w}}}"));
     }
-    if let Role::Replica { primary_ip, slot } = spec.role {
+    if let Role::Replica { primary_ip, slot } | Role::BaseBackup { primary_ip, slot } = spec.role {
         env.push_str(&format!(
             "\n        - {{name: PG_PRIMARY, value: \"{primary_ip}\"}}\n        - {{name: PG_SLOT, value: {slot}}}"
         ));
+    }
+    if matches!(spec.role, Role::BaseBackup { .. }) {
+        env.push_str("\n        - {name: PG_HOLD, value: \"1\"}");
     }
     if spec.tls_secret.is_some() {
         env.push_str(
