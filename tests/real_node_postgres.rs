@@ -164,16 +164,8 @@ fn cloudnativepg_primary_replicas_a_stale_slot_and_a_promotion() {
     let node = &env.node;
     let ns = "pg-cnpg";
     namespace(node, ns);
-    let spec = |instance, role| InstanceSpec {
-        layout: Layout::CloudNativePG,
-        cluster: "pg",
-        instance,
-        role,
-        annotations: WAL_POLICY,
-        size_mi: 300,
-        statefulset: false,
-        tls_secret: None,
-    };
+    let spec =
+        |instance, role| InstanceSpec::new(Layout::CloudNativePG, "pg", instance, role, WAL_POLICY);
     let primary = instance(node, ns, &spec("pg-1", Role::Primary));
     let replica = |name, slot| {
         instance(
@@ -332,16 +324,13 @@ fn cloudnativepg_failing_archive_holds_the_wal_volume_until_fixed() {
     let pg = instance(
         node,
         ns,
-        &InstanceSpec {
-            layout: Layout::CloudNativePG,
-            cluster: "arch",
-            instance: "arch-1",
-            role: Role::Primary,
-            annotations: WAL_POLICY,
-            size_mi: 300,
-            statefulset: false,
-            tls_secret: None,
-        },
+        &InstanceSpec::new(
+            Layout::CloudNativePG,
+            "arch",
+            "arch-1",
+            Role::Primary,
+            WAL_POLICY,
+        ),
     );
     pg.sql_ok("alter system set archive_command = '/bin/false'");
     pg.sql_ok("select pg_reload_conf()");
@@ -417,16 +406,7 @@ fn spilo_crunchy_and_bitnami_layouts_are_found_and_classified() {
         let i = instance(
             node,
             ns,
-            &InstanceSpec {
-                layout,
-                cluster,
-                instance: pod,
-                role: Role::Primary,
-                annotations: &ack,
-                size_mi: 300,
-                statefulset: false,
-                tls_secret: None,
-            },
+            &InstanceSpec::new(layout, cluster, pod, Role::Primary, &ack),
         );
         assert!(
             i.pgdata_on_host().join("PG_VERSION").is_file(),
@@ -500,14 +480,15 @@ fn credentials_reach_their_own_cluster_over_tls_and_no_other() {
             node,
             ns,
             &InstanceSpec {
-                layout: Layout::Spilo,
-                cluster: "acid-main",
-                instance: "acid-main-0",
-                role: Role::Primary,
-                annotations: &ack,
-                size_mi: 300,
                 statefulset: true,
                 tls_secret: Some("acid-main-tls"),
+                ..InstanceSpec::new(
+                    Layout::Spilo,
+                    "acid-main",
+                    "acid-main-0",
+                    Role::Primary,
+                    &ack,
+                )
             },
         );
         // The role the docs give, reachable only over TLS with SCRAM (first match in pg_hba).
@@ -626,16 +607,7 @@ fn a_tenants_hostile_files_are_named_and_block_nothing_else() {
     let ns = "pg-hostile";
     namespace(node, ns);
     let ack = format!("{WAL_POLICY}    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n");
-    let spec = |instance| InstanceSpec {
-        layout: Layout::Bitnami,
-        cluster: "bn",
-        instance,
-        role: Role::Primary,
-        annotations: &ack,
-        size_mi: 300,
-        statefulset: false,
-        tls_secret: None,
-    };
+    let spec = |instance| InstanceSpec::new(Layout::Bitnami, "bn", instance, Role::Primary, &ack);
     let tenant = instance(node, ns, &spec("bn-a-postgresql-0"));
     let beside = instance(node, ns, &spec("bn-b-postgresql-0"));
     let pgdata = tenant.pgdata_on_host();
@@ -687,16 +659,8 @@ fn a_base_backup_not_yet_started_is_classified_not_a_fault() {
     let node = &env.node;
     let ns = "pg-backup";
     namespace(node, ns);
-    let spec = |instance, role| InstanceSpec {
-        layout: Layout::CloudNativePG,
-        cluster: "bk",
-        instance,
-        role,
-        annotations: WAL_POLICY,
-        size_mi: 300,
-        statefulset: false,
-        tls_secret: None,
-    };
+    let spec =
+        |instance, role| InstanceSpec::new(Layout::CloudNativePG, "bk", instance, role, WAL_POLICY);
     let primary = instance(node, ns, &spec("bk-1", Role::Primary));
     let restore = instance(
         node,

@@ -226,6 +226,28 @@ pub struct InstanceSpec<'a> {
     pub tls_secret: Option<&'a str>,
 }
 
+impl<'a> InstanceSpec<'a> {
+    /// A bare pod of 300Mi claims, no TLS.
+    pub fn new(
+        layout: Layout,
+        cluster: &'a str,
+        instance: &'a str,
+        role: Role<'a>,
+        annotations: &'a str,
+    ) -> Self {
+        InstanceSpec {
+            layout,
+            cluster,
+            instance,
+            role,
+            annotations,
+            size_mi: 300,
+            statefulset: false,
+            tls_secret: None,
+        }
+    }
+}
+
 /// A PostgreSQL instance running in a pod on the node.
 pub struct Instance {
     pub ns: String,
