@@ -186,6 +186,13 @@ impl Layout {
         out
     }
 
+    /// The data directory below the data volume's mount `mount` (as the host sees it).
+    fn pgdata_below(self, mount: &std::path::Path) -> PathBuf {
+        let p = self.paths();
+        let rel = p.pgdata.strip_prefix(p.data_mount).unwrap_or("");
+        mount.join(rel.trim_start_matches('/'))
+    }
+
     fn pvc_roles(self) -> (Option<&'static str>, Option<&'static str>) {
         match self {
             Layout::CloudNativePG => (Some("PG_DATA"), Some("PG_WAL")),
@@ -262,13 +269,7 @@ pub struct Instance {
 impl Instance {
     /// The data directory as the host sees it through the data volume's mount.
     pub fn pgdata_on_host(&self) -> PathBuf {
-        let p = self.layout.paths();
-        let rel = p
-            .pgdata
-            .strip_prefix(p.data_mount)
-            .unwrap_or("")
-            .trim_start_matches('/');
-        self.data.mount().join(rel)
+        self.layout.pgdata_below(&self.data.mount())
     }
 
     /// The volume WAL is written to.
@@ -354,13 +355,7 @@ pub fn instance(node: &Node, ns: &str, spec: &InstanceSpec) -> Instance {
                 .flatten()
         },
     );
-    let data_host = || {
-        let p = layout.paths();
-        let rel = p.pgdata.strip_prefix(p.data_mount).unwrap_or("");
-        vol_of(ns, &data_name, &uid)
-            .mount()
-            .join(rel.trim_start_matches('/'))
-    };
+    let data_host = || layout.pgdata_below(&vol_of(ns, &data_name, &uid).mount());
     if matches!(spec.role, Role::BaseBackup { .. }) {
         wait_for_cmd(Duration::from_secs(180), "the base backup written", || {
             data_host().join("backup_label").is_file().then_some(())
