@@ -16,6 +16,7 @@ use support::realnode::observe::*;
 use support::realnode::postgres::*;
 use support::realnode::scenario::*;
 use support::realnode::wait_for_cmd;
+use support::realnode::witness::{report_line, witness};
 
 /// The node with headroom and PostgreSQL's image; `None` when the test skips off CI.
 fn node(test: &str) -> Option<(&'static Installed, Hold)> {
@@ -36,21 +37,35 @@ fn report(node: &support::realnode::Node, v: &Vol) -> Value {
     reported(&ip, v, Duration::from_secs(60))
 }
 
-/// The agent's report of `v` once `ok` holds for it.
+/// The agent's report of `v` once `ok` holds for it (the witness prints the rest on failure).
 fn report_until(
     node: &support::realnode::Node,
     v: &Vol,
     what: &str,
     ok: impl Fn(&Value) -> bool,
 ) -> Value {
-    let mut last = Value::Null;
-    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for_cmd(Duration::from_secs(180), what, || {
-            last = report(node, v);
-            ok(&last).then(|| last.clone())
-        })
-    }));
-    found.unwrap_or_else(|_| panic!("{what}: not within 180 s; last report: {last:#}"))
+    let start = std::time::Instant::now();
+    let mut last = String::from("no Ready agent pod");
+    loop {
+        if let Some(r) = ready_agent_pod(node).and_then(|(_, ip, _)| {
+            let r = reported_once(&ip, v);
+            last = r.as_ref().map_or_else(
+                || format!("{ip}: the claim not measured in /volumes"),
+                report_line,
+            );
+            r
+        }) && ok(&r)
+        {
+            return r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "{}/{}: {what}: not within 180 s; last report: {last}",
+            v.ns,
+            v.claim
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Waits for `done` on the claim; on timeout, fails with its status and the agent's report.
@@ -65,18 +80,11 @@ fn wait_claim(
         wait_for_cmd(within, what, || done(&claim_json(node, v)).then_some(()))
     }));
     if ok.is_err() {
-        let (agent, _, _) = agent_pod(node, Duration::from_secs(30));
-        let logs = node
-            .kubectl(&["-n", "headroom", "logs", &agent, "--tail=300"])
-            .unwrap_or_else(|e| e);
-        eprintln!("the agent's log:\n{logs}");
         let c = claim_json(node, v);
         let status = &c["metadata"]["annotations"]["headroom.dev/status"];
         panic!(
-            "{}/{}: {what}: not within {within:?}: status {status}; report {}",
-            v.ns,
-            v.claim,
-            report(node, v)
+            "{}/{}: {what}: not within {within:?}: status {status}",
+            v.ns, v.claim
         );
     }
 }
@@ -164,6 +172,7 @@ fn cloudnativepg_primary_replicas_a_stale_slot_and_a_promotion() {
     let node = &env.node;
     let ns = "pg-cnpg";
     namespace(node, ns);
+    let _witness = witness(node, &[ns]);
     let spec =
         |instance, role| InstanceSpec::new(Layout::CloudNativePG, "pg", instance, role, WAL_POLICY);
     let primary = instance(node, ns, &spec("pg-1", Role::Primary));
@@ -321,6 +330,7 @@ fn cloudnativepg_failing_archive_holds_the_wal_volume_until_fixed() {
     let node = &env.node;
     let ns = "pg-archive";
     namespace(node, ns);
+    let _witness = witness(node, &[ns]);
     let pg = instance(
         node,
         ns,
@@ -396,6 +406,7 @@ fn spilo_crunchy_and_bitnami_layouts_are_found_and_classified() {
     let node = &env.node;
     let ns = "pg-layouts";
     namespace(node, ns);
+    let _witness = witness(node, &[ns]);
     let ack = format!("{WAL_POLICY}    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n");
     for (layout, cluster, pod) in [
         (Layout::Spilo, "acid-main", "acid-main-0"),
@@ -448,6 +459,7 @@ fn credentials_reach_their_own_cluster_over_tls_and_no_other() {
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["pg-creds", "pg-creds-other"]);
     let pki = node.dir.join("pg-creds-pki");
     support::realnode::pki::ca(&pki, "/CN=acid-main-ca");
     support::realnode::pki::serving(&pki, "acid-main", "DNS:acid-main");
@@ -606,6 +618,7 @@ fn a_tenants_hostile_files_are_named_and_block_nothing_else() {
     let node = &env.node;
     let ns = "pg-hostile";
     namespace(node, ns);
+    let _witness = witness(node, &[ns]);
     let ack = format!("{WAL_POLICY}    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n");
     let spec = |instance| InstanceSpec::new(Layout::Bitnami, "bn", instance, Role::Primary, &ack);
     let tenant = instance(node, ns, &spec("bn-a-postgresql-0"));
@@ -659,6 +672,7 @@ fn a_base_backup_not_yet_started_is_classified_not_a_fault() {
     let node = &env.node;
     let ns = "pg-backup";
     namespace(node, ns);
+    let _witness = witness(node, &[ns]);
     let spec =
         |instance, role| InstanceSpec::new(Layout::CloudNativePG, "bk", instance, role, WAL_POLICY);
     let primary = instance(node, ns, &spec("bk-1", Role::Primary));

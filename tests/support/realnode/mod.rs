@@ -20,6 +20,7 @@ pub mod proc;
 pub mod resizer;
 pub mod scenario;
 mod start;
+pub mod witness;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};

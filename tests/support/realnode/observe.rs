@@ -53,18 +53,23 @@ pub fn status_field(c: &Value, field: &str) -> Option<String> {
 /// The agent's report of `v`, once it lists it with a measurement.
 pub fn reported(ip: &str, v: &Vol, within: Duration) -> Value {
     wait_for_cmd(within, "the agent's report of the claim", || {
-        let (_, body) = agent_get(ip, "/volumes")?;
-        let all: Value = serde_json::from_str(&body).ok()?;
-        all["volumes"]
-            .as_array()?
-            .iter()
-            .find(|r| {
-                r["namespace"] == v.ns.as_str()
-                    && r["pvc"] == v.claim.as_str()
-                    && !r["measurement"].is_null()
-            })
-            .cloned()
+        reported_once(ip, v)
     })
+}
+
+/// The agent's report of `v` now, if it lists it with a measurement.
+pub fn reported_once(ip: &str, v: &Vol) -> Option<Value> {
+    let (_, body) = agent_get(ip, "/volumes")?;
+    let all: Value = serde_json::from_str(&body).ok()?;
+    all["volumes"]
+        .as_array()?
+        .iter()
+        .find(|r| {
+            r["namespace"] == v.ns.as_str()
+                && r["pvc"] == v.claim.as_str()
+                && !r["measurement"].is_null()
+        })
+        .cloned()
 }
 
 /// The agent's own service-account token, as the kubelet sees it.

@@ -1,0 +1,241 @@
+//! What a failed real-node test prints, in a few dozen lines: CI shows only the head of a failed
+//! run's output, so a failure must say at once whether the host, the node, the agent or the
+//! claim went wrong. The parts' full logs go to `<tmp>/headroom-realnode-logs` as before.
+
+use serde_json::Value;
+
+use super::observe::agent_get;
+use super::scenario::ready_agent_pod;
+use super::{NODE, Node};
+
+/// Prints [`summary`] of `namespaces` when dropped during a panic (a failed assertion or wait).
+pub struct Witness<'a> {
+    node: &'a Node,
+    namespaces: Vec<String>,
+}
+
+pub fn witness<'a>(node: &'a Node, namespaces: &[&str]) -> Witness<'a> {
+    Witness {
+        node,
+        namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+impl Drop for Witness<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let ns: Vec<&str> = self.namespaces.iter().map(String::as_str).collect();
+            eprintln!("{}", summary(self.node, &ns));
+        }
+    }
+}
+
+/// The host's load, the node's conditions, the agent's pods and log tail, and for every claim
+/// of `namespaces` its size, status and the agent's report in one line each.
+pub fn summary(node: &Node, namespaces: &[&str]) -> String {
+    let mut out = vec![format!(
+        "=== witness {:.0} s into the node: {} ===",
+        node.started.elapsed().as_secs_f64(),
+        namespaces.join(", ")
+    )];
+    out.push(host());
+    out.push(conditions(node));
+    out.extend(agent_pods(node));
+    let reports = agent_reports(node);
+    for ns in namespaces {
+        out.extend(pods(node, ns));
+        out.extend(claims(node, ns, &reports));
+    }
+    out.push("agent log, last 20 lines:".into());
+    out.push(agent_log(node));
+    out.push("=== end of witness ===".into());
+    out.join("\n")
+}
+
+fn host() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let free = nix::sys::statvfs::statvfs("/")
+        .map(|s| (s.blocks_available() * s.fragment_size()) >> 20)
+        .unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("MemAvailable"))
+        .unwrap_or("")
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse::<u64>().ok())
+        .unwrap_or(0)
+        >> 10;
+    format!(
+        "host: load {}; / has {free} MiB free; {mem} MiB memory available",
+        load.trim()
+    )
+}
+
+fn conditions(node: &Node) -> String {
+    let n = node.get_json(&["node", NODE]);
+    let conds: Vec<String> = n["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{}={}", str_of(&c["type"]), str_of(&c["status"])))
+        .collect();
+    format!("node: {}", conds.join(" "))
+}
+
+fn pod_line(p: &Value) -> String {
+    let s = &p["status"]["containerStatuses"][0];
+    let last = &s["lastState"]["terminated"];
+    let last = if last.is_null() {
+        String::new()
+    } else {
+        format!(
+            " last exit {} ({}) at {}",
+            last["exitCode"],
+            str_of(&last["reason"]),
+            str_of(&last["finishedAt"])
+        )
+    };
+    format!(
+        "  pod {}: {} ready={} restarts={}{}{} ip={}",
+        str_of(&p["metadata"]["name"]),
+        str_of(&p["status"]["phase"]),
+        s["ready"],
+        s["restartCount"],
+        last,
+        if p["metadata"]["deletionTimestamp"].is_null() {
+            ""
+        } else {
+            " (being deleted)"
+        },
+        str_of(&p["status"]["podIP"])
+    )
+}
+
+fn agent_pods(node: &Node) -> Vec<String> {
+    let pods = node.get_json(&["-n", "headroom", "pods"]);
+    let mut out = vec!["agent:".to_string()];
+    out.extend(pods["items"].as_array().into_iter().flatten().map(pod_line));
+    out
+}
+
+fn pods(node: &Node, ns: &str) -> Vec<String> {
+    let pods = node.get_json(&["-n", ns, "pods"]);
+    let mut out = vec![format!("{ns}:")];
+    out.extend(pods["items"].as_array().into_iter().flatten().map(pod_line));
+    out
+}
+
+/// `/volumes` of the Ready agent, or why there is none.
+fn agent_reports(node: &Node) -> Result<Vec<Value>, String> {
+    let (_, ip, _) = ready_agent_pod(node).ok_or("no Ready agent pod")?;
+    let (code, body) = agent_get(&ip, "/volumes").ok_or(format!("{ip}:9737 did not answer"))?;
+    let all: Value = serde_json::from_str(&body).map_err(|e| format!("/volumes {code}: {e}"))?;
+    Ok(all["volumes"].as_array().cloned().unwrap_or_default())
+}
+
+fn claims(node: &Node, ns: &str, reports: &Result<Vec<Value>, String>) -> Vec<String> {
+    let claims = node.get_json(&["-n", ns, "pvc"]);
+    claims["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let name = str_of(&c["metadata"]["name"]);
+            let status = c["metadata"]["annotations"]["headroom.dev/status"]
+                .as_str()
+                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                .map(|s| {
+                    format!(
+                        "state={} blocked={}",
+                        str_of(&s["state"]),
+                        str_of(&s["blockedReason"])
+                    )
+                })
+                .unwrap_or_else(|| "no status".into());
+            let report = match reports {
+                Err(e) => format!("report: {e}"),
+                Ok(all) => all
+                    .iter()
+                    .find(|r| r["namespace"] == ns && r["pvc"] == name)
+                    .map(report_line)
+                    .unwrap_or_else(|| "not in /volumes".into()),
+            };
+            format!(
+                "  claim {name}: request {} capacity {}; {status}\n    {report}",
+                str_of(&c["spec"]["resources"]["requests"]["storage"]),
+                str_of(&c["status"]["capacity"]["storage"]),
+            )
+        })
+        .collect()
+}
+
+/// The report's measurement, verdict and WAL reading in one line.
+pub fn report_line(r: &Value) -> String {
+    let m = &r["measurement"];
+    let measured = if m.is_null() {
+        format!("not measured ({})", str_of(&r["not_measured"]))
+    } else {
+        format!(
+            "used {} MiB of {} MiB at {}",
+            m["used_bytes"].as_u64().unwrap_or(0) >> 20,
+            m["capacity_bytes"].as_u64().unwrap_or(0) >> 20,
+            str_of(&r["measured_at"])
+        )
+    };
+    let d = &r["decision"];
+    let w = &r["wal"];
+    let wal = if w.is_null() {
+        String::new()
+    } else {
+        format!(
+            "; wal role={} pending={} archive_mode={} sources={} slots={}",
+            str_of(&w["role"]),
+            w["pending_files"],
+            str_of(&w["archive_mode"]),
+            w["sources"],
+            w["slots"]
+        )
+    };
+    format!(
+        "{measured}; {} {} {}{wal}",
+        str_of(&d["verdict"]),
+        str_of(&d["reason"]),
+        d["notes"]
+    )
+}
+
+/// The newest agent pod's log tail, and its previous container's when it restarted.
+fn agent_log(node: &Node) -> String {
+    let pods = node.get_json(&["-n", "headroom", "pods"]);
+    let Some(p) = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .max_by_key(|p| str_of(&p["metadata"]["creationTimestamp"]))
+    else {
+        return "  (no agent pod)".into();
+    };
+    let name = str_of(&p["metadata"]["name"]);
+    let mut out = node
+        .kubectl(&["-n", "headroom", "logs", &name, "--tail=20"])
+        .unwrap_or_else(|e| e);
+    if p["status"]["containerStatuses"][0]["restartCount"].as_u64() > Some(0) {
+        out.push_str("\nthe container before its restart, last 10 lines:\n");
+        out.push_str(
+            &node
+                .kubectl(&["-n", "headroom", "logs", &name, "--previous", "--tail=10"])
+                .unwrap_or_else(|e| e),
+        );
+    }
+    out
+}
+
+fn str_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
