@@ -175,3 +175,70 @@ fn a_steady_fill_is_grown_before_the_threshold_and_the_resize_time_is_learned() 
     // One grow, one landing write: nothing more was written for it.
     c.assert_resize_patches("data", 1);
 }
+
+/// A resize that lands while no agent watches (the agent stopped after its PATCH, as in a
+/// restart or an upgrade) is recorded when the next agent first sees it, marked
+/// `landed_unwatched`, and teaches no lead time: the gap until that first look is not how long
+/// the storage took.
+#[test]
+fn a_resize_landed_while_no_agent_watched_teaches_no_lead_time() {
+    if !server::available("a_resize_landed_while_no_agent_watched_teaches_no_lead_time") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mut policy = POLICY.to_vec();
+    policy.push(("trigger-predictive", "true"));
+    let mount = c.claim("data", &c.fast.clone(), 64, &policy);
+    let _csi = c.csi(&[("data", mount.clone())], 3_000);
+    let agent = c.agent("1s", &[]);
+    fill(&mount, 56 * MI);
+    let grown = wait_for(Duration::from_secs(20), "the grow", || {
+        let r = request_of(&c.get("data"));
+        (r > 64 * MI).then_some(r)
+    });
+    drop(agent);
+    c.wait_capacity("data", grown);
+    assert!(
+        history(&c, "data")
+            .iter()
+            .all(|e| e.get("landed").is_none()),
+        "landed before the agent stopped: {:?}",
+        history(&c, "data")
+    );
+    // Long after the resize landed, a new agent starts.
+    std::thread::sleep(Duration::from_secs(3));
+    let port = support::http::free_port();
+    let _agent = c.agent("1s", &["--listen", &format!("127.0.0.1:{port}")]);
+    let entry = wait_for(
+        Duration::from_secs(20),
+        "the landing in the history",
+        || {
+            history(&c, "data")
+                .into_iter()
+                .find(|e| e.get("landed").is_some())
+        },
+    );
+    assert_eq!(entry["landed_unwatched"], true, "{entry}");
+    assert_eq!(entry["result"], "Succeeded", "{entry}");
+    // A slow fill, for a fill rate to be estimated (and a lead time shown beside it, if any).
+    let _filler = Filler::start(
+        mount.clone(),
+        (56 * MI, 60 * MI),
+        64 * 1024,
+        Duration::from_millis(250),
+    );
+    let volume = wait_for(Duration::from_secs(20), "a fill rate on /volumes", || {
+        let (_, body) = support::http::get(port, "/volumes")?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["volumes"]
+            .as_array()?
+            .iter()
+            .find(|r| r["pvc"] == "data" && !r["fill_rate"].is_null())
+            .cloned()
+    });
+    assert!(
+        volume["fill_rate"]["resize_lead"].is_null(),
+        "a lead time learned from an unwatched landing: {}",
+        volume["fill_rate"]
+    );
+}

@@ -254,6 +254,7 @@ fn a_panic_is_contained_to_its_claim() {
     let claims = [&p];
     let s = Subject {
         logical: None,
+        watching_since: jiff::Timestamp::UNIX_EPOCH,
         volume: &vol,
         pod: &pod,
         pvc: &p,

@@ -349,6 +349,7 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
     let claims = [&p];
     let s = Subject {
         logical: None,
+        watching_since: jiff::Timestamp::UNIX_EPOCH,
         volume: &vol,
         pod: &pod,
         pvc: &p,

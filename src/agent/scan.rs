@@ -79,6 +79,7 @@ impl Scanner {
                 triggers: Default::default(),
                 slots: Default::default(),
                 refusals: Default::default(),
+                started: jiff::Timestamp::now(),
                 samples,
                 cfg,
                 client,

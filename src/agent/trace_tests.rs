@@ -150,6 +150,7 @@ proptest! {
             let claims = [&claim];
             let s = Subject {
                 logical: None,
+                watching_since: jiff::Timestamp::UNIX_EPOCH,
                 volume: &vol,
                 pod: &pod,
                 pvc: &claim,
@@ -228,6 +229,7 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
         let claims = [&claim];
         let s = Subject {
             logical: None,
+            watching_since: jiff::Timestamp::UNIX_EPOCH,
             volume: &vol,
             pod: &pod,
             pvc: &claim,
@@ -278,6 +280,7 @@ fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> crate::resolve::Eval
     let claims = [&claim];
     let s = Subject {
         logical: None,
+        watching_since: jiff::Timestamp::UNIX_EPOCH,
         volume: &vol,
         pod: &pod,
         pvc: &claim,

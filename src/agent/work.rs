@@ -46,6 +46,8 @@ pub(super) struct Work {
     /// then, and when. No grow is tried again until those versions change (or [`REFUSAL_HOLD`]
     /// has passed, in case the quota watch missed a change), never every interval.
     pub(super) refusals: std::sync::Mutex<HashMap<String, (String, tokio::time::Instant)>>,
+    /// When this agent began measuring: a resize asked for earlier was not watched landing.
+    pub(super) started: jiff::Timestamp,
 }
 
 /// The longest a quota refusal stands without the quotas changing.
@@ -102,6 +104,7 @@ impl Work {
                 quotas: &ctx.quotas,
                 quota_refused: self.refused(&key, &ctx.quota_version),
                 logical: ctx.logical.as_ref(),
+                watching_since: self.started,
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
             attempt += 1;

@@ -134,6 +134,11 @@ pub struct Action {
     /// long this claim's resizes take, which the predictive trigger learns its lead time from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landed: Option<Timestamp>,
+    /// No measurement watched it land (the agent measuring the volume started after the PATCH,
+    /// after a restart or an upgrade): `landed` is when the growth was first seen, which may be
+    /// hours after it happened, so it teaches no lead time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub landed_unwatched: bool,
     /// What became of it (the RFC's `result`). Absent in older entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<ActionResult>,
@@ -225,6 +230,7 @@ impl Action {
             node: String::new(),
             fs_before: None,
             landed: None,
+            landed_unwatched: false,
             result: None,
             instance: None,
             volume_type: None,
@@ -233,9 +239,11 @@ impl Action {
         }
     }
 
-    /// How long this resize took to reach the filesystem, once that has been seen.
+    /// How long this resize took to reach the filesystem, once that has been seen land.
     pub fn took(&self) -> Option<jiff::SignedDuration> {
-        self.landed.map(|l| l.duration_since(self.at))
+        self.landed
+            .filter(|_| !self.landed_unwatched)
+            .map(|l| l.duration_since(self.at))
     }
 }
 

@@ -142,6 +142,7 @@ fn fifty_full_entries_fit_the_annotation_budget() {
         node: "ip-10-200-123-45.eu-central-1.compute.internal".into(),
         fs_before: Some(999 * 1024 * GI),
         landed: Some(now() - SignedDuration::from_hours(i) + SignedDuration::from_secs(95)),
+        landed_unwatched: true,
         result: Some(ActionResult::Succeeded),
         instance: Some("pg-analytics-production-12".into()),
         volume_type: Some(VolumeRole::Tablespace),

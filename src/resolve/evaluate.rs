@@ -51,6 +51,9 @@ pub struct Subject<'a> {
     pub quota_refused: bool,
     /// The claim's logical volume and its other members, when it belongs to one.
     pub logical: Option<&'a crate::k8s::logical::Peers>,
+    /// Since when this agent has measured the volume: a landing first seen by then may have
+    /// happened any time before, and is no resize lead time.
+    pub watching_since: Timestamp,
 }
 
 #[derive(Debug)]
@@ -201,7 +204,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
     let last_write = history.iter().map(|a| a.at).max();
     let seen = inflight::usable(s.volume.measurement, s.kubelet, block_mode, last_write, now);
-    let landed = inflight::stamp_landing(&mut history, seen.as_ref());
+    let landed = inflight::stamp_landing(&mut history, seen.as_ref(), s.watching_since);
     let fill_rate = s.fill_rate.map(|bytes_per_second| FillRate {
         bytes_per_second,
         resize_lead: inflight::learned_lead(&history),

@@ -67,14 +67,20 @@ fn shows_growth(a: &Action, seen: &Seen) -> Option<bool> {
 }
 
 /// Stamps the newest action `landed` when this is the first measurement to show its growth;
-/// `true` when it did (the history then needs writing, once per resize).
-pub fn stamp_landing(history: &mut [Action], seen: Option<&Seen>) -> bool {
+/// `true` when it did (the history then needs writing, once per resize). An action older than
+/// `watching_since` (when this agent began measuring) landed unwatched: any time before.
+pub fn stamp_landing(
+    history: &mut [Action],
+    seen: Option<&Seen>,
+    watching_since: Timestamp,
+) -> bool {
     let Some(a) = history.iter_mut().max_by_key(|a| a.at) else {
         return false;
     };
     match seen {
         Some(s) if a.landed.is_none() && shows_growth(a, s) == Some(true) => {
             a.landed = Some(s.at);
+            a.landed_unwatched = a.at < watching_since;
             // Entries written before results were kept stay without one.
             if a.result.is_some() {
                 a.result = Some(ActionResult::Succeeded);

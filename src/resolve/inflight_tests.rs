@@ -293,7 +293,7 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { action: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, result: None, instance: None, volume_type: None, tablespace: None });
+                history.push(Action { action: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None });
                 request = to;
                 asked = Some(i);
             }
@@ -314,17 +314,55 @@ fn the_first_measurement_showing_growth_stamps_the_landing_once() {
         grow(at, 10 * GI, 12 * GI, Some(10 * GI)),
     ];
     let t = |s| at + SignedDuration::from_secs(s);
+    let since = at - SignedDuration::from_hours(3);
     // Not grown yet, and a measurement from before the write: nothing to stamp.
-    assert!(!stamp_landing(&mut h, Some(&seen(10 * GI, t(30)))));
-    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(-1)))));
-    assert!(!stamp_landing(&mut h, None));
-    assert!(stamp_landing(&mut h, Some(&seen(12 * GI, t(45)))));
+    assert!(!stamp_landing(&mut h, Some(&seen(10 * GI, t(30))), since));
+    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(-1))), since));
+    assert!(!stamp_landing(&mut h, None, since));
+    assert!(stamp_landing(&mut h, Some(&seen(12 * GI, t(45))), since));
     assert_eq!(h[1].landed, Some(t(45)));
+    assert!(!h[1].landed_unwatched);
     assert_eq!(h[0].landed, None, "only the newest action");
     // Later measurements do not move it.
-    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(90)))));
+    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(90))), since));
     assert_eq!(learned_lead(&h), Some(SignedDuration::from_secs(45)));
-    assert!(!stamp_landing(&mut [], Some(&seen(12 * GI, t(45)))));
+    assert!(!stamp_landing(&mut [], Some(&seen(12 * GI, t(45))), since));
+}
+
+/// An agent started (restarted, upgraded) after the PATCH first sees the growth hours later:
+/// the landing is kept, marked unwatched, and teaches no lead time; the resize before it, watched,
+/// still does.
+#[test]
+fn a_landing_first_seen_by_an_agent_started_after_the_patch_teaches_no_lead_time() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let mut watched = grow(
+        at - SignedDuration::from_hours(30),
+        8 * GI,
+        10 * GI,
+        Some(8 * GI),
+    );
+    watched.landed = Some(watched.at + SignedDuration::from_secs(40));
+    let mut h = vec![watched, grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let started = at + SignedDuration::from_hours(5);
+    let first_look = started + SignedDuration::from_secs(2);
+    assert!(stamp_landing(
+        &mut h,
+        Some(&seen(12 * GI, first_look)),
+        started
+    ));
+    assert_eq!(
+        h[1].landed,
+        Some(first_look),
+        "the time it was first seen grown"
+    );
+    assert!(h[1].landed_unwatched);
+    assert_eq!(h[1].took(), None);
+    assert_eq!(learned_lead(&h), Some(SignedDuration::from_secs(40)));
+    // Written back and read again, it stays unwatched; a watched landing writes no such field.
+    let json = serde_json::to_string(&h).unwrap();
+    assert_eq!(json.matches("landed_unwatched").count(), 1, "{json}");
+    let back: Vec<Action> = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, h);
 }
 
 #[test]
@@ -332,5 +370,5 @@ fn a_lowered_request_has_no_landing() {
     let at = ts("2026-03-01T12:00:00Z");
     let mut h = vec![grow(at, 12 * GI, 10 * GI, Some(10 * GI))];
     let later = seen(12 * GI, at + SignedDuration::from_secs(5));
-    assert!(!stamp_landing(&mut h, Some(&later)));
+    assert!(!stamp_landing(&mut h, Some(&later), at));
 }

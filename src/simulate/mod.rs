@@ -140,7 +140,8 @@ impl World {
             by: MeasuredBy::Statfs,
             at: now,
         };
-        inflight::stamp_landing(&mut self.history, Some(&seen));
+        // The simulated agent measures throughout: every landing is watched.
+        inflight::stamp_landing(&mut self.history, Some(&seen), Timestamp::UNIX_EPOCH);
         let claim = ClaimState {
             request_bytes: self.request,
             capacity_bytes: self.capacity,

@@ -140,6 +140,7 @@ pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
         node: "node-a".into(),
         fs_before: Some(8 * GI),
         landed: Some(at("2025-03-01T09:00:00Z")),
+        landed_unwatched: false,
         result: Some(ActionResult::Succeeded),
         instance: Some("orders-1".into()),
         volume_type: Some(VolumeRole::Wal),
