@@ -5,6 +5,12 @@
 //! caller stops waiting at the deadline and the thread keeps the path marked busy until the
 //! kernel lets it return. Until then no second call is started on that path, so a hung mount
 //! costs one thread, not one per scan.
+//!
+//! Two uses share a path: measuring it (statfs, the agent's core job) and reading below it (the
+//! WAL directories). A read may be slow where statfs is not (a directory listing waits for I/O
+//! behind a busy disk's writeback; statfs reads counters in memory), so a read in progress never
+//! refuses a measurement; a read starts only when neither is running, so a hung mount still
+//! holds at most one thread of each.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -31,7 +37,14 @@ impl BoundedError {
 /// Entered and left once per volume per pass (several hundred times a second on a full node), so
 /// hashed with foldhash rather than SipHash: the keys are the kubelet's paths on this node, which
 /// no tenant chooses, and the hasher is still seeded per process.
-type PathSet = HashSet<Arc<Path>, foldhash::fast::RandomState>;
+type PathSet = HashSet<(Arc<Path>, Use), foldhash::fast::RandomState>;
+
+/// What a blocking call on a path does; see the module's doc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Use {
+    Measure,
+    Read,
+}
 
 /// The paths with a blocking call still running. Cheap to clone; clones share the set.
 #[derive(Debug, Clone, Default)]
@@ -44,7 +57,7 @@ pub struct BusyPaths {
 #[derive(Debug)]
 pub struct Busy {
     busy: Arc<Mutex<PathSet>>,
-    key: Arc<Path>,
+    key: (Arc<Path>, Use),
 }
 
 impl Drop for Busy {
@@ -68,8 +81,9 @@ impl BusyPaths {
         self.len() == 0
     }
 
+    /// A measurement of `key` is running (and would refuse another).
     pub fn is_busy(&self, key: &Path) -> bool {
-        self.lock().contains(key)
+        self.lock().contains(&(Arc::from(key), Use::Measure))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PathSet> {
@@ -80,13 +94,28 @@ impl BusyPaths {
     /// blocking call itself (on a thread it waits for with a deadline of its own). Refuses when
     /// a call on `key` is still running.
     pub fn enter(&self, key: &Path) -> Result<Busy, BoundedError> {
-        let key: Arc<Path> = Arc::from(key);
-        if !self.lock().insert(Arc::clone(&key)) {
+        let key = (Arc::from(key), Use::Measure);
+        if !self.lock().insert(key.clone()) {
             return Err(BoundedError::StillBusy);
         }
         Ok(Busy {
             busy: Arc::clone(&self.busy),
             key,
+        })
+    }
+
+    /// Marks a read below `key` running, when neither a read nor a measurement of it is.
+    fn enter_read(&self, key: &Path) -> Result<Busy, BoundedError> {
+        let path: Arc<Path> = Arc::from(key);
+        let mut busy = self.lock();
+        if busy.contains(&(Arc::clone(&path), Use::Measure))
+            || !busy.insert((Arc::clone(&path), Use::Read))
+        {
+            return Err(BoundedError::StillBusy);
+        }
+        Ok(Busy {
+            busy: Arc::clone(&self.busy),
+            key: (path, Use::Read),
         })
     }
 
@@ -101,10 +130,11 @@ impl BusyPaths {
         bounded(release, deadline, f).await
     }
 
-    /// [`BusyPaths::run`], first waiting up to `wait` for a call already running on `key` to
-    /// return: a read that must not be skipped (WAL health before a grow) is not refused because
-    /// the fast loop happens to be measuring the same mount, and a hung one still refuses it
-    /// after `wait`.
+    /// A read below `key` on a blocking thread, bounded by `deadline`, first waiting up to `wait`
+    /// for a call already running on `key` to return: a read that must not be skipped (WAL
+    /// health before a grow) is not refused because the fast loop happens to be measuring the
+    /// same mount, and a hung one still refuses it after `wait`. Measurements of `key` go on
+    /// while it runs.
     pub async fn run_when_free<T, F>(
         &self,
         key: &Path,
@@ -118,7 +148,7 @@ impl BusyPaths {
     {
         let start = tokio::time::Instant::now();
         let release = loop {
-            match self.enter(key) {
+            match self.enter_read(key) {
                 Ok(r) => break r,
                 Err(e) if start.elapsed() >= wait => return Err(e),
                 Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
@@ -173,6 +203,35 @@ mod tests {
             busy_paths.run(p, wait, || 7).await,
             Err(BoundedError::StillBusy)
         );
+    }
+
+    /// A slow read below a mount does not stop its measurement; a stuck read refuses the next
+    /// read, and a stuck measurement refuses reads: at most one thread of each per hung path.
+    #[tokio::test]
+    async fn a_read_in_progress_never_refuses_a_measurement_of_its_path() {
+        let busy_paths = BusyPaths::new();
+        let p = Path::new("/vol");
+        let (release, gate) = mpsc::channel::<()>();
+        let short = Duration::from_millis(30);
+        let read = busy_paths
+            .run_when_free(p, short, short, move || gate.recv().is_ok())
+            .await;
+        assert_eq!(read, Err(BoundedError::TimedOut(short)));
+        assert!(!busy_paths.is_busy(p), "a read is no measurement");
+        assert_eq!(busy_paths.run(p, Duration::from_secs(5), || 7).await, Ok(7));
+        let again = busy_paths.run_when_free(p, short, short, || 7).await;
+        assert_eq!(
+            again,
+            Err(BoundedError::StillBusy),
+            "a second read while one is stuck"
+        );
+        let _measuring = busy_paths.enter(p).unwrap();
+        release.send(()).unwrap();
+        while busy_paths.len() > 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let read = busy_paths.run_when_free(p, short, short, || 7).await;
+        assert_eq!(read, Err(BoundedError::StillBusy), "a read while measuring");
     }
 
     #[tokio::test]

@@ -309,7 +309,7 @@ impl Prober {
     }
 
     /// Shared with other readers of the same volumes (the WAL reader), so no path gets a second
-    /// call while one is stuck.
+    /// call of the same use while one is stuck, and a slow read never refuses a measurement.
     pub fn busy_paths(&self) -> &bounded::BusyPaths {
         &self.busy_paths
     }
