@@ -11,7 +11,13 @@ fn main() -> anyhow::Result<ExitCode> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a container's log (kubectl logs, a log
+        // shipper) would keep the escape codes as text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        );
     match cli.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),

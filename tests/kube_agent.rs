@@ -61,6 +61,10 @@ fn threshold_grow_is_accepted_and_waits_for_the_resize() {
     for w in c.claim_writes("data") {
         assert!(w.code() == 200 || w.code() == 409, "write refused: {w:?}");
     }
+    // Its log, written to a file as a container's is, is plain text: no colour escape codes.
+    let log = _agent.log_text();
+    assert!(log.contains("agent started"), "{log}");
+    assert!(!log.contains('\u{1b}'), "escape codes in the log: {log:?}");
 }
 
 #[test]

@@ -280,11 +280,7 @@ impl Agent {
         // Benches compare binaries (before and after a change) under the same harness.
         let bin = std::env::var_os("HEADROOM_BENCH_AGENT_BIN")
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_headroom").into());
-        let mut cmd = Command::new(bin);
-        if log.is_some() {
-            cmd.env("NO_COLOR", "1");
-        }
-        let child = cmd
+        let child = Command::new(bin)
             .arg("agent")
             .args(o.extra)
             .env("KUBECONFIG", o.kubeconfig)
@@ -299,6 +295,14 @@ impl Agent {
             .spawn()
             .expect("spawn headroom agent");
         Agent { child, log }
+    }
+
+    /// What the agent has logged so far (empty when its log is not kept).
+    pub fn log_text(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|l| std::fs::read_to_string(l.path()).ok())
+            .unwrap_or_default()
     }
 
     pub fn kill(&mut self) {
