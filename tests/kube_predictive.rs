@@ -72,6 +72,19 @@ fn history(c: &KubeCluster, name: &str) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// The claim's history entry once one has its landing written.
+fn landing(c: &KubeCluster, name: &str) -> serde_json::Value {
+    wait_for(
+        Duration::from_secs(20),
+        "the landing in the history",
+        || {
+            history(c, name)
+                .into_iter()
+                .find(|e| e.get("landed").is_some())
+        },
+    )
+}
+
 fn at(v: &serde_json::Value, key: &str) -> Option<Timestamp> {
     v.get(key)?.as_str()?.parse().ok()
 }
@@ -133,15 +146,7 @@ fn a_steady_fill_is_grown_before_the_threshold_and_the_resize_time_is_learned() 
 
     // The resize lands; the agent sees the filesystem grown (its size change wakes the loop)
     // and writes the landing time into the history, without a scan interval going by.
-    let entry = wait_for(
-        Duration::from_secs(20),
-        "the landing in the history",
-        || {
-            history(&c, "data")
-                .into_iter()
-                .find(|e| e.get("landed").is_some())
-        },
-    );
+    let entry = landing(&c, "data");
     let took = at(&entry, "landed")
         .zip(at(&entry, "at"))
         .map(|(l, a)| l.duration_since(a).as_secs_f64())
@@ -209,15 +214,7 @@ fn a_resize_landed_while_no_agent_watched_teaches_no_lead_time() {
     std::thread::sleep(Duration::from_secs(3));
     let port = support::http::free_port();
     let _agent = c.agent("1s", &["--listen", &format!("127.0.0.1:{port}")]);
-    let entry = wait_for(
-        Duration::from_secs(20),
-        "the landing in the history",
-        || {
-            history(&c, "data")
-                .into_iter()
-                .find(|e| e.get("landed").is_some())
-        },
-    );
+    let entry = landing(&c, "data");
     assert_eq!(entry["landed_unwatched"], true, "{entry}");
     assert_eq!(entry["result"], "Succeeded", "{entry}");
     // A slow fill, for a fill rate to be estimated (and a lead time shown beside it, if any).
