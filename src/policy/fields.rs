@@ -120,12 +120,17 @@ pub const GROUPS: &[&str] = &[
     "reclaimSpace",
 ];
 
-/// Keys used only in convergent mode (a warning in threshold mode).
+/// Keys (or whole groups) used only in convergent mode (a warning in threshold mode). Not the
+/// emergency line (`emergencyGrow.criticalThreshold`, `criticalMinimumFree`): in threshold mode
+/// it decides which grows go on while the node drains.
 pub const CONVERGENT_ONLY: &[&str] = &[
     "request",
     "targetBuffer",
     "maintenanceWindow",
-    "emergencyGrow",
+    "emergencyGrow.enabled",
+    "emergencyGrow.exceedLimitOnEmergency",
+    "emergencyGrow.maxActionsPerDay",
+    "emergencyGrow.reservedActionsForEmergency",
 ];
 /// Keys used only in threshold mode (a warning in convergent mode).
 pub const THRESHOLD_ONLY: &[&str] = &[

@@ -230,7 +230,8 @@ fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
     };
     for f in FIELDS {
         let top = f.path.split('.').next().unwrap_or(f.path);
-        if other.contains(&top) && c.spec.get(f.path).is_some() {
+        let unused = other.contains(&top) || other.contains(&f.path);
+        if unused && c.spec.get(f.path).is_some() {
             c.warn(
                 f.path,
                 format!("is used only in {other_name} mode and this policy is in {this} mode; remove it or write mode: {other_name}"),

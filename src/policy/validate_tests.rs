@@ -335,11 +335,12 @@ fn warning_min_step_above_limit() {
 
 #[test]
 fn warning_keys_of_the_other_mode() {
-    let v = check("limit: 10Gi\nrequest: 1Gi\nemergencyGrow: {criticalThreshold: 90}\n");
-    assert_eq!(
-        warning_fields(&v),
-        ["request", "emergencyGrow.criticalThreshold"]
+    // The emergency line is no other mode's key: in threshold mode it lets a grow through a
+    // node drain.
+    let v = check(
+        "limit: 10Gi\nrequest: 1Gi\nemergencyGrow: {criticalThreshold: 90, enabled: false}\n",
     );
+    assert_eq!(warning_fields(&v), ["request", "emergencyGrow.enabled"]);
     assert!(v.warnings[0].message.contains("mode: convergent"));
     let v = check(
         "limit: 10Gi\nmode: convergent\nmaintenanceWindow: {schedule: '@daily'}\nstep: 10%\ninodeThreshold: 95\n",
@@ -479,8 +480,11 @@ fn convergent_budgets_are_the_rfcs() {
         "emergencyGrow.reservedActionsForEmergency",
     );
     assert!(msg.contains("never grows on schedule"), "{msg}");
-    // In threshold mode the nested keys are the other mode's, as every emergencyGrow key is.
-    let v = check("limit: 10Gi\nemergencyGrow: {maxActionsPerDay: 6}\n");
+    // In threshold mode the nested keys are the other mode's, but for the emergency line, which
+    // decides what grows while the node drains.
+    let v = check(
+        "limit: 10Gi\nemergencyGrow: {maxActionsPerDay: 6, criticalThreshold: 90, criticalMinimumFree: 2Gi}\n",
+    );
     assert_eq!(warning_fields(&v), ["emergencyGrow.maxActionsPerDay"]);
     assert!(v.warnings[0].message.contains("only in convergent mode"));
 }
