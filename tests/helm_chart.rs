@@ -507,6 +507,14 @@ fn every_toggle_on_renders_every_value() {
             assert_eq!(&a["labels"][k], want, "{}", a["alert"]);
         }
         assert!(a["labels"]["severity"].is_string(), "{}", a["alert"]);
+        // The runbook behind the base URL given, with one slash between.
+        let base = v("/prometheusRule/runbookBaseURL");
+        let want = format!(
+            "{}/docs/operations.md#{}",
+            base.as_str().expect("runbookBaseURL").trim_end_matches('/'),
+            a["alert"].as_str().expect("alert").to_lowercase()
+        );
+        assert_eq!(a["annotations"]["runbook_url"], want.as_str());
     }
     let dash = o
         .values()
@@ -581,6 +589,10 @@ fn helm_lint_strict_passes_and_the_schema_refuses_bad_values() {
             "usageTreshold",
         ),
         ("policy:\n  defaults:\n    limit: 10GB\n", "limit"),
+        (
+            "prometheusRule:\n  runbookBaseURL: docs.example.com\n",
+            "runbookBaseURL",
+        ),
         ("policy:\n  defaults:\n    step: \"20\"\n", "step"),
         ("policy:\n  defaults:\n    mode: fast\n", "mode"),
         (
