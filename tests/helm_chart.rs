@@ -358,6 +358,10 @@ fn every_toggle_on_renders_every_value() {
     // webhook on: its port, and the names the agent keeps follow the release's full name.
     assert_eq!(named("webhook").expect("webhook")["containerPort"], 9443);
     assert_eq!(env("HEADROOM_WEBHOOK_LISTEN"), Some(json!("0.0.0.0:9443")));
+    assert_eq!(
+        env("HEADROOM_WEBHOOK_CERT_VALIDITY"),
+        Some(v("/webhook/certValidity"))
+    );
     let full = ds["metadata"]["name"].as_str().expect("name").to_string();
     assert_eq!(
         env("HEADROOM_WEBHOOK_CONFIGURATION"),
@@ -593,6 +597,7 @@ fn helm_lint_strict_passes_and_the_schema_refuses_bad_values() {
             "prometheusRule:\n  runbookBaseURL: docs.example.com\n",
             "runbookBaseURL",
         ),
+        ("webhook:\n  certValidity: 3 months\n", "certValidity"),
         ("policy:\n  defaults:\n    step: \"20\"\n", "step"),
         ("policy:\n  defaults:\n    mode: fast\n", "mode"),
         (
