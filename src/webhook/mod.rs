@@ -54,6 +54,8 @@ pub enum CertError {
         path: String,
         source: std::io::Error,
     },
+    #[error("reading the webhook's certificate files: {0}")]
+    FilesUnread(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +107,10 @@ pub struct WebhookConfig {
 /// The longest pause between attempts after a failure.
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// Bound on reading the certificate files (a Secret volume, in memory; a stuck one is a node
+/// fault, and the webhook keeps serving what it has).
+const FILES_DEADLINE: Duration = Duration::from_secs(10);
+
 fn read_file(path: &PathBuf) -> Result<String, CertError> {
     std::fs::read_to_string(path).map_err(|source| CertError::File {
         path: path.display().to_string(),
@@ -123,6 +129,23 @@ fn read_files(
         ca: ca.map(read_file).transpose()?.unwrap_or_default(),
         next: None,
     })
+}
+
+/// [`read_files`] off the async workers, within [`FILES_DEADLINE`].
+async fn read_files_bounded(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    ca: Option<&PathBuf>,
+) -> Result<ServingCert, CertError> {
+    let (cert, key, ca) = (cert.to_path_buf(), key.to_path_buf(), ca.cloned());
+    let read = tokio::task::spawn_blocking(move || read_files(&cert, &key, ca.as_ref()));
+    match tokio::time::timeout(FILES_DEADLINE, read).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => Err(CertError::FilesUnread(e.to_string())),
+        Err(_) => Err(CertError::FilesUnread(format!(
+            "no answer within {FILES_DEADLINE:?}"
+        ))),
+    }
 }
 
 /// The certificate to serve now: the Secret's (created when missing, renewed when due, its
@@ -148,7 +171,7 @@ async fn obtain(cfg: &WebhookConfig, client: &kube::Client) -> Result<Obtained, 
         }
         // The files' CA is published only once their pair is served (see `keep_current`).
         Tls::Files { cert, key, ca } => Ok(Obtained {
-            cert: read_files(cert, key, ca.as_ref())?,
+            cert: read_files_bounded(cert, key, ca.as_ref()).await?,
             settled: true,
         }),
     }
