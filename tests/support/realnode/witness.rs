@@ -1,11 +1,14 @@
 //! What a failed real-node test prints, in a few dozen lines: CI shows only the head of a failed
 //! run's output, so a failure must say at once whether the host, the node, the agent or the
 //! claim went wrong. The parts' full logs go to `<tmp>/headroom-realnode-logs` as before.
+//!
+//! It runs while the test unwinds, where a second panic aborts the whole binary: nothing here
+//! panics (a failed read prints as such), and every call is bounded (kubectl 10 s, curl 5 s), so
+//! a broken node cannot make a failure take minutes more.
 
 use serde_json::Value;
 
 use super::observe::agent_get;
-use super::scenario::ready_agent_pod;
 use super::{NODE, Node};
 
 /// Prints [`summary`] of `namespaces` when dropped during a panic (a failed assertion or wait).
@@ -74,14 +77,14 @@ fn host() -> String {
 }
 
 fn conditions(node: &Node) -> String {
-    let n = node.get_json(&["node", NODE]);
+    let n = get(node, &["node", NODE]);
     let conds: Vec<String> = n["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|c| format!("{}={}", str_of(&c["type"]), str_of(&c["status"])))
         .collect();
-    format!("node: {}", conds.join(" "))
+    format!("node: {}{}", conds.join(" "), failed(&n))
 }
 
 fn pod_line(p: &Value) -> String {
@@ -114,61 +117,79 @@ fn pod_line(p: &Value) -> String {
 }
 
 fn agent_pods(node: &Node) -> Vec<String> {
-    let pods = node.get_json(&["-n", "headroom", "pods"]);
-    let mut out = vec!["agent:".to_string()];
+    pods(node, "headroom")
+}
+
+fn pods(node: &Node, ns: &str) -> Vec<String> {
+    let pods = get(node, &["-n", ns, "pods"]);
+    let mut out = vec![format!("{ns}:{}", failed(&pods))];
     out.extend(pods["items"].as_array().into_iter().flatten().map(pod_line));
     out
 }
 
-fn pods(node: &Node, ns: &str) -> Vec<String> {
-    let pods = node.get_json(&["-n", ns, "pods"]);
-    let mut out = vec![format!("{ns}:")];
-    out.extend(pods["items"].as_array().into_iter().flatten().map(pod_line));
-    out
+/// What [`get`] could not read, as the end of a heading line.
+fn failed(v: &Value) -> String {
+    v["error"]
+        .as_str()
+        .map(|e| format!(" {}", e.trim()))
+        .unwrap_or_default()
 }
 
 /// `/volumes` of the Ready agent, or why there is none.
 fn agent_reports(node: &Node) -> Result<Vec<Value>, String> {
-    let (_, ip, _) = ready_agent_pod(node).ok_or("no Ready agent pod")?;
+    let pods = get(node, &["-n", "headroom", "pods"]);
+    let ip = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .find(|p| p["status"]["containerStatuses"][0]["ready"] == true)
+        .and_then(|p| p["status"]["podIP"].as_str())
+        .ok_or("no Ready agent pod")?
+        .to_owned();
     let (code, body) = agent_get(&ip, "/volumes").ok_or(format!("{ip}:9737 did not answer"))?;
     let all: Value = serde_json::from_str(&body).map_err(|e| format!("/volumes {code}: {e}"))?;
     Ok(all["volumes"].as_array().cloned().unwrap_or_default())
 }
 
 fn claims(node: &Node, ns: &str, reports: &Result<Vec<Value>, String>) -> Vec<String> {
-    let claims = node.get_json(&["-n", ns, "pvc"]);
-    claims["items"]
-        .as_array()
+    let claims = get(node, &["-n", ns, "pvc"]);
+    let unread = failed(&claims);
+    let unread = (!unread.is_empty()).then(|| format!("  claims:{unread}"));
+    let each = claims["items"].as_array().into_iter().flatten();
+    unread
         .into_iter()
-        .flatten()
-        .map(|c| {
-            let name = str_of(&c["metadata"]["name"]);
-            let status = c["metadata"]["annotations"]["headroom.dev/status"]
-                .as_str()
-                .and_then(|s| serde_json::from_str::<Value>(s).ok())
-                .map(|s| {
-                    format!(
-                        "state={} blocked={}",
-                        str_of(&s["state"]),
-                        str_of(&s["blockedReason"])
-                    )
-                })
-                .unwrap_or_else(|| "no status".into());
-            let report = match reports {
-                Err(e) => format!("report: {e}"),
-                Ok(all) => all
-                    .iter()
-                    .find(|r| r["namespace"] == ns && r["pvc"] == name)
-                    .map(report_line)
-                    .unwrap_or_else(|| "not in /volumes".into()),
-            };
+        .chain(each.map(|c| claim_line(c, ns, reports)))
+        .collect()
+}
+
+/// The claim's size and headroom status, and the agent's report of it on the next line.
+fn claim_line(c: &Value, ns: &str, reports: &Result<Vec<Value>, String>) -> String {
+    let name = str_of(&c["metadata"]["name"]);
+    let status = c["metadata"]["annotations"]["headroom.dev/status"]
+        .as_str()
+        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+        .map(|s| {
             format!(
-                "  claim {name}: request {} capacity {}; {status}\n    {report}",
-                str_of(&c["spec"]["resources"]["requests"]["storage"]),
-                str_of(&c["status"]["capacity"]["storage"]),
+                "state={} blocked={}",
+                str_of(&s["state"]),
+                str_of(&s["blockedReason"])
             )
         })
-        .collect()
+        .unwrap_or_else(|| "no status".into());
+    let report = match reports {
+        Err(e) => format!("report: {e}"),
+        Ok(all) => all
+            .iter()
+            .find(|r| r["namespace"] == ns && r["pvc"] == name)
+            .map(report_line)
+            .unwrap_or_else(|| "not in /volumes".into()),
+    };
+    format!(
+        "  claim {name}: request {} capacity {}; {status}\n    {report}",
+        str_of(&c["spec"]["resources"]["requests"]["storage"]),
+        str_of(&c["status"]["capacity"]["storage"]),
+    )
 }
 
 /// The report's measurement, verdict and WAL reading in one line.
@@ -208,7 +229,7 @@ pub fn report_line(r: &Value) -> String {
 
 /// The newest agent pod's log tail, and its previous container's when it restarted.
 fn agent_log(node: &Node) -> String {
-    let pods = node.get_json(&["-n", "headroom", "pods"]);
+    let pods = get(node, &["-n", "headroom", "pods"]);
     let Some(p) = pods["items"]
         .as_array()
         .into_iter()
@@ -218,18 +239,42 @@ fn agent_log(node: &Node) -> String {
         return "  (no agent pod)".into();
     };
     let name = str_of(&p["metadata"]["name"]);
-    let mut out = node
-        .kubectl(&["-n", "headroom", "logs", &name, "--tail=20"])
-        .unwrap_or_else(|e| e);
+    let mut out = quick(node, &["-n", "headroom", "logs", &name, "--tail=20"]);
     if p["status"]["containerStatuses"][0]["restartCount"].as_u64() > Some(0) {
         out.push_str("\nthe container before its restart, last 10 lines:\n");
-        out.push_str(
-            &node
-                .kubectl(&["-n", "headroom", "logs", &name, "--previous", "--tail=10"])
-                .unwrap_or_else(|e| e),
-        );
+        out.push_str(&quick(
+            node,
+            &["-n", "headroom", "logs", &name, "--previous", "--tail=10"],
+        ));
     }
     out
+}
+
+/// kubectl within 10 s: its output, or what went wrong.
+fn quick(node: &Node, args: &[&str]) -> String {
+    let out = node
+        .kubectl_cmd()
+        // The later flag wins: a broken API server costs seconds here, not a minute per call.
+        .arg("--request-timeout=10s")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(o) => format!(
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("kubectl {args:?}: {e}"),
+    }
+}
+
+/// `kubectl get -o json`, or `{"error": ...}` when it failed (shown where it was needed).
+fn get(node: &Node, args: &[&str]) -> Value {
+    let mut all = vec!["get", "-o", "json"];
+    all.extend_from_slice(args);
+    let text = quick(node, &all);
+    serde_json::from_str(&text).unwrap_or_else(|_| serde_json::json!({ "error": text }))
 }
 
 fn str_of(v: &Value) -> String {
