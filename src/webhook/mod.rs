@@ -31,6 +31,8 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::probe::bounded::BusyPaths;
+
 pub use handle::{Reviewer, Sources};
 
 use certs::ServingCert;
@@ -55,7 +57,7 @@ pub enum CertError {
         source: std::io::Error,
     },
     #[error("reading the webhook's certificate files: {0}")]
-    FilesUnread(String),
+    FilesUnread(crate::probe::bounded::BoundedError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,23 +133,6 @@ fn read_files(
     })
 }
 
-/// [`read_files`] off the async workers, within [`FILES_DEADLINE`].
-async fn read_files_bounded(
-    cert: &std::path::Path,
-    key: &std::path::Path,
-    ca: Option<&PathBuf>,
-) -> Result<ServingCert, CertError> {
-    let (cert, key, ca) = (cert.to_path_buf(), key.to_path_buf(), ca.cloned());
-    let read = tokio::task::spawn_blocking(move || read_files(&cert, &key, ca.as_ref()));
-    match tokio::time::timeout(FILES_DEADLINE, read).await {
-        Ok(Ok(read)) => read,
-        Ok(Err(e)) => Err(CertError::FilesUnread(e.to_string())),
-        Err(_) => Err(CertError::FilesUnread(format!(
-            "no answer within {FILES_DEADLINE:?}"
-        ))),
-    }
-}
-
 /// The certificate to serve now: the Secret's (created when missing, renewed when due, its
 /// `ca.crt` kept in `caBundle`) or the files'. `settled` is false when `caBundle` could not be
 /// kept, so the caller tries again soon.
@@ -156,7 +141,11 @@ struct Obtained {
     settled: bool,
 }
 
-async fn obtain(cfg: &WebhookConfig, client: &kube::Client) -> Result<Obtained, WebhookError> {
+async fn obtain(
+    cfg: &WebhookConfig,
+    client: &kube::Client,
+    files: &BusyPaths,
+) -> Result<Obtained, WebhookError> {
     match &cfg.tls {
         Tls::Secret { name, names } => {
             let stored =
@@ -170,10 +159,18 @@ async fn obtain(cfg: &WebhookConfig, client: &kube::Client) -> Result<Obtained, 
             })
         }
         // The files' CA is published only once their pair is served (see `keep_current`).
-        Tls::Files { cert, key, ca } => Ok(Obtained {
-            cert: read_files_bounded(cert, key, ca.as_ref()).await?,
-            settled: true,
-        }),
+        // Off the async workers, bounded, and not again while a read of them is stuck.
+        Tls::Files { cert, key, ca } => {
+            let (c, k, a) = (cert.clone(), key.clone(), ca.clone());
+            let read = files
+                .run(cert, FILES_DEADLINE, move || read_files(&c, &k, a.as_ref()))
+                .await
+                .map_err(CertError::FilesUnread)?;
+            Ok(Obtained {
+                cert: read?,
+                settled: true,
+            })
+        }
     }
 }
 
@@ -266,6 +263,8 @@ struct Keeper {
     live: Arc<live::LiveCert>,
     metrics: metrics::WebhookMetrics,
     served: ServingCert,
+    /// The certificate files' reads in flight (see [`obtain`]).
+    files: BusyPaths,
 }
 
 impl Keeper {
@@ -314,7 +313,7 @@ async fn keep_current(mut k: Keeper, settled: bool, stop: tokio::sync::watch::Re
             () = tokio::time::sleep(wait) => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        settled = match obtain(&k.cfg, &k.client).await {
+        settled = match obtain(&k.cfg, &k.client, &k.files).await {
             Ok(now) => k.serve(now.cert).await && now.settled,
             Err(e) => {
                 tracing::warn!(error = %e, "webhook: serving certificate");
@@ -335,9 +334,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WebhookError> {
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let files = BusyPaths::new();
     tokio::pin!(shutdown);
     let got = tokio::select! {
-        c = retry("serving certificate", &stop, || obtain(&cfg, &client)) => c,
+        c = retry("serving certificate", &stop, || obtain(&cfg, &client, &files)) => c,
         () = &mut shutdown => None,
     };
     let Some(first) = got else {
@@ -352,6 +352,7 @@ pub async fn run(
         live,
         metrics: metrics.clone(),
         served: first.cert,
+        files,
     };
     let keeper = tokio::spawn(keep_current(keeper, first.settled, stop.clone()));
     let reviewer = Arc::new(Reviewer {
