@@ -23,16 +23,6 @@ use support::http::{claim_metric, free_port, get, metric};
 use support::hung::HungMount;
 use support::node::{MI, capacity_of, fill, wait_for};
 
-fn volume_json(port: u16, pvc: &str) -> Option<serde_json::Value> {
-    let (_, body) = get(port, "/volumes").filter(|(c, _)| *c == 200)?;
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["volumes"]
-        .as_array()?
-        .iter()
-        .find(|r| r["pvc"] == pvc)
-        .cloned()
-}
-
 #[test]
 fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
     if !available(
@@ -81,7 +71,7 @@ fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
         )
         .filter(|v| *v == 1.0)
     });
-    let report = volume_json(port, "hung").expect("hung volume in /volumes");
+    let report = support::http::volume_report(port, "hung").expect("hung volume in /volumes");
     assert_eq!(report["not_measured"], "probe_timeout", "{report:#}");
     assert_eq!(report["measured_by"], "none", "{report:#}");
     assert!(report["measurement"].is_null(), "{report:#}");
@@ -92,7 +82,7 @@ fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
     });
     // The healthy ones are measured, and have no not-measured series.
     for name in ["a", "b"] {
-        let r = volume_json(port, name).expect("healthy volume in /volumes");
+        let r = support::http::volume_report(port, name).expect("healthy volume in /volumes");
         assert_eq!(r["measured_by"], "statfs", "{r:#}");
         assert!(
             metric(

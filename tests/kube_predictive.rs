@@ -160,14 +160,9 @@ fn a_steady_fill_is_grown_before_the_threshold_and_the_resize_time_is_learned() 
         Duration::from_secs(10),
         "the learned lead on /volumes",
         || {
-            let (_, body) = support::http::get(port, "/volumes")?;
-            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-            let vol = v["volumes"]
-                .as_array()?
-                .iter()
-                .find(|r| r["pvc"] == "data")?
-                .clone();
-            vol["fill_rate"]["resize_lead"].as_str().map(str::to_string)
+            support::http::volume_report(port, "data")?["fill_rate"]["resize_lead"]
+                .as_str()
+                .map(str::to_string)
         },
     );
     eprintln!(
@@ -225,13 +220,7 @@ fn a_resize_landed_while_no_agent_watched_teaches_no_lead_time() {
         Duration::from_millis(250),
     );
     let volume = wait_for(Duration::from_secs(20), "a fill rate on /volumes", || {
-        let (_, body) = support::http::get(port, "/volumes")?;
-        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        v["volumes"]
-            .as_array()?
-            .iter()
-            .find(|r| r["pvc"] == "data" && !r["fill_rate"].is_null())
-            .cloned()
+        support::http::volume_report(port, "data").filter(|r| !r["fill_rate"].is_null())
     });
     assert!(
         volume["fill_rate"]["resize_lead"].is_null(),

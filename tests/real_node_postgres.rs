@@ -16,12 +16,20 @@ use support::realnode::observe::*;
 use support::realnode::postgres::*;
 use support::realnode::scenario::*;
 use support::realnode::wait_for_cmd;
-use support::realnode::witness::{report_line, witness};
+use support::realnode::witness::{Witness, report_line, witness};
 
-/// The node with headroom and PostgreSQL's image; `None` when the test skips off CI.
-fn node(test: &str) -> Option<(&'static Installed, Hold)> {
+/// The node with headroom and PostgreSQL's image, shared with the other scenarios, and
+/// namespace `ns` on it with the witness that prints it should the scenario fail; `None` when
+/// the test skips off CI.
+fn scenario(
+    test: &str,
+    ns: &str,
+) -> Option<(&'static support::realnode::Node, Hold, Witness<'static>)> {
     support::realnode::postgres::parts(test)?;
-    shared(test)
+    let (env, hold) = shared(test)?;
+    let node: &'static support::realnode::Node = &env.node;
+    namespace(node, ns);
+    Some((node, hold, witness(node, &[ns])))
 }
 
 /// Opted in, small steps, and the WAL limits the faults below cross: a slot retaining more than
@@ -166,13 +174,10 @@ fn still(node: &support::realnode::Node, v: &Vol, size: u64, for_: Duration) {
 /// primary's pod deleted and a replica promoted: its role is read as primary.
 #[test]
 fn cloudnativepg_primary_replicas_a_stale_slot_and_a_promotion() {
-    let Some((env, _hold)) = node("cloudnativepg_primary_replicas") else {
+    let ns = "pg-cnpg";
+    let Some((node, _hold, _witness)) = scenario("cloudnativepg_primary_replicas", ns) else {
         return;
     };
-    let node = &env.node;
-    let ns = "pg-cnpg";
-    namespace(node, ns);
-    let _witness = witness(node, &[ns]);
     let spec =
         |instance, role| InstanceSpec::new(Layout::CloudNativePG, "pg", instance, role, WAL_POLICY);
     let primary = instance(node, ns, &spec("pg-1", Role::Primary));
@@ -324,13 +329,10 @@ fn cloudnativepg_primary_replicas_a_stale_slot_and_a_promotion() {
 /// backlog drains and it grows.
 #[test]
 fn cloudnativepg_failing_archive_holds_the_wal_volume_until_fixed() {
-    let Some((env, _hold)) = node("cloudnativepg_failing_archive") else {
+    let ns = "pg-archive";
+    let Some((node, _hold, _witness)) = scenario("cloudnativepg_failing_archive", ns) else {
         return;
     };
-    let node = &env.node;
-    let ns = "pg-archive";
-    namespace(node, ns);
-    let _witness = witness(node, &[ns]);
     let pg = instance(
         node,
         ns,
@@ -400,13 +402,10 @@ fn cloudnativepg_failing_archive_holds_the_wal_volume_until_fixed() {
 /// the volume (`pg_wal` read, its backlog counted), and the server read as a primary.
 #[test]
 fn spilo_crunchy_and_bitnami_layouts_are_found_and_classified() {
-    let Some((env, _hold)) = node("spilo_crunchy_and_bitnami_layouts") else {
+    let ns = "pg-layouts";
+    let Some((node, _hold, _witness)) = scenario("spilo_crunchy_and_bitnami_layouts", ns) else {
         return;
     };
-    let node = &env.node;
-    let ns = "pg-layouts";
-    namespace(node, ns);
-    let _witness = witness(node, &[ns]);
     let ack = format!("{WAL_POLICY}    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n");
     for (layout, cluster, pod) in [
         (Layout::Spilo, "acid-main", "acid-main-0"),
@@ -612,13 +611,10 @@ fn credentials_reach_their_own_cluster_over_tls_and_no_other() {
 /// followed or hung on, and the instance beside it still grows when filled.
 #[test]
 fn a_tenants_hostile_files_are_named_and_block_nothing_else() {
-    let Some((env, _hold)) = node("a_tenants_hostile_files") else {
+    let ns = "pg-hostile";
+    let Some((node, _hold, _witness)) = scenario("a_tenants_hostile_files", ns) else {
         return;
     };
-    let node = &env.node;
-    let ns = "pg-hostile";
-    namespace(node, ns);
-    let _witness = witness(node, &[ns]);
     let ack = format!("{WAL_POLICY}    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n");
     let spec = |instance| InstanceSpec::new(Layout::Bitnami, "bn", instance, Role::Primary, &ack);
     let tenant = instance(node, ns, &spec("bn-a-postgresql-0"));
@@ -666,13 +662,10 @@ fn a_tenants_hostile_files_are_named_and_block_nothing_else() {
 /// WAL volume, filled, is not held back as a WAL fault.
 #[test]
 fn a_base_backup_not_yet_started_is_classified_not_a_fault() {
-    let Some((env, _hold)) = node("a_base_backup_not_yet_started") else {
+    let ns = "pg-backup";
+    let Some((node, _hold, _witness)) = scenario("a_base_backup_not_yet_started", ns) else {
         return;
     };
-    let node = &env.node;
-    let ns = "pg-backup";
-    namespace(node, ns);
-    let _witness = witness(node, &[ns]);
     let spec =
         |instance, role| InstanceSpec::new(Layout::CloudNativePG, "bk", instance, role, WAL_POLICY);
     let primary = instance(node, ns, &spec("bk-1", Role::Primary));

@@ -29,6 +29,17 @@ pub fn free_port() -> u16 {
     super::ports::free_port()
 }
 
+/// The agent's report of claim `pvc` on /volumes, if it lists it.
+pub fn volume_report(port: u16, pvc: &str) -> Option<serde_json::Value> {
+    let (_, body) = get(port, "/volumes").filter(|(c, _)| *c == 200)?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["volumes"]
+        .as_array()?
+        .iter()
+        .find(|r| r["pvc"] == pvc)
+        .cloned()
+}
+
 /// The value of `metric` for claim `claim` on /metrics, once the agent reports it.
 pub fn claim_metric(port: u16, metric: &str, claim: &str) -> Option<f64> {
     let (_, text) = get(port, "/metrics").filter(|(code, _)| *code == 200)?;

@@ -317,10 +317,10 @@ const LOG_TAIL: usize = 60;
 impl Drop for Agent {
     fn drop(&mut self) {
         self.kill();
-        let Some(log) = self.log.as_ref().filter(|_| std::thread::panicking()) else {
+        if self.log.is_none() || !std::thread::panicking() {
             return;
-        };
-        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        }
+        let text = self.log_text();
         let lines: Vec<&str> = text.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
         eprintln!(

@@ -79,13 +79,17 @@ pub fn agent_pod(node: &Node, within: Duration) -> (String, String, String) {
 
 /// One look for a Ready agent pod that is not being deleted: its name, IP and container id.
 pub fn ready_agent_pod(node: &Node) -> Option<(String, String, String)> {
-    let pods = node.get_json(&[
+    ready_agent_in(&node.get_json(&[
         "-n",
         "headroom",
         "pods",
         "-l",
         "app.kubernetes.io/name=headroom",
-    ]);
+    ]))
+}
+
+/// The Ready agent pod, not being deleted, of a pod list: its name, IP and container id.
+pub fn ready_agent_in(pods: &serde_json::Value) -> Option<(String, String, String)> {
     let pod = pods["items"].as_array()?.iter().find(|p| {
         p["metadata"]["deletionTimestamp"].is_null()
             && p["status"]["conditions"]

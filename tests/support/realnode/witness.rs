@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use super::observe::agent_get;
+use super::scenario::ready_agent_in;
 use super::{NODE, Node};
 
 /// Prints [`summary`] of `namespaces` when dropped during a panic (a failed assertion or wait).
@@ -137,16 +138,8 @@ fn failed(v: &Value) -> String {
 
 /// `/volumes` of the Ready agent, or why there is none.
 fn agent_reports(node: &Node) -> Result<Vec<Value>, String> {
-    let pods = get(node, &["-n", "headroom", "pods"]);
-    let ip = pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .find(|p| p["status"]["containerStatuses"][0]["ready"] == true)
-        .and_then(|p| p["status"]["podIP"].as_str())
-        .ok_or("no Ready agent pod")?
-        .to_owned();
+    let (_, ip, _) =
+        ready_agent_in(&get(node, &["-n", "headroom", "pods"])).ok_or("no Ready agent pod")?;
     let (code, body) = agent_get(&ip, "/volumes").ok_or(format!("{ip}:9737 did not answer"))?;
     let all: Value = serde_json::from_str(&body).map_err(|e| format!("/volumes {code}: {e}"))?;
     Ok(all["volumes"].as_array().cloned().unwrap_or_default())
