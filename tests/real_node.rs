@@ -19,6 +19,7 @@ use serde_json::Value;
 use support::realnode::observe::*;
 use support::realnode::resizer::bytes;
 use support::realnode::scenario::*;
+use support::realnode::witness::witness;
 use support::realnode::{NODE, wait_for_cmd};
 
 #[test]
@@ -26,6 +27,7 @@ fn agent_pod_is_ready_on_its_probes_as_uid_65532_with_dac_read_search_only() {
     let Some((env, _hold)) = shared("agent_pod_is_ready_on_its_probes") else {
         return;
     };
+    let _witness = witness(&env.node, &[]);
     let (name, ip, id) = agent_pod(&env.node, Duration::from_secs(60));
     let pod = env.node.get_json(&["-n", "headroom", "pod", &name]);
     assert_eq!(pod["spec"]["nodeName"], NODE);
@@ -62,6 +64,7 @@ fn a_claim_mounted_after_the_agent_started_is_measured_through_a_0700_directory(
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-late"]);
     let (_, ip, _) = agent_pod(node, Duration::from_secs(60));
     let v = data_volume(node, "rn-late", &policy(""));
     // As Postgres keeps its data: the volume's root owned by uid 26, mode 0700, data inside.
@@ -93,6 +96,7 @@ fn fill_patch_resize_node_expand_grows_the_filesystem_and_the_history_lands() {
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-fill"]);
     let v = data_volume(node, "rn-fill", &policy(""));
     let m = v.mount();
     let (size0, _) = statfs(&m);
@@ -186,6 +190,7 @@ fn the_agents_token_reads_kubelet_stats_and_a_token_without_nodes_stats_is_refus
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-nostats"]);
     let (agent, _, _) = agent_pod(node, Duration::from_secs(60));
     let token = token_of(node, "headroom", "headroom");
     // The kubelet's TLS certificate verifies against the cluster CA (the pods' ca.crt).
@@ -234,6 +239,7 @@ fn two_claims_on_one_device_are_refused() {
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-shared"]);
     namespace(node, "rn-shared");
     let spec = VolSpec {
         size_mi: 300,
@@ -274,6 +280,7 @@ fn a_drain_pauses_planned_growth_emergencies_still_act_and_uncordon_resumes() {
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-drain"]);
     namespace(node, "rn-drain");
     let spec = VolSpec {
         size_mi: 300,
@@ -340,6 +347,7 @@ fn restarts_during_fills_give_one_grow_per_fill_and_keep_the_history() {
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-restart"]);
     let v = data_volume(node, "rn-restart", &policy(""));
     let m = v.mount();
 
@@ -400,6 +408,7 @@ fn a_cloudnativepg_data_volume_with_a_ready_backlog_does_not_grow() {
         return;
     };
     let node = &env.node;
+    let _witness = witness(node, &["rn-cnpg"]);
     namespace(node, "rn-cnpg");
     let meta = policy(
         "    headroom.dev/wal-safety-acknowledge-wal-risk: \"true\"\n    headroom.dev/wal-safety-max-pending-wal-files: \"3\"\n  labels:\n    cnpg.io/cluster: pg\n    cnpg.io/instanceName: pg-1\n    cnpg.io/pvcRole: PG_DATA\n",

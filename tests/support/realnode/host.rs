@@ -269,3 +269,30 @@ pub fn kill_marked(marker: &str) {
         }
     }
 }
+
+/// Free and total MiB of the filesystem holding `path` (or its nearest existing ancestor), as
+/// the kubelet's `nodefs.available` counts it (blocks available to unprivileged users).
+pub fn disk_mib(path: &Path) -> Option<(u64, u64)> {
+    let at = path.ancestors().find(|p| p.exists())?;
+    let s = nix::sys::statvfs::statvfs(at).ok()?;
+    let f = s.fragment_size();
+    Some(((s.blocks_available() * f) >> 20, (s.blocks() * f) >> 20))
+}
+
+/// Fails the run at once, naming the cause, when a filesystem the node writes to has too little
+/// room: otherwise the kubelet reports DiskPressure and evicts every pod the tests start, and
+/// each test fails later on a pod that never ran.
+pub fn require_room(paths: &[&Path], need_mib: u64) {
+    for p in paths {
+        if let Some((free, total)) = disk_mib(p) {
+            assert!(
+                free >= need_mib,
+                "the host has {free} MiB free of {total} MiB on the filesystem of {}; a real \
+                 node needs {need_mib} MiB (its kubelet evicts pods below {} MiB): free space \
+                 first (an old target/ or /tmp/headroom-* directory?)",
+                p.display(),
+                super::EVICT_BELOW_MI,
+            );
+        }
+    }
+}

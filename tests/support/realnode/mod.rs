@@ -42,6 +42,10 @@ pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
 /// The name the test's kustomize overlay gives headroom's image (the archive is imported under
 /// it); the shipped manifests say `headroom:0.1.0`.
 pub const AGENT_IMAGE: &str = "headroom.test/headroom:realnode";
+/// The kubelet's eviction floor for `nodefs` and `imagefs`, and the room a run asks of the host
+/// before it starts (images, loop files, PostgreSQL's data, logs, with margin).
+pub const EVICT_BELOW_MI: u64 = 256;
+const NEEDS_FREE_MI: u64 = 1024;
 const PID_FILE: &str = "/run/headroom-realnode.pid";
 
 /// Where the node's binaries and images are.
@@ -184,7 +188,9 @@ impl Node {
 
     pub fn start(parts: Parts) -> Node {
         clean_stale_run();
-        let dir = std::env::temp_dir().join(format!("headroom-realnode-{}", std::process::id()));
+        let tmp = std::env::temp_dir();
+        host::require_room(&[Path::new(KUBELET_ROOT), &tmp], NEEDS_FREE_MI);
+        let dir = tmp.join(format!("headroom-realnode-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("cni")).expect("node dir");
         std::fs::write(

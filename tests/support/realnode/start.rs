@@ -208,7 +208,14 @@ impl Node {
             "--volume-plugin-dir={}",
             self.dir.join("flex").display()
         ))
-        .arg("--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%")
+        // Absolute floors, not percentages: a CI host's large root disk can be 99 % used with
+        // gigabytes free, and a percentage then evicts every pod the tests start (stop 39's CI:
+        // DiskPressure at 2.7 GiB free of 252). The short transition period keeps a brief dip
+        // from holding the node under pressure for the default five minutes.
+        .arg(format!(
+            "--eviction-hard=memory.available<100Mi,nodefs.available<{EVICT_BELOW_MI}Mi,imagefs.available<{EVICT_BELOW_MI}Mi"
+        ))
+        .arg("--eviction-pressure-transition-period=30s")
         .arg("--image-gc-high-threshold=100")
         .arg("--image-gc-low-threshold=99")
         .arg("--serialize-image-pulls=false")

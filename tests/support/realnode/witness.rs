@@ -6,11 +6,14 @@
 //! panics (a failed read prints as such), and every call is bounded (kubectl 10 s, curl 5 s), so
 //! a broken node cannot make a failure take minutes more.
 
+use std::path::Path;
+
 use serde_json::Value;
 
+use super::host::disk_mib;
 use super::observe::agent_get;
 use super::scenario::ready_agent_in;
-use super::{NODE, Node};
+use super::{KUBELET_ROOT, NODE, Node};
 
 /// Prints [`summary`] of `namespaces` when dropped during a panic (a failed assertion or wait).
 pub struct Witness<'a> {
@@ -58,9 +61,10 @@ pub fn summary(node: &Node, namespaces: &[&str]) -> String {
 
 fn host() -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let free = nix::sys::statvfs::statvfs("/")
-        .map(|s| (s.blocks_available() * s.fragment_size()) >> 20)
-        .unwrap_or(0);
+    let disk = |p: &str| match disk_mib(Path::new(p)) {
+        Some((free, total)) => format!("{p} has {free} MiB free of {total}"),
+        None => format!("{p}: unread"),
+    };
     let mem = std::fs::read_to_string("/proc/meminfo")
         .unwrap_or_default()
         .lines()
@@ -72,8 +76,10 @@ fn host() -> String {
         .unwrap_or(0)
         >> 10;
     format!(
-        "host: load {}; / has {free} MiB free; {mem} MiB memory available",
-        load.trim()
+        "host: load {}; {}; {}; {mem} MiB memory available",
+        load.trim(),
+        disk(KUBELET_ROOT),
+        disk(&std::env::temp_dir().display().to_string()),
     )
 }
 
