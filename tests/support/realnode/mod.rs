@@ -25,6 +25,7 @@ pub mod witness;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -164,6 +165,7 @@ pub struct Node {
     netns_before: HashSet<String>,
     ip_forward_before: String,
     pub started: Instant,
+    torn_down: AtomicBool,
 }
 
 static SHARED: OnceLock<Arc<Node>> = OnceLock::new();
@@ -206,6 +208,7 @@ impl Node {
             parts,
             procs: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
+            torn_down: AtomicBool::new(false),
         };
         node.boot();
         node
@@ -372,8 +375,13 @@ impl Node {
         );
     }
 
-    /// Stops everything and removes every trace on the host (idempotent).
+    /// Stops everything and removes every trace on the host. Only the first call acts: a bench
+    /// tears its node down and then drops it, and a second pass would replace the kept logs with
+    /// a diagnosis of a node that no longer exists.
     pub fn teardown(&self) {
+        if self.torn_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
         self.keep_logs();
         self.kill("kubelet");
         if let Some(tasks) = self.ctr(&["tasks", "ls", "-q"]) {
