@@ -11,6 +11,8 @@ mod datadir_tests;
 pub mod guard;
 pub mod health;
 #[cfg(test)]
+mod health_tests;
+#[cfg(test)]
 mod in_pod_tests;
 pub mod lsn;
 pub mod slotfile;
