@@ -19,7 +19,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use support::cluster::{Cluster, ENABLED, available};
-use support::http::{claim_metric, free_port, get, metric};
+use support::http::{claim_metric, free_port, get, metric, volume_report};
 use support::hung::HungMount;
 use support::node::{MI, capacity_of, fill, wait_for};
 
@@ -71,7 +71,7 @@ fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
         )
         .filter(|v| *v == 1.0)
     });
-    let report = support::http::volume_report(port, "hung").expect("hung volume in /volumes");
+    let report = volume_report(port, "hung").expect("hung volume in /volumes");
     assert_eq!(report["not_measured"], "probe_timeout", "{report:#}");
     assert_eq!(report["measured_by"], "none", "{report:#}");
     assert!(report["measurement"].is_null(), "{report:#}");
@@ -82,7 +82,7 @@ fn a_hung_mount_stops_neither_the_scans_nor_the_other_volumes_nor_shutdown() {
     });
     // The healthy ones are measured, and have no not-measured series.
     for name in ["a", "b"] {
-        let r = support::http::volume_report(port, name).expect("healthy volume in /volumes");
+        let r = volume_report(port, name).expect("healthy volume in /volumes");
         assert_eq!(r["measured_by"], "statfs", "{r:#}");
         assert!(
             metric(

@@ -47,23 +47,25 @@ pub fn summary(node: &Node, namespaces: &[&str]) -> String {
     )];
     out.push(host());
     out.push(conditions(node));
-    out.extend(agent_pods(node));
-    let reports = agent_reports(node);
+    // One read of the agent's pods serves their lines, the /volumes lookup and the log tail.
+    let agents = get(node, &["-n", "headroom", "pods"]);
+    out.extend(pod_lines("headroom", &agents));
+    let reports = agent_reports(&agents);
     for ns in namespaces {
-        out.extend(pods(node, ns));
+        out.extend(pod_lines(ns, &get(node, &["-n", ns, "pods"])));
         out.extend(claims(node, ns, &reports));
     }
     out.push("agent log, last 20 lines:".into());
-    out.push(agent_log(node));
+    out.push(agent_log(node, &agents));
     out.push("=== end of witness ===".into());
     out.join("\n")
 }
 
 fn host() -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let disk = |p: &str| match disk_mib(Path::new(p)) {
-        Some((free, total)) => format!("{p} has {free} MiB free of {total}"),
-        None => format!("{p}: unread"),
+    let disk = |p: &Path| match disk_mib(p) {
+        Some((free, total)) => format!("{} has {free} MiB free of {total}", p.display()),
+        None => format!("{}: unread", p.display()),
     };
     let mem = std::fs::read_to_string("/proc/meminfo")
         .unwrap_or_default()
@@ -78,8 +80,8 @@ fn host() -> String {
     format!(
         "host: load {}; {}; {}; {mem} MiB memory available",
         load.trim(),
-        disk(KUBELET_ROOT),
-        disk(&std::env::temp_dir().display().to_string()),
+        disk(Path::new(KUBELET_ROOT)),
+        disk(&std::env::temp_dir()),
     )
 }
 
@@ -123,13 +125,9 @@ fn pod_line(p: &Value) -> String {
     )
 }
 
-fn agent_pods(node: &Node) -> Vec<String> {
-    pods(node, "headroom")
-}
-
-fn pods(node: &Node, ns: &str) -> Vec<String> {
-    let pods = get(node, &["-n", ns, "pods"]);
-    let mut out = vec![format!("{ns}:{}", failed(&pods))];
+/// Namespace `ns`'s heading (or why its pods were not read), then a line per pod.
+fn pod_lines(ns: &str, pods: &Value) -> Vec<String> {
+    let mut out = vec![format!("{ns}:{}", failed(pods))];
     out.extend(pods["items"].as_array().into_iter().flatten().map(pod_line));
     out
 }
@@ -143,9 +141,8 @@ fn failed(v: &Value) -> String {
 }
 
 /// `/volumes` of the Ready agent, or why there is none.
-fn agent_reports(node: &Node) -> Result<Vec<Value>, String> {
-    let (_, ip, _) =
-        ready_agent_in(&get(node, &["-n", "headroom", "pods"])).ok_or("no Ready agent pod")?;
+fn agent_reports(agents: &Value) -> Result<Vec<Value>, String> {
+    let (_, ip, _) = ready_agent_in(agents).ok_or("no Ready agent pod")?;
     let (code, body) = agent_get(&ip, "/volumes").ok_or(format!("{ip}:9737 did not answer"))?;
     let all: Value = serde_json::from_str(&body).map_err(|e| format!("/volumes {code}: {e}"))?;
     Ok(all["volumes"].as_array().cloned().unwrap_or_default())
@@ -227,9 +224,8 @@ pub fn report_line(r: &Value) -> String {
 }
 
 /// The newest agent pod's log tail, and its previous container's when it restarted.
-fn agent_log(node: &Node) -> String {
-    let pods = get(node, &["-n", "headroom", "pods"]);
-    let Some(p) = pods["items"]
+fn agent_log(node: &Node, agents: &Value) -> String {
+    let Some(p) = agents["items"]
         .as_array()
         .into_iter()
         .flatten()
