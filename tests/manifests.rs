@@ -153,6 +153,20 @@ const WEBHOOK_NEEDS: &[Need] = &[
             ".map_err(list(\"statefulsets\"))",
         ],
     },
+    // A claim restored from a VolumeSnapshot: the snapshot's restoreSize, by name (the clone's
+    // source claim is a get the agent's rbac/ already grants).
+    Need {
+        scope: "cluster",
+        group: "snapshot.storage.k8s.io",
+        resource: "volumesnapshots",
+        verbs: &["get"],
+        file: "src/webhook/source.rs",
+        evidence: &[
+            "Api<DynamicObject> =",
+            "Api::namespaced_with(client.clone(), ns, &snapshot_resource())",
+            "api.get(&name)",
+        ],
+    },
     Need {
         scope: "cluster",
         group: "admissionregistration.k8s.io",
@@ -186,6 +200,8 @@ const WEBHOOK_NEEDS: &[Need] = &[
 const TYPES: &[(&str, &str)] = &[
     ("Secret", "secrets"),
     ("StatefulSet", "statefulsets"),
+    // The webhook's only dynamic object (src/webhook/source.rs): a VolumeSnapshot.
+    ("DynamicObject", "volumesnapshots"),
     (
         "MutatingWebhookConfiguration",
         "mutatingwebhookconfigurations",
@@ -648,7 +664,7 @@ fn the_webhook_overlay_grants_exactly_what_the_webhook_calls() {
     for (what, resource_names) in &names {
         let want: &[&str] = match what.as_str() {
             // Create cannot be limited by name (the object does not exist yet).
-            "secrets create" | "statefulsets list" => &[],
+            "secrets create" | "statefulsets list" | "volumesnapshots get" => &[],
             "secrets get" | "secrets update" => &[secret.as_str()],
             _ => &[configuration.as_str()],
         };

@@ -1,5 +1,5 @@
-//! One review, start to answer: read it, find the claim's group and members, decide its size,
-//! answer. Every answer allows the CREATE; a review that cannot be read or decided in time is
+//! One review, start to answer: read it, find the claim's group and members and, for a claim
+//! that opted in, what its data source requires; decide its size; answer. Every answer allows the CREATE; a review that cannot be read or decided in time is
 //! answered with no patch and a warning (the agents' `GroupGrow` still raises the claim later).
 
 use std::sync::Arc;
@@ -13,7 +13,8 @@ use super::WebhookError;
 use super::lookup;
 use super::metrics::{Outcome, WebhookMetrics};
 use super::review::{self, Reviewed};
-use super::size::{self, Keep, Verdict};
+use super::size::{self, Caveat, Keep, SourceSize, Verdict};
+use super::source;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 
 /// The agent's watch stores a review reads: StorageClasses (their policy annotations) and the
@@ -94,40 +95,73 @@ impl Reviewer {
                     review::allow(&c.uid, None, Some(&why)),
                 )
             }
-            Ok(Ok(Verdict::Raise { from, to, group })) => {
-                use crate::quantity::format as q;
-                tracing::info!(%claim, %group, from = %q(from), to = %q(to), "webhook: new claim raised to its group's size");
-                let note = format!(
-                    "{claim}: spec.resources.requests.storage raised from {} to {} (the size of its group {group})",
-                    q(from),
-                    q(to)
-                );
-                let patch = review::raise_patch(to);
-                (
-                    Outcome::Raised,
-                    review::allow(&c.uid, Some(&patch), Some(&note)),
-                )
-            }
-            Ok(Ok(Verdict::Keep(keep))) => {
-                tracing::debug!(%claim, ?keep, "webhook: claim created at the size requested");
-                let outcome = match keep {
-                    Keep::InvalidPolicy(_) => Outcome::InvalidPolicy,
-                    _ => Outcome::AsRequested,
-                };
-                (outcome, review::allow(&c.uid, None, keep.warning()))
-            }
+            Ok(Ok(verdict)) => answer(&c.uid, &claim, verdict),
         }
     }
 
     async fn verdict(&self, pvc: &PersistentVolumeClaim) -> Result<Verdict, WebhookError> {
         let found = lookup::find(&self.client, pvc).await?;
         let class = self.sources.class(pvc);
+        let central = self.sources.central();
+        // A claim that did not opt in costs no read of its source.
+        let source = if size::opted_in(pvc, class.as_deref(), &central) {
+            source::size(&self.client, pvc).await
+        } else {
+            SourceSize::None
+        };
         Ok(size::verdict(
             pvc,
             found.group.as_deref(),
             &found.members,
+            &source,
             class.as_deref(),
-            &self.sources.central(),
+            &central,
         ))
+    }
+}
+
+/// The answer to a review of `claim` decided as `verdict`, and what it was.
+pub fn answer(uid: &str, claim: &str, verdict: Verdict) -> (Outcome, Vec<u8>) {
+    use crate::quantity::format as q;
+    match verdict {
+        Verdict::Raise {
+            from,
+            to,
+            because,
+            caveat,
+        } => {
+            tracing::info!(%claim, from = %q(from), to = %q(to), "webhook: new claim raised to {because}");
+            let mut note = format!(
+                "{claim}: spec.resources.requests.storage raised from {} to {} ({because})",
+                q(from),
+                q(to)
+            );
+            if let Some(c) = &caveat {
+                tracing::warn!(%claim, "webhook: {}", c.message());
+                note = format!("{note}; {}", c.message());
+            }
+            let outcome = match caveat {
+                Some(Caveat::SourceUnknown(_)) => Outcome::SourceUnknown,
+                _ => Outcome::Raised,
+            };
+            let patch = review::raise_patch(to);
+            (outcome, review::allow(uid, Some(&patch), Some(&note)))
+        }
+        Verdict::Keep(keep) => {
+            tracing::debug!(%claim, ?keep, "webhook: claim created at the size requested");
+            let outcome = match keep {
+                Keep::InvalidPolicy(_) => Outcome::InvalidPolicy,
+                Keep::Caveat(Caveat::SourceUnknown(_)) => Outcome::SourceUnknown,
+                _ => Outcome::AsRequested,
+            };
+            let warning = keep.warning().map(|w| match keep {
+                Keep::Caveat(_) => {
+                    tracing::warn!(%claim, "webhook: {w}; created at the size requested");
+                    format!("{w}; created at the size requested")
+                }
+                _ => w.to_string(),
+            });
+            (outcome, review::allow(uid, None, warning.as_deref()))
+        }
     }
 }

@@ -26,12 +26,16 @@ pub enum Outcome {
     TimedOut,
     /// The group's members could not be read from the API server.
     LookupFailed,
+    /// The claim's data source (a VolumeSnapshot, a claim) could not be sized: missing, its API
+    /// not served, refused by RBAC, another namespace's, or a `restoreSize` that is no size.
+    /// Sized by its group alone, if it has one.
+    SourceUnknown,
     /// Not answered with a review: not a POST, a body too large or too slow.
     Refused,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Raised,
         Outcome::AsRequested,
         Outcome::InvalidPolicy,
@@ -39,6 +43,7 @@ impl Outcome {
         Outcome::Unreadable,
         Outcome::TimedOut,
         Outcome::LookupFailed,
+        Outcome::SourceUnknown,
         Outcome::Refused,
     ];
 
@@ -51,6 +56,7 @@ impl Outcome {
             Outcome::Unreadable => "unreadable",
             Outcome::TimedOut => "timed_out",
             Outcome::LookupFailed => "lookup_failed",
+            Outcome::SourceUnknown => "source_unknown",
             Outcome::Refused => "refused",
         }
     }

@@ -2,10 +2,12 @@
 //! CREATE, served by every agent, that raises a new claim joining a group (a StatefulSet's
 //! claim template, a CloudNativePG cluster and role, `headroom.dev/group`, pvc-autoresizer's
 //! `initial-resize-group-by`) to the group's size, so a new member is born at size instead of
-//! created small and grown after it mounts. It never refuses a claim: the configuration's
+//! created small and grown after it mounts, and a claim restored from a VolumeSnapshot or cloned
+//! from a claim (issue 40, item 3) to at least its source's size, which the provisioner
+//! requires. It never refuses a claim: the configuration's
 //! `failurePolicy: Ignore` covers a webhook that is down, and every answer here allows.
 //!
-//! [`review`] and [`size`] are pure; [`lookup`] reads the members, [`certs`] keeps the serving
+//! [`review`] and [`size`] are pure; [`lookup`] reads the members, [`source`] the data source, [`certs`] keeps the serving
 //! certificate and the configuration's `caBundle`, [`rotate`] decides renewals, [`live`] swaps
 //! the served certificate without a restart, [`serve`] is the HTTPS listener.
 
@@ -18,9 +20,12 @@ pub mod review;
 pub mod rotate;
 pub mod serve;
 pub mod size;
+pub mod source;
 
 #[cfg(test)]
 mod serve_tests;
+#[cfg(test)]
+mod source_tests;
 #[cfg(test)]
 mod tests;
 

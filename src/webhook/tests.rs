@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::lookup::{has_ordinal_peers, statefulset_group};
 use super::review::{self, Reviewed};
-use super::size::{Keep, Verdict, verdict};
+use super::size::{Because, Keep, SourceSize, Verdict, verdict};
 use crate::policy::merge::{CentralPolicy, POLICY_KEY, parse_configmap};
 use crate::quantity::MI;
 
@@ -135,7 +135,14 @@ fn members() -> Vec<PersistentVolumeClaim> {
 
 fn decide(pvc: &PersistentVolumeClaim, central: &CentralPolicy) -> Verdict {
     let group = crate::k8s::roles::group_key(pvc, None);
-    verdict(pvc, group.as_deref(), &members(), None, central)
+    verdict(
+        pvc,
+        group.as_deref(),
+        &members(),
+        &SourceSize::None,
+        None,
+        central,
+    )
 }
 
 #[test]
@@ -147,7 +154,8 @@ fn a_new_member_is_raised_to_its_groups_size_within_its_limit() {
         Verdict::Raise {
             from: 64 * MI,
             to: 80 * MI,
-            group: "db/cnpg/pg/PG_DATA".into()
+            because: Because::Group("db/cnpg/pg/PG_DATA".into()),
+            caveat: None,
         }
     );
     // Its own limit caps the raise.
@@ -166,7 +174,14 @@ fn a_new_member_is_raised_to_its_groups_size_within_its_limit() {
     let alone = vec![claim("pg-1", "80Mi", opted_in(), cnpg())];
     let group = crate::k8s::roles::group_key(&again, None);
     assert_eq!(
-        verdict(&again, group.as_deref(), &alone, None, &central),
+        verdict(
+            &again,
+            group.as_deref(),
+            &alone,
+            &SourceSize::None,
+            None,
+            &central
+        ),
         Verdict::Keep(Keep::AtSize)
     );
 }
@@ -208,6 +223,7 @@ fn only_a_claim_that_opted_in_is_raised() {
             &pvc,
             group.as_deref(),
             &members(),
+            &SourceSize::None,
             Some(&class),
             &CentralPolicy::default()
         ),
@@ -247,7 +263,7 @@ fn hostile_claims_keep_their_size_and_say_why() {
     let pvc = claim("pg-3", "64Mi", opted_in(), cnpg());
     let group = crate::k8s::roles::group_key(&pvc, None);
     assert!(matches!(
-        verdict(&pvc, group.as_deref(), &with_bad, None, &central),
+        verdict(&pvc, group.as_deref(), &with_bad, &SourceSize::None, None, &central),
         Verdict::Raise { to, .. } if to == 80 * MI
     ));
     // No group, no raise.
