@@ -29,13 +29,22 @@ use support::kube::block;
 use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY, annotation};
 use support::kube::server;
 use support::kube::webhook::{
-    agent_calls, apply_overlay_rbac, ca_bundle, configure, configure_all, create_claim,
-    delete_secret, headroom_annotations, label_namespace, secret, wait_serving, webhook_args,
+    agent_calls, ca_bundle, configure, configure_all, create_claim, delete_secret,
+    headroom_annotations, secret, serving_agent, wait_serving, webhook_args, webhook_cluster,
 };
 use support::node::{MI, fill, request_of, wait_for};
 use support::ports::free_port;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `headroom_webhook_requests_total{outcome}` of the agent whose admin endpoint is `admin`.
+fn answered(admin: u16, outcome: &str) -> Option<f64> {
+    metric(
+        admin,
+        "headroom_webhook_requests_total",
+        &[&format!("outcome=\"{outcome}\"")],
+    )
+}
 
 fn statefulset(c: &KubeCluster, name: &str, template: &str) {
     let set: StatefulSet = serde_json::from_value(json!({
@@ -68,9 +77,7 @@ fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let c = KubeCluster::new();
-    apply_overlay_rbac(&c);
-    label_namespace(&c);
+    let c = webhook_cluster();
     let policy = headroom_annotations(POLICY);
     // Existing members, created before the webhook is configured: one grown to 80Mi.
     statefulset(&c, "web", "data");
@@ -82,13 +89,7 @@ fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
     // A claim made by hand, named like a member, of no StatefulSet.
     create_claim(&c, "cache-0", 80, policy.clone(), json!({}));
 
-    let port = free_port();
-    configure(&c, port, None);
-    let admin = free_port();
-    let mut args = webhook_args(port);
-    args.extend(["--listen".into(), format!("127.0.0.1:{admin}")]);
-    let _agent = c.agent("1s", &args.iter().map(String::as_str).collect::<Vec<_>>());
-    wait_serving(&c, port);
+    let (_agent, admin) = serving_agent(&c);
 
     // A StatefulSet scale-up on 1.20: the template's claim, no owner, named <template>-<set>-2.
     let started = Instant::now();
@@ -132,13 +133,9 @@ fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
         .count();
     assert_eq!(here, 3, "data-web-2, data-web-3 and cache-1: {lists:?}");
     // Each review counted by what became of it, and timed.
-    let answered = |outcome: &str| {
-        let label = format!("outcome=\"{outcome}\"");
-        metric(admin, "headroom_webhook_requests_total", &[&label])
-    };
-    assert_eq!(answered("raised"), Some(3.0));
-    assert_eq!(answered("as_requested"), Some(2.0));
-    assert_eq!(answered("lookup_failed"), Some(0.0));
+    assert_eq!(answered(admin, "raised"), Some(3.0));
+    assert_eq!(answered(admin, "as_requested"), Some(2.0));
+    assert_eq!(answered(admin, "lookup_failed"), Some(0.0));
     let timed = metric(
         admin,
         "headroom_webhook_request_duration_seconds_count",
@@ -154,9 +151,7 @@ fn with_every_agent_down_a_claim_is_created_as_asked_then_grown() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut c = KubeCluster::new();
-    apply_overlay_rbac(&c);
-    label_namespace(&c);
+    let mut c = webhook_cluster();
     // Configured and trusted, but nothing listens: failurePolicy Ignore lets the CREATE through.
     let dead = free_port();
     let ca = headroom::webhook::certs::generate(
@@ -240,9 +235,7 @@ fn two_agents_started_together_end_with_one_secret_and_one_ca_bundle() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let c = KubeCluster::new();
-    apply_overlay_rbac(&c);
-    label_namespace(&c);
+    let c = webhook_cluster();
     delete_secret(&c);
     wait_for(Duration::from_secs(10), "the old Secret to go", || {
         secret(&c, "ca.crt").is_none().then_some(())
@@ -323,9 +316,7 @@ fn certificates_and_ca_rotate_under_creates_with_none_refused_and_no_restart() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let c = KubeCluster::new();
-    apply_overlay_rbac(&c);
-    label_namespace(&c);
+    let c = webhook_cluster();
     delete_secret(&c);
     wait_for(Duration::from_secs(10), "the old Secret to go", || {
         secret(&c, "ca.crt").is_none().then_some(())
@@ -406,10 +397,7 @@ fn certificates_and_ca_rotate_under_creates_with_none_refused_and_no_restart() {
     }
     // Every CREATE reviewed by each agent, none failing to size it.
     for admin in admins {
-        let answered = |outcome: &str| {
-            let label = format!("outcome=\"{outcome}\"");
-            metric(admin, "headroom_webhook_requests_total", &[&label]).unwrap_or(0.0)
-        };
+        let answered = |outcome: &str| answered(admin, outcome).unwrap_or(0.0);
         let sized = answered("raised") + answered("as_requested");
         assert_eq!(sized, f64::from(created), "agent at {admin}");
         assert_eq!(answered("lookup_failed") + answered("timed_out"), 0.0);

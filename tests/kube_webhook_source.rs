@@ -33,13 +33,21 @@ use support::kube::block;
 use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY};
 use support::kube::server::{self, AGENT_USER};
 use support::kube::webhook::{
-    agent_calls, apply_overlay_rbac, configure, create_claim, create_claim_with,
-    headroom_annotations, label_namespace, overlay_docs, wait_serving, webhook_args,
+    agent_calls, create_claim, create_claim_with, headroom_annotations, overlay_docs,
+    serving_agent, webhook_cluster,
 };
 use support::node::{MI, wait_for};
-use support::ports::free_port;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `headroom_webhook_requests_total{outcome}` of the agent whose admin endpoint is `admin`.
+fn answered(admin: u16, outcome: &str) -> Option<f64> {
+    metric(
+        admin,
+        "headroom_webhook_requests_total",
+        &[&format!("outcome=\"{outcome}\"")],
+    )
+}
 
 const CRD: &str = "volumesnapshots.snapshot.storage.k8s.io";
 
@@ -166,9 +174,7 @@ fn restored_and_cloned_claims_are_born_at_their_sources_size() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let c = KubeCluster::new();
-    apply_overlay_rbac(&c);
-    label_namespace(&c);
+    let c = webhook_cluster();
     let policy = headroom_annotations(POLICY);
     // Created before the webhook is configured: a grown claim (capacity above its request, as
     // after a grow whose request was edited back, or a provisioner that rounds up) and a
@@ -187,17 +193,8 @@ fn restored_and_cloned_claims_are_born_at_their_sources_size() {
         cnpg.clone(),
     );
 
-    let port = free_port();
-    configure(&c, port, None);
-    let admin = free_port();
-    let mut args = webhook_args(port);
-    args.extend(["--listen".into(), format!("127.0.0.1:{admin}")]);
-    let _agent = c.agent("1s", &args.iter().map(String::as_str).collect::<Vec<_>>());
-    wait_serving(&c, port);
-    let answered = |outcome: &str| {
-        let label = format!("outcome=\"{outcome}\"");
-        metric(admin, "headroom_webhook_requests_total", &[&label])
-    };
+    let (_agent, admin) = serving_agent(&c);
+    let answered = |outcome: &str| answered(admin, outcome);
 
     // No snapshot API yet (the server answers 404 for the whole resource): created as asked.
     let crd_absent = {

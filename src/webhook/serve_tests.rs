@@ -30,6 +30,27 @@ impl Drop for Running {
     }
 }
 
+/// A reviewer whose API server is at `api`, with empty watch stores, and the registry its
+/// metrics count in.
+pub(super) fn reviewer(api: &str, deadline: Duration) -> (Reviewer, prometheus::Registry) {
+    let client =
+        kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
+    let (classes, _w1) = kube::runtime::reflector::store();
+    let (configmaps, _w2) = kube::runtime::reflector::store();
+    let registry = prometheus::Registry::new();
+    let reviewer = Reviewer {
+        client,
+        sources: Sources {
+            classes,
+            configmaps,
+            configmap: "headroom/headroom".into(),
+        },
+        deadline,
+        metrics: WebhookMetrics::new(&registry).expect("metrics"),
+    };
+    (reviewer, registry)
+}
+
 /// The webhook on a loopback port, its API server at `api` (nothing real answers there).
 async fn start(api: &str, deadline: Duration) -> Running {
     let cert = certs::generate(
@@ -40,21 +61,8 @@ async fn start(api: &str, deadline: Duration) -> Running {
     .expect("cert");
     let live = Arc::new(super::live::LiveCert::new(&cert).expect("live"));
     let tls = super::live::server_config(live).expect("tls");
-    let client =
-        kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
-    let (classes, _w1) = kube::runtime::reflector::store();
-    let (configmaps, _w2) = kube::runtime::reflector::store();
-    let registry = prometheus::Registry::new();
-    let reviewer = Arc::new(Reviewer {
-        client,
-        sources: Sources {
-            classes,
-            configmaps,
-            configmap: "headroom/headroom".into(),
-        },
-        deadline,
-        metrics: WebhookMetrics::new(&registry).expect("metrics"),
-    });
+    let (reviewer, registry) = reviewer(api, deadline);
+    let reviewer = Arc::new(reviewer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -124,7 +132,7 @@ fn answered(r: &Running, outcome: Outcome) -> u64 {
         .sum()
 }
 
-fn review(object: Value) -> Vec<u8> {
+pub(super) fn review(object: Value) -> Vec<u8> {
     json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {

@@ -7,8 +7,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::{Value, json};
 
-use super::handle::{Reviewer, Sources, answer};
-use super::metrics::{Outcome, WebhookMetrics};
+use super::handle::answer;
+use super::metrics::Outcome;
+use super::serve_tests::{review, reviewer};
 use super::size::{Because, Caveat, Keep, SourceSize, Verdict, verdict};
 use super::source::{Source, clone_size, restore_size, source_of, unread};
 use crate::policy::merge::CentralPolicy;
@@ -352,35 +353,12 @@ async fn a_source_in_another_namespace_is_never_read() {
         .await
         .expect("bind");
     let api = format!("http://{}", silent.local_addr().expect("addr"));
-    let client =
-        kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
-    let (classes, _w1) = kube::runtime::reflector::store();
-    let (configmaps, _w2) = kube::runtime::reflector::store();
-    let registry = prometheus::Registry::new();
-    let reviewer = Reviewer {
-        client,
-        sources: Sources {
-            classes,
-            configmaps,
-            configmap: "headroom/headroom".into(),
-        },
-        deadline: Duration::from_secs(1),
-        metrics: WebhookMetrics::new(&registry).expect("metrics"),
-    };
+    let (reviewer, _registry) = reviewer(&api, Duration::from_secs(1));
     let review = |extra: Value| {
         // No label and no ordinal in its name: no group, so no read of members either.
         let mut pvc = restored(extra, opted_in("200Mi"), json!({}));
         pvc.metadata.name = Some("restored".into());
-        json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "u-1", "operation": "CREATE", "namespace": "db",
-                "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
-                "object": pvc,
-            },
-        })
-        .to_string()
-        .into_bytes()
+        review(serde_json::to_value(pvc).expect("json"))
     };
     let other = json!({"dataSourceRef": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap", "namespace": "prod"}});
     let (outcome, body) = reviewer

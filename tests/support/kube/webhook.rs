@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use super::block;
 use super::cluster::KubeCluster;
 use super::server::AGENT_USER;
-use crate::support::node::{request_of, wait_for};
+use crate::support::node::{Agent, request_of, wait_for};
+use crate::support::ports::free_port;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 pub const CONFIGURATION: &str = "headroom";
@@ -214,4 +215,27 @@ pub fn agent_calls(c: &KubeCluster, resource: &str, verb: &str) -> Vec<super::au
         .into_iter()
         .filter(|e| e.user.username == AGENT_USER && e.resource() == resource && e.verb == verb)
         .collect()
+}
+
+/// A test's slice of the server with the overlay's RBAC applied, its namespace one the
+/// configuration reaches.
+pub fn webhook_cluster() -> KubeCluster {
+    let c = KubeCluster::new();
+    apply_overlay_rbac(&c);
+    label_namespace(&c);
+    c
+}
+
+/// One agent serving the webhook on a free port that the configuration (failurePolicy Ignore)
+/// points the server at, its admin endpoint on another: the agent, once it serves, and the
+/// admin port.
+pub fn serving_agent(c: &KubeCluster) -> (Agent, u16) {
+    let port = free_port();
+    configure(c, port, None);
+    let admin = free_port();
+    let mut args = webhook_args(port);
+    args.extend(["--listen".into(), format!("127.0.0.1:{admin}")]);
+    let agent = c.agent("1s", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    wait_serving(c, port);
+    (agent, admin)
 }
