@@ -1,6 +1,7 @@
 //! One review, start to answer: read it, find the claim's group and members and, for a claim
-//! that opted in, what its data source requires; decide its size; answer. Every answer allows the CREATE; a review that cannot be read or decided in time is
-//! answered with no patch and a warning (the agents' `GroupGrow` still raises the claim later).
+//! that opted in, what its data source requires; decide its size; answer. Every answer allows
+//! the CREATE; a review that cannot be read or decided in time is answered with no patch and a
+//! warning (the agents' `GroupGrow` still raises a group's member later).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,9 +7,10 @@
 //! requires. It never refuses a claim: the configuration's
 //! `failurePolicy: Ignore` covers a webhook that is down, and every answer here allows.
 //!
-//! [`review`] and [`size`] are pure; [`lookup`] reads the members, [`source`] the data source, [`certs`] keeps the serving
-//! certificate and the configuration's `caBundle`, [`rotate`] decides renewals, [`live`] swaps
-//! the served certificate without a restart, [`serve`] is the HTTPS listener.
+//! [`review`] and [`size`] are pure; [`lookup`] reads the members, [`source`] the data source,
+//! [`certs`] keeps the serving certificate and the configuration's `caBundle`, [`rotate`]
+//! decides renewals, [`live`] swaps the served certificate without a restart, [`serve`] is the
+//! HTTPS listener.
 
 pub mod certs;
 pub mod handle;
