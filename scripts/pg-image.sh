@@ -106,11 +106,15 @@ done <<<"$libs"
 
 # busybox (static) for a shell and the tools, an applet link each.
 cp /bin/busybox "$root/bin/busybox"
+# The list is read once: `busybox --list | grep -q` under pipefail fails when grep exits on its
+# match before busybox has written the rest (SIGPIPE), as it did on a loaded machine ("no applet
+# echo" with echo there).
+applets=$(/bin/busybox --list)
 for a in sh ash chown chmod chgrp mkdir rmdir ls cat sleep ln rm cp mv true false test [ echo id \
   env printf sed grep egrep touch head tail du df stat readlink realpath kill ps find dd wc date \
   sort uniq cut tr awk tee xargs basename dirname pwd whoami hostname uname nc less vi sync \
   timeout usleep mktemp tar gzip which free top pidof nproc seq expr; do
-  /bin/busybox --list | grep -qxF -- "$a" || { log "busybox has no applet $a"; exit 1; }
+  grep -qxF -- "$a" <<<"$applets" || { log "busybox has no applet $a"; exit 1; }
   ln -s busybox "$root/bin/$a"
 done
 ln -s /bin/busybox "$root/usr/bin/env"
