@@ -262,3 +262,24 @@ fn a_floor_the_claim_cannot_meet_and_an_invalid_floor_are_warnings() {
         r.lines
     );
 }
+
+/// Issue 42, as a new user wrote it: a small claim's `maxStep: 16Mi` beside the default
+/// `minStep` is fine; a written `minStep` over it names maxStep as the key to raise.
+#[test]
+fn step_bounds_say_what_to_change() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let small = write(&dir, "small.yaml", b"limit: 1Gi\nstep: 8Mi\nmaxStep: 16Mi\n");
+    let r = validate(&[&small]);
+    assert_eq!(r.code, Some(0), "{:?}", r.lines);
+    assert_eq!(r.lines, [format!("{}: ok", small.display())]);
+    let both = write(&dir, "both.yaml", b"limit: 1Gi\nminStep: 1Gi\nmaxStep: 16Mi\n");
+    let r = validate(&[&both]);
+    assert_eq!(r.code, Some(1));
+    assert_eq!(
+        r.lines,
+        [format!(
+            "{}: error: minStep: minStep (1Gi) is larger than maxStep (16Mi); make minStep at most 16Mi or raise maxStep to at least 1Gi",
+            both.display()
+        )]
+    );
+}

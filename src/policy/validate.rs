@@ -53,8 +53,10 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
     let inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
     let step = c.value("step", value::step).unwrap_or(STEP);
-    let min_step = c.value("minStep", size).unwrap_or(MIN_STEP);
     let max_step = c.value("maxStep", size).unwrap_or(MAX_STEP);
+    // The default minStep yields to a smaller maxStep written for a small claim: only a
+    // minStep the user wrote contradicts maxStep (see `cross_key_errors`).
+    let min_step = c.value("minStep", size).unwrap_or(MIN_STEP.min(max_step));
     let max_actions = c.count("maxActionsPerDay", 10, MAX_ACTIONS_PER_DAY);
     let request = c.value("request", size);
     let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
@@ -162,15 +164,15 @@ fn cross_key_errors(
     request: Option<u64>,
     limit: Option<u64>,
 ) {
-    if min_step > max_step {
-        let (field, other) = if c.spec.get("minStep").is_some() {
-            ("minStep", "maxStep")
-        } else {
-            ("maxStep", "minStep")
-        };
+    if max_step == 0 && c.spec.get("maxStep").is_some() {
         c.error(
-            field,
-            format!("minStep ({}) is larger than maxStep ({}); make minStep at most {} or raise {other}", q(min_step), q(max_step), q(max_step)),
+            "maxStep",
+            "0 would hold every percent step at nothing; write a size such as 16Mi, or remove maxStep".into(),
+        );
+    } else if min_step > max_step {
+        c.error(
+            "minStep",
+            format!("minStep ({}) is larger than maxStep ({}); make minStep at most {} or raise maxStep to at least {}", q(min_step), q(max_step), q(max_step), q(min_step)),
         );
     }
     if let (Some(r), Some(l)) = (request, limit)

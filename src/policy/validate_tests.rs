@@ -2,7 +2,7 @@
 
 use super::validate::{Context, Validation, parse_policy_yaml};
 use super::{Fallback, MinAvailable, Mode, Policy, Source, Step};
-use crate::quantity::GI;
+use crate::quantity::{GI, MI};
 
 fn check_with(yaml: &str, ctx: Context) -> Validation {
     let v = parse_policy_yaml(yaml, &ctx);
@@ -160,7 +160,39 @@ fn steps() {
     );
     // Against the default maxStep (500Gi), the key the user wrote is named.
     assert!(only_error("limit: 1Ti\nminStep: 600Gi\n", "minStep").contains("500Gi"));
-    assert!(only_error("limit: 100Gi\nmaxStep: 512Mi\n", "maxStep").contains("minStep (1Gi)"));
+}
+
+/// Issue 42: "make minStep at most 16Mi or raise minStep" named the wrong key to raise.
+#[test]
+fn a_written_min_step_over_max_step_says_raise_max_step() {
+    let msg = only_error("limit: 1Gi\nminStep: 1Gi\nmaxStep: 16Mi\n", "minStep");
+    assert!(
+        msg.ends_with("make minStep at most 16Mi or raise maxStep to at least 1Gi"),
+        "{msg}"
+    );
+}
+
+/// Issue 42: the default minStep (1Gi) yields to a smaller maxStep written for a small claim,
+/// beside a percent step or a fixed one, and the engine grows by what validate accepted.
+#[test]
+fn the_default_min_step_yields_to_a_smaller_max_step() {
+    for text in [
+        "limit: 100Gi\nmaxStep: 512Mi\n",
+        "limit: 1Gi\nstep: 8Mi\nmaxStep: 16Mi\n",
+    ] {
+        let v = check(text);
+        assert!(v.errors.is_empty(), "{text}: {:?}", v.errors);
+        assert!(v.warnings.is_empty(), "{text}: {:?}", v.warnings);
+    }
+    let p = check("limit: 1Gi\nmaxStep: 16Mi\n").policy.expect("valid");
+    assert_eq!((p.min_step, p.max_step), (16 * MI, 16 * MI));
+    // 20 % of 200Mi is 40Mi, held to maxStep: the engine's step, not the default 1Gi floor.
+    assert_eq!(p.threshold_step(200 * MI), 16 * MI);
+    let p = check("limit: 1Gi\nmaxStep: 16Mi\nstep: 8Mi\n")
+        .policy
+        .expect("valid");
+    assert_eq!(p.threshold_step(200 * MI), 8 * MI);
+    assert!(only_error("limit: 1Gi\nmaxStep: 0\n", "maxStep").contains("such as 16Mi"));
 }
 
 #[test]
