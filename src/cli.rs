@@ -36,7 +36,8 @@ pub enum Format {
 pub enum Command {
     /// Run the node agent (what the DaemonSet runs): measure, decide and act for this node's volumes.
     Agent(Box<AgentArgs>),
-    /// Validate policy YAML files: warnings print and exit 0, errors print and exit 1.
+    /// Validate policy YAML files or the central ConfigMap's manifest (every data key): warnings
+    /// print and exit 0, errors print and exit 1.
     Validate(ValidateArgs),
     /// Replay a growth trace through the decision engine (a dry run of a policy).
     Simulate(SimulateArgs),
@@ -63,7 +64,7 @@ pub struct TrimArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// Policy files (YAML).
+    /// Policy files (YAML), or ConfigMap manifests (`kind: ConfigMap`).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The claim's size (a quantity), for the checks that need it: a limit at or below it, a

@@ -475,6 +475,7 @@ fn every_toggle_on_renders_every_value() {
         cm["reclaimSpace.yaml"]["parsed YAML"],
         v("/policy/reclaimSpace")
     );
+    assert_eq!(cm["selectors.yaml"]["parsed YAML"], v("/policy/selectors"));
     assert_eq!(
         cm["postgres.yaml"]["parsed YAML"]["clusters"],
         v("/postgres/clusters")
@@ -613,6 +614,14 @@ fn helm_lint_strict_passes_and_the_schema_refuses_bad_values() {
             "operator",
         ),
         ("agent:\n  intervall: 5s\n", "intervall"),
+        (
+            "policy:\n  selectors:\n    - matchExpressions: [{key: app, operator: Equals}]\n      policy: {limit: 1Gi}\n",
+            "operator",
+        ),
+        (
+            "policy:\n  selectors:\n    - matchLabels: {app: a}\n      policy: {limt: 1Gi}\n",
+            "limt",
+        ),
         ("podMonitor:\n  enabled: \"yes\"\n", "enabled"),
     ] {
         let f = values_file(values);

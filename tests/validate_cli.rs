@@ -268,11 +268,19 @@ fn a_floor_the_claim_cannot_meet_and_an_invalid_floor_are_warnings() {
 #[test]
 fn step_bounds_say_what_to_change() {
     let dir = tempfile::tempdir().expect("tmp");
-    let small = write(&dir, "small.yaml", b"limit: 1Gi\nstep: 8Mi\nmaxStep: 16Mi\n");
+    let small = write(
+        &dir,
+        "small.yaml",
+        b"limit: 1Gi\nstep: 8Mi\nmaxStep: 16Mi\n",
+    );
     let r = validate(&[&small]);
     assert_eq!(r.code, Some(0), "{:?}", r.lines);
     assert_eq!(r.lines, [format!("{}: ok", small.display())]);
-    let both = write(&dir, "both.yaml", b"limit: 1Gi\nminStep: 1Gi\nmaxStep: 16Mi\n");
+    let both = write(
+        &dir,
+        "both.yaml",
+        b"limit: 1Gi\nminStep: 1Gi\nmaxStep: 16Mi\n",
+    );
     let r = validate(&[&both]);
     assert_eq!(r.code, Some(1));
     assert_eq!(
@@ -282,4 +290,42 @@ fn step_bounds_say_what_to_change() {
             both.display()
         )]
     );
+}
+
+/// Issue 42: the ConfigMap as it is deployed (`kind: ConfigMap`, every data key), beside a bare
+/// policy file; a finding names the data key and section before its field.
+#[test]
+fn a_configmap_manifest_is_read_key_by_key() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cm = write(
+        &dir,
+        "cm.yaml",
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: headroom\n  namespace: headroom\ndata:\n  policy.yaml: |\n    limit: 500Gi\n  storageClasses.yaml: |\n    fast:\n      usageThreshold: 150\n  reclaimSpace.yaml: |\n    timeout: soon\n",
+    );
+    let policy = write(&dir, "p.yaml", b"limit: 500Gi\nusageThreshold: 150\n");
+    let r = validate(&[&cm, &policy]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let (c, p) = (cm.display(), policy.display());
+    assert_eq!(r.lines.len(), 3, "{:?}", r.lines);
+    assert!(
+        r.lines[0].starts_with(&format!("{c}: error: reclaimSpace.yaml timeout: 'soon'")),
+        "{:?}",
+        r.lines
+    );
+    assert!(
+        r.lines[1].starts_with(&format!(
+            "{c}: error: storageClasses.yaml[fast]: usageThreshold: "
+        )),
+        "{:?}",
+        r.lines
+    );
+    assert!(
+        r.lines[2].starts_with(&format!("{p}: error: usageThreshold: ")),
+        "{:?}",
+        r.lines
+    );
+    // The shipped ConfigMap manifest reads clean.
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("daemonset/configmap.yaml");
+    let r = validate(&[&shipped]);
+    assert_eq!(r.lines, [format!("{}: ok", shipped.display())]);
 }

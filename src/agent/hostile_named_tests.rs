@@ -260,6 +260,7 @@ fn a_panic_is_contained_to_its_claim() {
         pvc: &p,
         pod_claims: &claims,
         storage_class: Some(&class),
+        namespace: None,
         central: &central,
         node: "n",
         node_draining: false,

@@ -355,6 +355,7 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
         pvc: &p,
         pod_claims: &claims,
         storage_class: Some(&class),
+        namespace: None,
         central: &central,
         node: "n",
         node_draining: false,

@@ -15,7 +15,8 @@
 //! - ResourceQuota: metadata, the spec's scopes and scope selector, and of `status.hard` and
 //!   `status.used` only the storage request lines (a quota on pods' CPU is not read).
 //! - Namespace, CSIDriver: the name and csi-addons' `reclaimspace.csiaddons.openshift.io/*`
-//!   annotations (a trim schedule); nothing else, so the cluster's every Namespace costs a name.
+//!   annotations (a trim schedule), and a Namespace's `headroom.dev/*` ones (its policy layer);
+//!   nothing else, so the cluster's every Namespace costs a name and the policy written on it.
 
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
@@ -110,11 +111,11 @@ pub fn configmap(c: &mut ConfigMap) {
 /// The prefix of the csi-addons annotations read from Namespaces and CSIDrivers.
 const CSI_ADDONS_RECLAIM: &str = "reclaimspace.csiaddons.openshift.io/";
 
-/// Only the name and the csi-addons reclaim annotations.
-fn name_and_schedule(m: &mut ObjectMeta) {
+/// Only the name and the annotations under `prefixes`.
+fn name_and_annotations(m: &mut ObjectMeta, prefixes: &[&str]) {
     let annotations = m.annotations.take().map(|a| {
         a.into_iter()
-            .filter(|(k, _)| k.starts_with(CSI_ADDONS_RECLAIM))
+            .filter(|(k, _)| prefixes.iter().any(|p| k.starts_with(p)))
             .collect()
     });
     *m = ObjectMeta {
@@ -126,13 +127,14 @@ fn name_and_schedule(m: &mut ObjectMeta) {
 }
 
 pub fn namespace(n: &mut Namespace) {
-    name_and_schedule(&mut n.metadata);
+    let policy = crate::policy::fields::ANNOTATION_PREFIX;
+    name_and_annotations(&mut n.metadata, &[CSI_ADDONS_RECLAIM, policy]);
     n.spec = None;
     n.status = None;
 }
 
 pub fn csi_driver(d: &mut CSIDriver) {
-    name_and_schedule(&mut d.metadata);
+    name_and_annotations(&mut d.metadata, &[CSI_ADDONS_RECLAIM]);
     d.spec = CSIDriverSpec::default();
 }
 
@@ -354,11 +356,12 @@ mod tests {
     }
 
     #[test]
-    fn a_trimmed_namespace_or_csidriver_keeps_its_name_and_trim_schedule_only() {
+    fn a_trimmed_namespace_or_csidriver_keeps_its_name_trim_schedule_and_policy_only() {
         let mut ns: Namespace = serde_json::from_value(json!({
             "metadata": {"name": "db", "managedFields": managed(), "labels": {"team": "a"},
                          "annotations": {"reclaimspace.csiaddons.openshift.io/schedule": "@daily",
                                          "reclaimspace.csiaddons.openshift.io/drivers": "rbd",
+                                         "headroom.dev/enabled": "true", "headroom.dev/limt": "1Gi",
                                          "openshift.io/sa.scc.mcs": "s0:c29,c14", LAST_APPLIED: "{}"}},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
@@ -369,11 +372,13 @@ mod tests {
             serde_json::to_value(&ns).expect("json"),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "db", "annotations": {
                 "reclaimspace.csiaddons.openshift.io/schedule": "@daily",
-                "reclaimspace.csiaddons.openshift.io/drivers": "rbd"}}})
+                "reclaimspace.csiaddons.openshift.io/drivers": "rbd",
+                "headroom.dev/enabled": "true", "headroom.dev/limt": "1Gi"}}})
         );
         let mut d: CSIDriver = serde_json::from_value(json!({
             "metadata": {"name": "rbd.csi.ceph.com", "managedFields": managed(),
-                         "annotations": {"reclaimspace.csiaddons.openshift.io/schedule": "@weekly"}},
+                         "annotations": {"reclaimspace.csiaddons.openshift.io/schedule": "@weekly",
+                                         "headroom.dev/enabled": "true"}},
             "spec": {"attachRequired": true, "podInfoOnMount": false},
         }))
         .expect("csidriver");

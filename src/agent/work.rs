@@ -94,6 +94,7 @@ impl Work {
                 pvc: &pvc,
                 pod_claims: &claim_refs,
                 storage_class: ctx.class.as_deref(),
+                namespace: ctx.namespace.as_deref(),
                 central: &ctx.central,
                 node: &self.cfg.node,
                 node_draining: ctx.draining,
@@ -219,6 +220,8 @@ pub(super) struct VolumeCtx {
     pub(super) pod: Arc<Pod>,
     pub(super) claims: Vec<Arc<PersistentVolumeClaim>>,
     pub(super) class: Option<Arc<k8s_openapi::api::storage::v1::StorageClass>>,
+    /// The claim's Namespace as the watch holds it: its name and policy annotations.
+    pub(super) namespace: Option<Arc<k8s_openapi::api::core::v1::Namespace>>,
     pub(super) central: Arc<CentralPolicy>,
     pub(super) creds: Arc<Credentials>,
     pub(super) draining: bool,

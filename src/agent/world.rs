@@ -2,8 +2,8 @@
 //!
 //! Pods are watched with a `spec.nodeName` field selector, this Node and the ConfigMap by name,
 //! StorageClasses whole (few and small), Namespaces and CSIDrivers whole but trimmed to their
-//! name and csi-addons trim schedule (one watch each per node, whatever the claims: the trim
-//! schedule's design reads it from both). Claims are watched as [`super::claim_watch`] plans:
+//! name and csi-addons trim schedule, a Namespace also to its `headroom.dev/*` policy layer (one
+//! watch each per node, whatever the claims: the trim schedule's design reads it from both). Claims are watched as [`super::claim_watch`] plans:
 //! each claim a pod here mounts by name, its peers by label selector, a namespace whole only
 //! where nothing narrower holds them, so a node's memory and watch events follow its own claims,
 //! not the size of its tenants' namespaces. The ResourceQuotas of the namespaces with a claim
@@ -185,7 +185,7 @@ pub struct World {
     pub nodes: Store<Node>,
     pub classes: Store<StorageClass>,
     pub configmaps: Store<ConfigMap>,
-    /// Every Namespace and CSIDriver, trimmed to name and trim schedule.
+    /// Every Namespace and CSIDriver, trimmed to name, trim schedule and (a Namespace) policy.
     pub namespace_objects: Store<Namespace>,
     pub csi_drivers: Store<CSIDriver>,
     client: Client,

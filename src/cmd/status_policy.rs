@@ -1,11 +1,11 @@
 //! `headroom status --policy`: each claim's effective policy and where every key came from (the
-//! claim, its StorageClass, their pvc-autoresizer annotations, the ConfigMap, the built-in
-//! default), merged exactly as the agent merges it, from what the caller's kubeconfig can read.
+//! claim, its Namespace, its StorageClass, their pvc-autoresizer annotations, the ConfigMap, the
+//! built-in default), merged exactly as the agent merges it, from what the caller's kubeconfig can read.
 //! A pvc-autoresizer user checks a migration with it before uninstalling pvc-autoresizer.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use serde::Serialize;
@@ -45,10 +45,12 @@ pub struct PolicyRow {
     pub errors: Vec<String>,
 }
 
-/// The rows for `claims`, with their StorageClasses by name and the central ConfigMap.
+/// The rows for `claims`, with their StorageClasses and Namespaces by name and the central
+/// ConfigMap.
 pub fn rows(
     claims: &[PersistentVolumeClaim],
     classes: &BTreeMap<String, StorageClass>,
+    namespaces: &BTreeMap<String, Namespace>,
     central: &CentralPolicy,
 ) -> Vec<PolicyRow> {
     claims
@@ -58,7 +60,13 @@ pub fn rows(
             let name = pvc.metadata.name.clone().unwrap_or_default();
             let class_name = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone());
             let class = class_name.as_ref().and_then(|n| classes.get(n));
-            let merged = crate::resolve::claim_policy(pvc, class_name.as_deref(), class, central);
+            let merged = crate::resolve::claim_policy(
+                pvc,
+                class_name.as_deref(),
+                class,
+                namespaces.get(&ns),
+                central,
+            );
             let current = claim::storage_request(pvc)
                 .ok()
                 .flatten()
@@ -142,6 +150,7 @@ pub async fn fetch(
             classes.insert(name, class);
         }
     }
+    let namespaces = namespaces(&client, claims).await;
     let (cm_ns, cm_name) = configmap;
     let cm_api: Api<ConfigMap> = Api::namespaced(client, cm_ns);
     let shown = format!("{cm_ns}/{cm_name}");
@@ -158,7 +167,33 @@ pub async fn fetch(
             CentralPolicy::default()
         }
     };
-    Ok(rows(claims, &classes, &central))
+    Ok(rows(claims, &classes, &namespaces, &central))
+}
+
+/// The claims' Namespaces, for their policy annotations. One that cannot be read (a kubeconfig
+/// that may list claims but not get Namespaces) is said on stderr and its layer left out.
+async fn namespaces(
+    client: &kube::Client,
+    claims: &[PersistentVolumeClaim],
+) -> BTreeMap<String, Namespace> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let names: std::collections::BTreeSet<&str> = claims
+        .iter()
+        .filter_map(|c| c.metadata.namespace.as_deref())
+        .collect();
+    let mut out = BTreeMap::new();
+    for name in names {
+        match api.get_opt(name).await {
+            Ok(Some(ns)) => {
+                out.insert(name.to_string(), ns);
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!(
+                "headroom status: cannot read Namespace {name} ({e}): its layer is left out"
+            ),
+        }
+    }
+    out
 }
 
 /// One block per claim: a heading, then KEY VALUE SOURCE ORIGIN, padded.

@@ -58,6 +58,7 @@ fn every_key_names_its_layer_and_where_it_was_written() {
     let rows = rows(
         &claims,
         &classes(json!({ "resize.topolvm.io/enabled": "true" })),
+        &BTreeMap::new(),
         &central(),
     );
     let row = &rows[0];
@@ -159,6 +160,7 @@ fn refusals_show_for_managed_claims_only() {
     let rows = rows(
         &claims,
         &classes(json!({ "resize.topolvm.io/enabled": "true" })),
+        &BTreeMap::new(),
         &central(),
     );
     assert!(rows[0].managed);
@@ -181,4 +183,49 @@ fn refusals_show_for_managed_claims_only() {
     assert!(render(&rows).contains(
         "PVC db/no-limit (StorageClass topolvm-provisioner) not managed: enabled is false"
     ));
+}
+
+/// Issue 42: a claim with no annotations, enabled and limited by its Namespace, is managed, and
+/// each key names its layer (the render's SOURCE column too).
+#[test]
+fn the_namespace_layer_is_named() {
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": { "name": "db", "annotations": {
+            "headroom.dev/enabled": "true", "headroom.dev/limit": "50Gi" } },
+    }))
+    .expect("namespace");
+    let namespaces = BTreeMap::from([("db".to_string(), ns)]);
+    let rows = rows(
+        &[pvc("plain", json!({}))],
+        &classes(json!({})),
+        &namespaces,
+        &central(),
+    );
+    let row = &rows[0];
+    assert!(row.managed && row.errors.is_empty(), "{row:?}");
+    assert_eq!(key(row, "limit").source, Source::NamespaceAnnotation);
+    assert_eq!(
+        key(row, "limit").origin.as_deref(),
+        Some("Namespace db annotation headroom.dev/limit")
+    );
+    assert_eq!(
+        key(row, "maxActionsPerDay").source,
+        Source::ConfigMapDefault
+    );
+    let table = render(&rows);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [
+                    "limit",
+                    "50Gi",
+                    "namespace_annotation",
+                    "Namespace",
+                    "db",
+                    "annotation",
+                    "headroom.dev/limit"
+                ]),
+        "{table}"
+    );
 }

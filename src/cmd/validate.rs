@@ -1,12 +1,15 @@
 //! `headroom validate FILE...`: one line per finding, `FILE: error|warning: FIELD: message`,
-//! or `FILE: ok`. Exit 1 when any file has an error (an unreadable file is one), else 0.
+//! or `FILE: ok`. Exit 1 when any file has an error (an unreadable file is one), else 0. A file
+//! is a bare policy or the central ConfigMap's manifest (see [`crate::policy::manifest`]); a
+//! ConfigMap's FIELD starts with its data key, e.g. `storageClasses.yaml[fast]: limit`.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::ValidateArgs;
-use crate::policy::validate::{Context, Validation, parse_policy_yaml};
+use crate::policy::manifest::{Checked, check_document};
+use crate::policy::validate::Context;
 use crate::policy::yaml::one_line;
 
 /// What stops `headroom validate` (a policy's own problems are findings, not errors).
@@ -56,7 +59,7 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
 pub fn report(out: &mut impl Write, path: &Path, ctx: &Context) -> Result<bool, ValidateError> {
     let name = path.display();
     let v = match std::fs::read_to_string(path) {
-        Ok(text) => parse_policy_yaml(&text, ctx),
+        Ok(text) => check_document(&text, ctx),
         Err(e) => {
             let e = ValidateError::Read {
                 path: path.to_path_buf(),
@@ -67,9 +70,7 @@ pub fn report(out: &mut impl Write, path: &Path, ctx: &Context) -> Result<bool, 
             return Ok(true);
         }
     };
-    let Validation {
-        errors, warnings, ..
-    } = &v;
+    let Checked { errors, warnings } = &v;
     for (level, findings) in [("error", errors), ("warning", warnings)] {
         for f in findings {
             writeln!(

@@ -1,8 +1,10 @@
-//! The live hierarchy, merged key by key, highest first: the PVC's `headroom.dev/*` annotations,
-//! its `resize.topolvm.io/*` ones ([`super::topolvm`]), the StorageClass's `headroom.dev/*`, its
-//! `resize.topolvm.io/*`, then the central ConfigMap's per-StorageClass section and its
+//! The live hierarchy, merged key by key, highest first, the more specific target above the
+//! wider one: the PVC's `headroom.dev/*` annotations, its `resize.topolvm.io/*` ones
+//! ([`super::topolvm`]), the first matching selector section of the central ConfigMap
+//! ([`super::selector`]), its Namespace's `headroom.dev/*`, the StorageClass's `headroom.dev/*`,
+//! its `resize.topolvm.io/*`, then the central ConfigMap's per-StorageClass section and its
 //! defaults. pvc-autoresizer's own defaults rank with the object that enables it. Each key
-//! records which layer it came from.
+//! records which layer it came from. The trim schedule ([`super::reclaim`]) reads the same order.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +12,7 @@ use super::Finding;
 use super::annotations::from_annotations;
 use super::fields::FIELDS;
 use super::reclaim_global::{ReclaimGlobal, global_from_configmap};
+use super::selector::{self, Matched, SELECTORS_KEY, Section, SelectorError, first_match};
 use super::spec::{Node, PolicySpec, parse_yaml};
 use super::topolvm;
 
@@ -25,6 +28,10 @@ pub enum Source {
     PvcAnnotation,
     /// csi-addons' `reclaimspace.csiaddons.openshift.io/schedule` on the PVC (reclaimSpace only).
     CsiAddonsPvcAnnotation,
+    /// The first section of the central ConfigMap's `selectors.yaml` that matches the claim.
+    ConfigMapSelector,
+    /// The claim's Namespace's `headroom.dev/*` annotations.
+    NamespaceAnnotation,
     /// The same csi-addons annotation on the claim's Namespace (reclaimSpace only).
     CsiAddonsNamespaceAnnotation,
     StorageClassAnnotation,
@@ -94,11 +101,13 @@ pub struct CentralPolicy {
     pub errors: Vec<Finding>,
     /// `reclaimSpace.yaml`: the node-wide trim switch and timeout.
     pub reclaim: ReclaimGlobal,
+    /// `selectors.yaml`, in order.
+    pub selectors: Vec<Section>,
 }
 
 impl CentralPolicy {
     /// Every problem in the ConfigMap, for logging when it is loaded.
-    pub fn all_problems(&self) -> impl Iterator<Item = &Finding> {
+    pub fn all_problems(&self) -> impl Iterator<Item = Finding> + '_ {
         self.errors
             .iter()
             .chain(self.reclaim.errors.iter())
@@ -108,6 +117,25 @@ impl CentralPolicy {
                     .values()
                     .flat_map(|s| s.problems.iter()),
             )
+            .cloned()
+            .chain(self.selectors.iter().flat_map(|s| {
+                let errors = s.errors.iter().map(SelectorError::finding);
+                errors.chain(s.policy.problems.iter().cloned())
+            }))
+    }
+
+    /// The selector layer of a claim in `namespace` with `labels`: the first matching section's
+    /// policy, and the errors of a broken section it reaches (which refuse it).
+    pub fn selector_layer(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> (Option<&PolicySpec>, Vec<Finding>) {
+        match first_match(&self.selectors, namespace, labels) {
+            Matched::None => (None, Vec::new()),
+            Matched::Section(s) => (Some(&s.policy), Vec::new()),
+            Matched::Broken(s) => (None, s.errors.iter().map(SelectorError::finding).collect()),
+        }
     }
 }
 
@@ -147,7 +175,34 @@ pub fn parse_configmap(data: &BTreeMap<String, String>, name: &str) -> CentralPo
             Err(e) => central.errors.push(bad(e.to_string())),
         }
     }
+    if let Some(text) = data.get(SELECTORS_KEY) {
+        // A list that cannot be read at all may have been meant for any claim: refuse them all.
+        match selector::parse(text, name) {
+            Ok(sections) => central.selectors = sections,
+            Err(e) => central.errors.push(e.finding()),
+        }
+    }
     central
+}
+
+/// An object's name and annotations.
+pub type Annotated<'a> = (&'a str, &'a BTreeMap<String, String>);
+
+/// The objects one claim's policy is read from, beside the central ConfigMap.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimObjects<'a> {
+    /// `namespace/name`, for messages.
+    pub pvc: &'a str,
+    pub pvc_annotations: &'a BTreeMap<String, String>,
+    /// The claim's namespace and labels, for the selector sections.
+    pub pvc_namespace: &'a str,
+    pub pvc_labels: &'a BTreeMap<String, String>,
+    /// The claim's Namespace's annotations, when the Namespace is known.
+    pub namespace: Option<Annotated<'a>>,
+    /// The class name (looked up in the ConfigMap) and its object's annotations.
+    pub storage_class: Option<Annotated<'a>>,
+    /// The claim's `spec.resources.limits.storage` as written (pvc-autoresizer's older limit).
+    pub spec_limit: Option<&'a str>,
 }
 
 /// Merges layers given highest precedence first.
@@ -196,7 +251,30 @@ pub fn effective_with_limits(
     spec_limit: Option<&str>,
     central: &CentralPolicy,
 ) -> Merged {
+    effective_for(
+        &ClaimObjects {
+            pvc,
+            pvc_annotations,
+            pvc_namespace: "",
+            pvc_labels: &NO_LABELS,
+            namespace: None,
+            storage_class,
+            spec_limit,
+        },
+        central,
+    )
+}
+
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+/// The effective policy of one claim from every object that speaks for it.
+pub fn effective_for(o: &ClaimObjects<'_>, central: &CentralPolicy) -> Merged {
+    let (pvc, pvc_annotations, storage_class) = (o.pvc, o.pvc_annotations, o.storage_class);
     let pvc_spec = from_annotations(pvc_annotations, &format!("PVC {pvc}"));
+    let ns_spec = o
+        .namespace
+        .map(|(name, annotations)| from_annotations(annotations, &format!("Namespace {name}")))
+        .unwrap_or_default();
     let sc_spec = storage_class
         .map(|(name, annotations)| from_annotations(annotations, &format!("StorageClass {name}")))
         .unwrap_or_default();
@@ -204,7 +282,8 @@ pub fn effective_with_limits(
     let cm_class = storage_class
         .and_then(|(name, _)| central.storage_classes.get(name))
         .unwrap_or(&empty);
-    let tv = topolvm::layers(pvc, pvc_annotations, storage_class, spec_limit);
+    let (selected, broken) = central.selector_layer(o.pvc_namespace, o.pvc_labels);
+    let tv = topolvm::layers(pvc, pvc_annotations, storage_class, o.spec_limit);
     let (pvc_defaults, sc_defaults) = match tv.enabled_by {
         Some((topolvm::Object::Pvc, _)) => (&tv.defaults, &empty),
         _ => (&empty, &tv.defaults),
@@ -213,6 +292,8 @@ pub fn effective_with_limits(
         (Source::PvcAnnotation, &pvc_spec),
         (Source::TopolvmPvcAnnotation, &tv.pvc),
         (Source::TopolvmDefault, pvc_defaults),
+        (Source::ConfigMapSelector, selected.unwrap_or(&empty)),
+        (Source::NamespaceAnnotation, &ns_spec),
         (Source::StorageClassAnnotation, &sc_spec),
         (Source::TopolvmStorageClassAnnotation, &tv.storage_class),
         (Source::TopolvmDefault, sc_defaults),
@@ -220,6 +301,7 @@ pub fn effective_with_limits(
         (Source::ConfigMapDefault, &central.defaults),
     ]);
     merged.spec.problems.extend(central.errors.iter().cloned());
+    merged.spec.problems.extend(broken);
     if let Some((_, enabler)) = tv.enabled_by {
         let off = merged
             .spec
@@ -305,6 +387,123 @@ mod tests {
         assert_eq!(json["usageThreshold"], "config_map_storage_class");
         assert_eq!(json["limit"], "config_map_default");
         assert_eq!(json["inodeThreshold"], "default");
+    }
+
+    /// Issue 42: a Namespace's `headroom.dev/*` annotations are a layer between the claim's own
+    /// and its StorageClass's, key by key, and a typo in them refuses the policy naming the
+    /// Namespace.
+    #[test]
+    fn a_namespace_sits_between_the_claim_and_its_class() {
+        let ns = map(&[
+            ("headroom.dev/enabled", "true"),
+            ("headroom.dev/limit", "20Gi"),
+            ("headroom.dev/usage-threshold", "60"),
+        ]);
+        let pvc = map(&[("headroom.dev/usage-threshold", "90")]);
+        let sc = map(&[("headroom.dev/limit", "1Ti"), ("headroom.dev/step", "5Gi")]);
+        let no_labels = BTreeMap::new();
+        let o = ClaimObjects {
+            pvc: "db/a",
+            pvc_annotations: &pvc,
+            pvc_namespace: "db",
+            pvc_labels: &no_labels,
+            namespace: Some(("db", &ns)),
+            storage_class: Some(("fast", &sc)),
+            spec_limit: None,
+        };
+        let m = effective_for(&o, &central());
+        let src = |k: &str| m.provenance[k];
+        assert_eq!(src("usageThreshold"), Source::PvcAnnotation);
+        assert_eq!(src("limit"), Source::NamespaceAnnotation);
+        assert_eq!(src("enabled"), Source::NamespaceAnnotation);
+        assert_eq!(src("step"), Source::StorageClassAnnotation);
+        assert_eq!(src("inodeThreshold"), Source::Default);
+        assert_eq!(
+            m.spec.get("limit").and_then(|r| r.origin.as_deref()),
+            Some("Namespace db annotation headroom.dev/limit")
+        );
+        assert!(m.wants_enabled());
+        let json = serde_json::to_value(&m.provenance).expect("json");
+        assert_eq!(json["limit"], "namespace_annotation");
+        let typo = map(&[
+            ("headroom.dev/enabled", "true"),
+            ("headroom.dev/limt", "1Gi"),
+        ]);
+        let m = effective_for(
+            &ClaimObjects {
+                namespace: Some(("db", &typo)),
+                ..o
+            },
+            &central(),
+        );
+        let v = validate(&m.spec, &Context::default());
+        assert_eq!(v.errors[0].field, "headroom.dev/limt");
+        assert!(
+            v.errors[0].message.contains(
+                "unknown headroom annotation on Namespace db; did you mean headroom.dev/limit?"
+            ),
+            "{}",
+            v.errors[0].message
+        );
+        assert!(v.policy.is_none());
+    }
+
+    /// Issue 42: the first matching selector section sits between the claim and its Namespace;
+    /// a broken section refuses the claims that reach it, naming the key, section and field.
+    #[test]
+    fn a_selector_section_sits_between_the_claim_and_its_namespace() {
+        let mut data = map(&[(
+            SELECTORS_KEY,
+            "- matchLabels: {cnpg.io/cluster: pg-main}\n  policy: {limit: 300Gi, step: 7Gi}\n- matchExpressions: [{key: app, operator: in, values: [x]}]\n  policy: {limit: 1Gi}\n",
+        )]);
+        data.extend(map(&[(POLICY_KEY, "enabled: true\nlimit: 100Gi\n")]));
+        let c = parse_configmap(&data, "headroom/hp");
+        let ns = map(&[("headroom.dev/limit", "20Gi"), ("headroom.dev/step", "2Gi")]);
+        let pvc = map(&[("headroom.dev/step", "3Gi")]);
+        let pg = map(&[("cnpg.io/cluster", "pg-main")]);
+        let o = ClaimObjects {
+            pvc: "db/pg-main-1",
+            pvc_annotations: &pvc,
+            pvc_namespace: "db",
+            pvc_labels: &pg,
+            namespace: Some(("db", &ns)),
+            storage_class: None,
+            spec_limit: None,
+        };
+        let m = effective_for(&o, &c);
+        assert_eq!(m.provenance["limit"], Source::ConfigMapSelector);
+        assert_eq!(m.provenance["step"], Source::PvcAnnotation);
+        assert_eq!(m.provenance["enabled"], Source::ConfigMapDefault);
+        assert_eq!(
+            m.spec.get("limit").and_then(|r| r.origin.as_deref()),
+            Some("ConfigMap headroom/hp key selectors.yaml, section 0")
+        );
+        let v = validate(&m.spec, &Context::default());
+        assert!(v.errors.is_empty(), "{:?}", v.errors);
+        assert_eq!(v.policy.map(|p| p.limit), Some(300 * GI));
+        // Another cluster reaches section 1, which cannot be read: refused, naming it.
+        let other = map(&[("cnpg.io/cluster", "pg-other")]);
+        let m = effective_for(
+            &ClaimObjects {
+                pvc_labels: &other,
+                ..o
+            },
+            &c,
+        );
+        let v = validate(&m.spec, &Context::default());
+        assert_eq!(
+            v.errors
+                .iter()
+                .map(|f| f.field.as_str())
+                .collect::<Vec<_>>(),
+            ["selectors.yaml[1].matchExpressions[0].operator"]
+        );
+        assert!(
+            v.errors[0]
+                .message
+                .contains("ConfigMap headroom/hp key selectors.yaml, section 1")
+        );
+        assert_eq!(c.all_problems().count(), 1);
     }
 
     #[test]

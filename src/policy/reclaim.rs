@@ -6,9 +6,10 @@
 //!   migration on the objects its design reads it from, in its precedence (PVC, Namespace,
 //!   StorageClass, then the CSIDriver of the class's provisioner), each one directly below
 //!   headroom's own annotations on the same object, so the order is: PVC
-//!   `headroom.dev/reclaim-space-*`, PVC csi-addons, Namespace csi-addons, StorageClass
-//!   `headroom.dev/reclaim-space-*`, StorageClass csi-addons, CSIDriver csi-addons, ConfigMap
-//!   per-StorageClass, ConfigMap defaults. A Namespace's schedule applies only to claims of the
+//!   `headroom.dev/reclaim-space-*`, PVC csi-addons, Namespace `headroom.dev/reclaim-space-*`,
+//!   Namespace csi-addons, StorageClass `headroom.dev/reclaim-space-*`, StorageClass csi-addons,
+//!   CSIDriver csi-addons, ConfigMap per-StorageClass, ConfigMap defaults: the resize keys'
+//!   order ([`super::merge`]), with csi-addons beside headroom on each object. A Namespace's schedule applies only to claims of the
 //!   drivers its `reclaimspace.csiaddons.openshift.io/drivers` lists, when it lists any. A
 //!   csi-addons schedule also turns trimming on (that is what it meant to csi-addons); it sets
 //!   no time zone.
@@ -39,8 +40,7 @@ pub const CSI_ADDONS_SCHEDULE: &str = "reclaimspace.csiaddons.openshift.io/sched
 /// On a Namespace: the CSI drivers (comma-separated) its schedule is for; absent: all.
 pub const CSI_ADDONS_DRIVERS: &str = "reclaimspace.csiaddons.openshift.io/drivers";
 
-/// An object's name and annotations.
-pub type Annotated<'a> = (&'a str, &'a BTreeMap<String, String>);
+pub use super::merge::Annotated;
 
 /// The objects whose annotations say whether and when one claim is trimmed, beside the
 /// ConfigMap.
@@ -49,6 +49,9 @@ pub struct Objects<'a> {
     /// `namespace/name`, for messages.
     pub pvc: &'a str,
     pub pvc_annotations: &'a BTreeMap<String, String>,
+    /// The claim's namespace and labels, for the ConfigMap's selector sections.
+    pub pvc_namespace: &'a str,
+    pub pvc_labels: &'a BTreeMap<String, String>,
     pub namespace: Option<Annotated<'a>>,
     pub storage_class: Option<Annotated<'a>>,
     /// The claim's CSI driver (its StorageClass's provisioner), and that CSIDriver object's
@@ -175,6 +178,8 @@ pub fn resolve(
         &Objects {
             pvc,
             pvc_annotations,
+            pvc_namespace: "",
+            pvc_labels: &BTreeMap::new(),
             namespace: None,
             storage_class,
             driver: None,
@@ -189,6 +194,10 @@ pub fn resolve_objects(o: &Objects<'_>, central: &CentralPolicy) -> Resolved {
     let pvc_object = format!("PVC {pvc}");
     let pvc_spec = from_annotations(pvc_annotations, &pvc_object);
     let pvc_csi = csi_addons_layer(pvc_annotations, &pvc_object);
+    let ns_spec = o
+        .namespace
+        .map(|(name, a)| from_annotations(a, &format!("Namespace {name}")))
+        .unwrap_or_default();
     let ns_csi = namespace_layer(o);
     let driver_csi = match o.driver {
         Some((name, Some(a))) => csi_addons_layer(a, &format!("CSIDriver {name}")),
@@ -205,9 +214,12 @@ pub fn resolve_objects(o: &Objects<'_>, central: &CentralPolicy) -> Resolved {
     let cm_class = storage_class
         .and_then(|(name, _)| central.storage_classes.get(name))
         .unwrap_or(&empty);
+    let (selected, broken) = central.selector_layer(o.pvc_namespace, o.pvc_labels);
     let merged = merge_layers(&[
         (Source::PvcAnnotation, &pvc_spec),
         (Source::CsiAddonsPvcAnnotation, &pvc_csi),
+        (Source::ConfigMapSelector, selected.unwrap_or(&empty)),
+        (Source::NamespaceAnnotation, &ns_spec),
         (Source::CsiAddonsNamespaceAnnotation, &ns_csi),
         (Source::StorageClassAnnotation, &sc_spec),
         (Source::CsiAddonsStorageClassAnnotation, &sc_csi),
@@ -227,8 +239,10 @@ pub fn resolve_objects(o: &Objects<'_>, central: &CentralPolicy) -> Resolved {
         return Resolved::Off("reclaimSpace.enabled is not true".into());
     }
     let mut errors: Vec<Finding> = central.reclaim.errors.clone();
-    // A ConfigMap that cannot be read may hide the switch or the defaults: refuse, do not guess.
+    // A ConfigMap that cannot be read may hide the switch or the defaults, a selector section
+    // that cannot be read this claim's schedule: refuse, do not guess.
     errors.extend(central.errors.iter().cloned());
+    errors.extend(broken);
     errors.extend(
         spec.problems
             .iter()

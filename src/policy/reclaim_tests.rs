@@ -282,6 +282,8 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
             &Objects {
                 pvc: "db/a",
                 pvc_annotations: pvc,
+                pvc_namespace: "db",
+                pvc_labels: &BTreeMap::new(),
                 namespace: Some(("db", ns)),
                 storage_class: Some(("standard", sc)),
                 driver: Some(("rbd.csi.ceph.com", Some(driver))),
@@ -319,6 +321,21 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
         at(&none, &none, &sc_own, &driver).2,
         Source::StorageClassAnnotation
     );
+    // Issue 42: the Namespace's own key is the resize keys' Namespace layer, in the same place:
+    // above the Namespace's csi-addons schedule and everything of the class.
+    let ns_own = map(&[
+        ("headroom.dev/reclaim-space-schedule", "0 4 * * *"),
+        (CSI_ADDONS_SCHEDULE, "0 1 * * *"),
+    ]);
+    assert_eq!(
+        at(&none, &ns_own, &sc_own, &driver),
+        (
+            "0 4 * * *".into(),
+            "UTC".into(),
+            Source::NamespaceAnnotation
+        )
+    );
+    assert_eq!(at(&pvc, &ns_own, &sc_own, &driver).0, "@monthly");
     // A headroom opt-out on the claim wins over every csi-addons schedule.
     let off = map(&[("headroom.dev/reclaim-space-enabled", "false")]);
     assert!(matches!(
@@ -326,6 +343,8 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
             &Objects {
                 pvc: "db/a",
                 pvc_annotations: &off,
+                pvc_namespace: "db",
+                pvc_labels: &BTreeMap::new(),
                 namespace: Some(("db", &ns)),
                 storage_class: Some(("standard", &sc)),
                 driver: Some(("rbd.csi.ceph.com", Some(&driver))),
@@ -357,6 +376,8 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
             &Objects {
                 pvc: "db/a",
                 pvc_annotations: &none,
+                pvc_namespace: "db",
+                pvc_labels: &BTreeMap::new(),
                 namespace: Some(("db", ns)),
                 storage_class: None,
                 driver: driver.map(|d| (d, None)),
@@ -387,6 +408,8 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
         &Objects {
             pvc: "db/a",
             pvc_annotations: &none,
+            pvc_namespace: "db",
+            pvc_labels: &BTreeMap::new(),
             namespace: None,
             storage_class: None,
             driver: Some(("rbd.csi.ceph.com", Some(&bad))),

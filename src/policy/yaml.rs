@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::PolicyError;
 
@@ -12,7 +12,7 @@ use super::PolicyError;
 pub(crate) enum Node {
     Null,
     Scalar(String),
-    Seq,
+    Seq(Vec<Node>),
     Map(Vec<(String, Node)>),
 }
 
@@ -21,7 +21,7 @@ impl Node {
         match self {
             Node::Null => "nothing",
             Node::Scalar(_) => "a single value",
-            Node::Seq => "a list",
+            Node::Seq(_) => "a list",
             Node::Map(_) => "a mapping",
         }
     }
@@ -95,8 +95,11 @@ impl<'de> Visitor<'de> for NodeVisitor {
         Node::deserialize(d)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Node::Seq)
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Node>()? {
+            items.push(item);
+        }
+        Ok(Node::Seq(items))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
         let mut entries = Vec::new();

@@ -133,6 +133,8 @@ fn resolve_target(t: &Target<'_>, key: &str) -> Resolved {
         &Objects {
             pvc: key,
             pvc_annotations: annotations(&t.pvc.metadata, &empty),
+            pvc_namespace: ns,
+            pvc_labels: t.pvc.metadata.labels.as_ref().unwrap_or(&empty),
             namespace: t.namespace.map(|n| (ns, annotations(&n.metadata, &empty))),
             storage_class: class_name.map(|n| (n, class.unwrap_or(&empty))),
             driver: t

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, ResourceQuota};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::KubeletVolume;
@@ -34,6 +34,8 @@ pub struct Subject<'a> {
     /// Every claim the pod mounts (to tell whether WAL has its own volume).
     pub pod_claims: &'a [&'a PersistentVolumeClaim],
     pub storage_class: Option<&'a StorageClass>,
+    /// The claim's Namespace (its policy annotations), when the watch holds it.
+    pub namespace: Option<&'a Namespace>,
     pub central: &'a CentralPolicy,
     pub node: &'a str,
     pub node_draining: bool,
@@ -227,7 +229,13 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         .spec
         .as_ref()
         .and_then(|sp| sp.storage_class_name.clone());
-    let merged = super::claim_policy(s.pvc, class_name.as_deref(), s.storage_class, s.central);
+    let merged = super::claim_policy(
+        s.pvc,
+        class_name.as_deref(),
+        s.storage_class,
+        s.namespace,
+        s.central,
+    );
     let ctx = Context {
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),

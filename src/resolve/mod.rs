@@ -11,11 +11,11 @@ pub mod trigger;
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::decide::Measurement;
-use crate::policy::merge::{CentralPolicy, Merged, effective_with_limits};
+use crate::policy::merge::{CentralPolicy, ClaimObjects, Merged, effective_for};
 
 pub use evaluate::{Evaluation, Prepared, Subject, evaluate, prepare};
 
@@ -37,13 +37,15 @@ impl KubeletVolume {
     }
 }
 
-/// The claim's policy layers merged: its annotations, its StorageClass's (`class_name`, with its
-/// object when known), its own `spec.resources.limits.storage` (topolvm users set the ceiling
-/// there) and the central one. The agent, the webhook and `headroom status` all merge this way.
+/// The claim's policy layers merged: its annotations, its Namespace's (when known), its
+/// StorageClass's (`class_name`, with its object when known), its own
+/// `spec.resources.limits.storage` (topolvm users set the ceiling there) and the central one.
+/// The agent, the webhook and `headroom status` all merge this way.
 pub fn claim_policy(
     pvc: &PersistentVolumeClaim,
     class_name: Option<&str>,
     class: Option<&StorageClass>,
+    namespace: Option<&Namespace>,
     central: &CentralPolicy,
 ) -> Merged {
     let empty = BTreeMap::new();
@@ -62,11 +64,18 @@ pub fn claim_policy(
         .and_then(|r| r.limits.as_ref())
         .and_then(|l| l.get("storage"))
         .map(|q| q.0.as_str());
-    effective_with_limits(
-        &label,
-        pvc.metadata.annotations.as_ref().unwrap_or(&empty),
-        class_name.map(|n| (n, class_annotations)),
-        spec_limit,
+    let ns_name = pvc.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = namespace.map(|n| (ns_name, n.metadata.annotations.as_ref().unwrap_or(&empty)));
+    effective_for(
+        &ClaimObjects {
+            pvc: &label,
+            pvc_annotations: pvc.metadata.annotations.as_ref().unwrap_or(&empty),
+            pvc_namespace: ns_name,
+            pvc_labels: pvc.metadata.labels.as_ref().unwrap_or(&empty),
+            namespace,
+            storage_class: class_name.map(|n| (n, class_annotations)),
+            spec_limit,
+        },
         central,
     )
 }

@@ -122,7 +122,9 @@ fn merged(
         .spec
         .as_ref()
         .and_then(|s| s.storage_class_name.as_deref());
-    crate::resolve::claim_policy(pvc, class_name, class, central)
+    // The Namespace layer is not read here yet: the webhook has no Namespace store (issue 42
+    // left it out); the selector sections are, through `central` and the claim's labels.
+    crate::resolve::claim_policy(pvc, class_name, class, None, central)
 }
 
 /// Whether `pvc`'s policy asks for growth at all (before validation): only then is its data

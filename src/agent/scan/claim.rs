@@ -133,6 +133,7 @@ impl<'v> Claim<'v> {
             pod: self.pod.clone(),
             claims: self.claims.clone(),
             class: self.class.clone(),
+            namespace: world.namespace(&ns),
             central: common.central.clone(),
             creds: common.creds.clone(),
             draining: common.draining,
