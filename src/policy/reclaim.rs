@@ -40,20 +40,14 @@ pub const CSI_ADDONS_SCHEDULE: &str = "reclaimspace.csiaddons.openshift.io/sched
 /// On a Namespace: the CSI drivers (comma-separated) its schedule is for; absent: all.
 pub const CSI_ADDONS_DRIVERS: &str = "reclaimspace.csiaddons.openshift.io/drivers";
 
-pub use super::merge::Annotated;
+pub use super::merge::{Annotated, ClaimObjects};
 
 /// The objects whose annotations say whether and when one claim is trimmed, beside the
 /// ConfigMap.
 #[derive(Debug, Clone, Copy)]
 pub struct Objects<'a> {
-    /// `namespace/name`, for messages.
-    pub pvc: &'a str,
-    pub pvc_annotations: &'a BTreeMap<String, String>,
-    /// The claim's namespace and labels, for the ConfigMap's selector sections.
-    pub pvc_namespace: &'a str,
-    pub pvc_labels: &'a BTreeMap<String, String>,
-    pub namespace: Option<Annotated<'a>>,
-    pub storage_class: Option<Annotated<'a>>,
+    /// What the resize keys are read from too (its `spec_limit` is not read here).
+    pub claim: ClaimObjects<'a>,
     /// The claim's CSI driver (its StorageClass's provisioner), and that CSIDriver object's
     /// annotations when it exists.
     pub driver: Option<(&'a str, Option<&'a BTreeMap<String, String>>)>,
@@ -146,7 +140,7 @@ fn csi_addons_layer(annotations: &BTreeMap<String, String>, object: &str) -> Pol
 /// The Namespace's csi-addons layer, when its schedule is for the claim's driver: csi-addons
 /// reads `drivers` as the drivers the Namespace's schedule applies to (all when absent).
 fn namespace_layer(o: &Objects<'_>) -> PolicySpec {
-    let Some((name, annotations)) = o.namespace else {
+    let Some((name, annotations)) = o.claim.namespace else {
         return PolicySpec::default();
     };
     let for_driver = match annotations.get(CSI_ADDONS_DRIVERS) {
@@ -176,12 +170,15 @@ pub fn resolve(
 ) -> Resolved {
     resolve_objects(
         &Objects {
-            pvc,
-            pvc_annotations,
-            pvc_namespace: "",
-            pvc_labels: &BTreeMap::new(),
-            namespace: None,
-            storage_class,
+            claim: ClaimObjects {
+                pvc,
+                pvc_annotations,
+                pvc_namespace: "",
+                pvc_labels: &BTreeMap::new(),
+                namespace: None,
+                storage_class,
+                spec_limit: None,
+            },
             driver: None,
         },
         central,
@@ -190,11 +187,12 @@ pub fn resolve(
 
 /// [`resolve`], with the claim's Namespace and CSIDriver.
 pub fn resolve_objects(o: &Objects<'_>, central: &CentralPolicy) -> Resolved {
-    let (pvc, pvc_annotations, storage_class) = (o.pvc, o.pvc_annotations, o.storage_class);
+    let c = &o.claim;
+    let (pvc, pvc_annotations, storage_class) = (c.pvc, c.pvc_annotations, c.storage_class);
     let pvc_object = format!("PVC {pvc}");
     let pvc_spec = from_annotations(pvc_annotations, &pvc_object);
     let pvc_csi = csi_addons_layer(pvc_annotations, &pvc_object);
-    let ns_spec = o
+    let ns_spec = c
         .namespace
         .map(|(name, a)| from_annotations(a, &format!("Namespace {name}")))
         .unwrap_or_default();
@@ -214,7 +212,7 @@ pub fn resolve_objects(o: &Objects<'_>, central: &CentralPolicy) -> Resolved {
     let cm_class = storage_class
         .and_then(|(name, _)| central.storage_classes.get(name))
         .unwrap_or(&empty);
-    let (selected, broken) = central.selector_layer(o.pvc_namespace, o.pvc_labels);
+    let (selected, broken) = central.selector_layer(c.pvc_namespace, c.pvc_labels);
     let merged = merge_layers(&[
         (Source::PvcAnnotation, &pvc_spec),
         (Source::CsiAddonsPvcAnnotation, &pvc_csi),

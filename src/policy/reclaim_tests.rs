@@ -268,7 +268,7 @@ fn bad_values_name_the_field_and_where_it_was_written() {
 /// csi-addons' precedence: PVC > Namespace > StorageClass > CSIDriver, then the ConfigMap.
 #[test]
 fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
-    use super::reclaim::{CSI_ADDONS_DRIVERS, Objects, resolve_objects};
+    use super::reclaim::{CSI_ADDONS_DRIVERS, ClaimObjects, Objects, resolve_objects};
     let none = BTreeMap::new();
     let c = central(&[]);
     let ns = map(&[(CSI_ADDONS_SCHEDULE, "0 1 * * *")]);
@@ -280,12 +280,15 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
               driver: &BTreeMap<String, String>| {
         scheduled(resolve_objects(
             &Objects {
-                pvc: "db/a",
-                pvc_annotations: pvc,
-                pvc_namespace: "db",
-                pvc_labels: &BTreeMap::new(),
-                namespace: Some(("db", ns)),
-                storage_class: Some(("standard", sc)),
+                claim: ClaimObjects {
+                    pvc: "db/a",
+                    pvc_annotations: pvc,
+                    pvc_namespace: "db",
+                    pvc_labels: &BTreeMap::new(),
+                    namespace: Some(("db", ns)),
+                    storage_class: Some(("standard", sc)),
+                    spec_limit: None,
+                },
                 driver: Some(("rbd.csi.ceph.com", Some(driver))),
             },
             &c,
@@ -341,12 +344,15 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
     assert!(matches!(
         resolve_objects(
             &Objects {
-                pvc: "db/a",
-                pvc_annotations: &off,
-                pvc_namespace: "db",
-                pvc_labels: &BTreeMap::new(),
-                namespace: Some(("db", &ns)),
-                storage_class: Some(("standard", &sc)),
+                claim: ClaimObjects {
+                    pvc: "db/a",
+                    pvc_annotations: &off,
+                    pvc_namespace: "db",
+                    pvc_labels: &BTreeMap::new(),
+                    namespace: Some(("db", &ns)),
+                    storage_class: Some(("standard", &sc)),
+                    spec_limit: None,
+                },
                 driver: Some(("rbd.csi.ceph.com", Some(&driver))),
             },
             &c,
@@ -374,12 +380,15 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
     let only_ns = |ns: &BTreeMap<String, String>, driver: Option<&str>| {
         resolve_objects(
             &Objects {
-                pvc: "db/a",
-                pvc_annotations: &none,
-                pvc_namespace: "db",
-                pvc_labels: &BTreeMap::new(),
-                namespace: Some(("db", ns)),
-                storage_class: None,
+                claim: ClaimObjects {
+                    pvc: "db/a",
+                    pvc_annotations: &none,
+                    pvc_namespace: "db",
+                    pvc_labels: &BTreeMap::new(),
+                    namespace: Some(("db", ns)),
+                    storage_class: None,
+                    spec_limit: None,
+                },
                 driver: driver.map(|d| (d, None)),
             },
             &c,
@@ -406,12 +415,15 @@ fn namespace_and_csidriver_schedules_in_the_designs_precedence() {
     );
     let Resolved::Invalid(errors) = resolve_objects(
         &Objects {
-            pvc: "db/a",
-            pvc_annotations: &none,
-            pvc_namespace: "db",
-            pvc_labels: &BTreeMap::new(),
-            namespace: None,
-            storage_class: None,
+            claim: ClaimObjects {
+                pvc: "db/a",
+                pvc_annotations: &none,
+                pvc_namespace: "db",
+                pvc_labels: &BTreeMap::new(),
+                namespace: None,
+                storage_class: None,
+                spec_limit: None,
+            },
             driver: Some(("rbd.csi.ceph.com", Some(&bad))),
         },
         &c,

@@ -23,7 +23,7 @@ use super::{ReclaimError, fitrim};
 use crate::decide::budget;
 use crate::events::Notice;
 use crate::policy::merge::CentralPolicy;
-use crate::policy::reclaim::{Objects, Resolved, resolve_objects};
+use crate::policy::reclaim::{ClaimObjects, Objects, Resolved, resolve_objects};
 use crate::policy::validate::Finding;
 use crate::probe::{Volume, VolumeClass, VolumeMode};
 use crate::quantity;
@@ -131,12 +131,15 @@ fn resolve_target(t: &Target<'_>, key: &str) -> Resolved {
     let class = t.storage_class.map(|c| annotations(&c.metadata, &empty));
     resolve_objects(
         &Objects {
-            pvc: key,
-            pvc_annotations: annotations(&t.pvc.metadata, &empty),
-            pvc_namespace: ns,
-            pvc_labels: t.pvc.metadata.labels.as_ref().unwrap_or(&empty),
-            namespace: t.namespace.map(|n| (ns, annotations(&n.metadata, &empty))),
-            storage_class: class_name.map(|n| (n, class.unwrap_or(&empty))),
+            claim: ClaimObjects {
+                pvc: key,
+                pvc_annotations: annotations(&t.pvc.metadata, &empty),
+                pvc_namespace: ns,
+                pvc_labels: t.pvc.metadata.labels.as_ref().unwrap_or(&empty),
+                namespace: t.namespace.map(|n| (ns, annotations(&n.metadata, &empty))),
+                storage_class: class_name.map(|n| (n, class.unwrap_or(&empty))),
+                spec_limit: None,
+            },
             driver: t
                 .driver
                 .map(|(name, d)| (name, d.map(|d| annotations(&d.metadata, &empty)))),
