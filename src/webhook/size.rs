@@ -122,8 +122,9 @@ fn merged(
         .spec
         .as_ref()
         .and_then(|s| s.storage_class_name.as_deref());
-    // The Namespace layer is not read here yet: the webhook has no Namespace store (issue 42
-    // left it out); the selector sections are, through `central` and the claim's labels.
+    // The claim's Namespace is not read here: the webhook keeps no Namespace store, so a claim
+    // only its Namespace opts in is raised by the agents' GroupGrow later. Selector sections
+    // are read (the central policy and the claim's labels).
     crate::resolve::claim_policy(pvc, class_name, class, None, central)
 }
 
