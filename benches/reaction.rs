@@ -9,8 +9,11 @@
 //! settings (`--interval 10s`, `--measure-interval 1s`); `-- --bench --measure-interval 0s`
 //! measures the same with the fast measurement loop off. `-- --bench --from-idle` starts every
 //! volume idle at 10 % and fills it to 87 % in one write (an instant fill from idle, far below
-//! the line, instead of the last small write of a volume already near it). Without `--bench`
-//! (e.g. `cargo test --benches`) it runs a smoke pass of two crossings at a 1 s interval.
+//! the line, instead of the last small write of a volume already near it). `-- --bench --held`
+//! cordons the node first and starts every volume at 85 %, past its line, its grow held by the
+//! drain; the crossing write takes it to 97 %, past the emergency line, which lets the grow
+//! through. Without `--bench` (e.g. `cargo test --benches`) it runs a smoke pass of two
+//! crossings at a 1 s interval.
 
 mod support;
 
@@ -23,6 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
 use support::kube::cluster::KubeCluster;
 use support::kube::server;
 use support::node::{MI, SplitMix, fill, request_of, wait_for};
@@ -33,12 +37,17 @@ const POLICY: &[(&str, &str)] = &[
     ("limit", "1Gi"),
     ("step", "2Mi"),
     ("usage-threshold", "80"),
+    // The emergency line at its default 95 %, without the default 1Gi of free space that
+    // would make every 8Mi volume an emergency from the start.
+    ("emergency-grow-critical-minimum-free", "64Ki"),
 ];
 
-/// Percent used before the agent starts, and after the crossing write.
+/// Percent used before the agent starts, and after the crossing write; whether the node is
+/// cordoned (every grow below the emergency line held).
 struct Levels {
     before: u64,
     after: u64,
+    held: bool,
 }
 
 struct Plan {
@@ -72,11 +81,19 @@ fn main() -> ExitCode {
         Levels {
             before: 10,
             after: 87,
+            held: false,
+        }
+    } else if std::env::args().any(|a| a == "--held") {
+        Levels {
+            before: 85,
+            after: 97,
+            held: true,
         }
     } else {
         Levels {
             before: 79,
             after: 85,
+            held: false,
         }
     };
     let samples = measure(&plan, &levels);
@@ -97,6 +114,10 @@ fn measure(plan: &Plan, levels: &Levels) -> Vec<Duration> {
     // (the crossing is one large write); timed from the write's start.
     for m in &mounts {
         fill(m, SIZE_MI * MI * levels.before / 100);
+    }
+    if levels.held {
+        let node = c.node.clone();
+        c.patch_node(&node, json!({"spec": {"unschedulable": true}}));
     }
     let extra: Vec<String> = std::env::args()
         .skip_while(|a| a != "--measure-interval")
@@ -201,7 +222,12 @@ fn report(plan: &Plan, levels: &Levels, mut samples: Vec<Duration>) {
         .skip_while(|a| a != "--measure-interval")
         .collect();
     println!(
-        "threshold crossing to PVC patch ({} % -> {} %), interval {:?}, {} crossings, {}",
+        "{} to PVC patch ({} % -> {} %), interval {:?}, {} crossings, {}",
+        if levels.held {
+            "emergency crossing of a claim held by a drain"
+        } else {
+            "threshold crossing"
+        },
         levels.before,
         levels.after,
         plan.interval,

@@ -440,3 +440,40 @@ fn a_fill_between_scans_is_acted_on_within_a_second_or_two() {
         "grown without a scan or the fast loop"
     );
 }
+
+/// A claim past its line whose grow a drain holds is still watched by the fast loop, for the
+/// emergency line that lifts the hold: a fill past it is grown by the loop's wake, before the
+/// next scan (one runs at start; the interval is a minute), not up to an interval later.
+#[test]
+fn a_claim_held_by_a_drain_is_grown_at_the_emergency_line_before_the_next_scan() {
+    if !server::available(
+        "a_claim_held_by_a_drain_is_grown_at_the_emergency_line_before_the_next_scan",
+    ) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mount = c.claim("data", &c.fast.clone(), 64, POLICY);
+    let node = c.node.clone();
+    c.patch_node(&node, json!({"spec": {"unschedulable": true}}));
+    // 56Mi of 64Mi: 87.5 %, over the 80 % threshold, under the 95 % emergency line.
+    fill(&mount, 56 * MI);
+    let port = support::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = c.agent("60s", &["--listen", &listen]);
+    c.wait_blocked("data", "node_draining");
+    let (scanned, _) = wait_for(Duration::from_secs(20), "data reported", || {
+        volumes(port).filter(|(_, v)| v.contains_key("data"))
+    });
+    // 62Mi of 64Mi: 96.9 %, past the emergency line: the drain no longer holds the grow.
+    fill(&mount, 62 * MI);
+    c.wait_request("data", 80 * MI);
+    let (scanned_after, after) =
+        wait_for(Duration::from_secs(5), "data's report", || volumes(port));
+    // Decided on by the fast loop's wake: no scan of the node ran since the first.
+    assert_eq!(
+        scanned_after, scanned,
+        "a full scan ran: {:#}",
+        after["data"]
+    );
+    c.assert_resize_patches("data", 1);
+}

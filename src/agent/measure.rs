@@ -9,9 +9,10 @@
 //! four times as often; every other volume, idle or not, once a period: a re-measurement costs a
 //! few microseconds, [`crate::probe::anchor`]), is [`crate::resolve::trigger`]. Turns fall on the
 //! loop's ticks (a quarter period apart) and count from the tick, so a period is what it says,
-//! not a tick more. A volume wakes the loop once per crossing, and once when its size changes (a
-//! resize landed: the scan that follows records how long it took); the scan that follows decides
-//! and arms its trigger afresh.
+//! not a tick more. A volume wakes the loop once per crossing of each level ([`Level`]: its line,
+//! then the emergency line, which a claim held past its line is still watched for), and once when
+//! its size changes (a resize landed: the scan that follows records how long it took); the scan
+//! that follows decides and arms its trigger afresh.
 //!
 //! The loop also says which volumes woke it ([`Watchlist::take_crossed`]): the reconcile loop
 //! decides on those at once, without walking the node, and leaves the rest to the next scan.
@@ -28,14 +29,15 @@ use super::samples::Samples;
 use crate::probe::anchor::RemeasureError;
 use crate::probe::statfs::FsStats;
 use crate::probe::{Prober, Target, Volume};
-use crate::resolve::trigger::Trigger;
+use crate::resolve::trigger::{Level, Trigger};
 
 struct Watched {
     target: Target,
     trigger: Trigger,
     due: Instant,
-    /// Wakes the loop when it fires; disarmed once it has (until the next scan re-arms it).
-    armed: bool,
+    /// The level the last decision (or the last wake) saw: the loop wakes when the numbers
+    /// reach a higher one, once (until the next scan re-arms it).
+    decided: Level,
     /// The last measurement's size and usage (a size change is a resize landing).
     capacity: u64,
     used: u64,
@@ -64,9 +66,8 @@ impl Watchlist {
         }
     }
 
-    /// After a scan: watch each measured volume whose policy has a trigger, armed when it does
-    /// not fire now (one that fires was just decided on; the scan loop looks at it again on its
-    /// own).
+    /// After a scan: watch each measured volume whose policy has a trigger, armed for the levels
+    /// above the one its numbers reach now (that one was just decided on).
     /// `rates`: each volume's fill rate from the samples the scan just recorded.
     pub fn set(
         &self,
@@ -89,7 +90,7 @@ impl Watchlist {
                     target: v.target()?,
                     trigger,
                     due: due(&v.path),
-                    armed: !trigger.fires(&m, rate),
+                    decided: trigger.level(&m, rate),
                     capacity: m.capacity_bytes,
                     used: m.used_bytes,
                 };
@@ -102,7 +103,8 @@ impl Watchlist {
     }
 
     /// After a scan of some volumes alone: each of `measured` is watched again with the trigger
-    /// its decision set, armed unless the numbers that scan decided on already fire it.
+    /// its decision set, armed for the levels above the one the numbers that scan decided on
+    /// reach.
     pub fn rearm(
         &self,
         measured: &[(&Path, crate::decide::Measurement)],
@@ -115,7 +117,7 @@ impl Watchlist {
                 continue;
             };
             w.trigger = *trigger;
-            w.armed = !trigger.fires(m, rates.get(*path).copied());
+            w.decided = trigger.level(m, rates.get(*path).copied());
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
         }
     }
@@ -196,8 +198,9 @@ impl Watchlist {
             let m = stats.measurement;
             n += 1;
             let rate = self.samples.record(path, m.used_bytes, at);
-            let fired = w.armed && w.trigger.fires(&m, rate);
-            w.armed &= !fired;
+            let level = w.trigger.level(&m, rate);
+            let fired = level > w.decided;
+            w.decided = w.decided.max(level);
             w.due = now + w.trigger.period(&m, w.used, rate, every);
             let resized = m.capacity_bytes != w.capacity;
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);

@@ -1,8 +1,10 @@
 //! Which lines a volume's numbers wake the loop for, from its effective policy: the engine's own
 //! lines (threshold mode), the emergency line (convergent mode), and with `trigger.predictive`
-//! the same lead the engine uses. Also how soon a volume is measured again: near a line or moving
-//! fast, four times as often; every other volume, idle or not, once a period. Pure: the fast loop
-//! in `agent::measure` measures, this says what the numbers mean.
+//! the same lead the engine uses. Past its line, a claim whose growth is held (the node drains,
+//! a group member waits for its window) is still watched for the emergency line, which lifts
+//! those holds: [`Level`]. Also how soon a volume is measured again: near a line or moving fast,
+//! four times as often; every other volume, idle or not, once a period. Pure: the fast loop in
+//! `agent::measure` measures, this says what the numbers mean.
 
 use std::time::Duration;
 
@@ -31,6 +33,24 @@ pub struct Trigger {
     /// With `trigger.predictive`: seconds a resize takes to land (learned, else the policy's)
     /// plus the margin. The engine's `predictive::crosses_soon` with the same numbers.
     lead_seconds: Option<f64>,
+    /// The emergency line (percent used, free bytes), the engine's `is_critical`: past the
+    /// trigger, crossing it lifts the holds an emergency overrides. `None`: nothing to wake for
+    /// beyond the trigger (convergent mode's trigger is this line itself).
+    emergency: Option<(f64, u64)>,
+}
+
+/// How far a volume's numbers are past its trigger. Each level the numbers reach can change
+/// the engine's decision: the loop wakes when a volume reaches a level above the one its last
+/// decision saw, so a claim held past its line (the node drains, outside its window) is grown
+/// the moment it crosses the emergency line, not at the next scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// The trigger does not fire.
+    Below,
+    /// The trigger fires (crossed, or with `trigger.predictive` crossing before a resize lands).
+    Line,
+    /// The trigger fires and the emergency line is crossed: a drain no longer holds the grow.
+    Emergency,
 }
 
 /// Where a trigger's space lines come from.
@@ -73,6 +93,12 @@ impl Trigger {
                         .saturating_add(p.predictive.margin)
                         .as_secs_f64()
                 }),
+                // In threshold mode too: the engine's drain gate lets an emergency through
+                // whether or not `emergencyGrow` is enabled (that key is convergent mode's).
+                emergency: Some((
+                    f64::from(p.emergency_grow.critical_threshold),
+                    p.emergency_grow.critical_minimum_free,
+                )),
             }),
             Mode::Convergent if p.emergency_grow.enabled => Some(Trigger {
                 lines: Source::Fixed {
@@ -81,6 +107,7 @@ impl Trigger {
                 },
                 inode_percent: 100.0,
                 lead_seconds: None,
+                emergency: None,
             }),
             // Nothing to wake for, but still sampled: its fill rate and time to full are shown.
             Mode::Convergent => Some(Trigger {
@@ -90,6 +117,7 @@ impl Trigger {
                 },
                 inode_percent: f64::INFINITY,
                 lead_seconds: None,
+                emergency: None,
             }),
         }
     }
@@ -166,6 +194,19 @@ impl Trigger {
 
     pub fn fires(&self, m: &Measurement, rate: Option<f64>) -> bool {
         self.crossed(m) || self.soon(m, rate)
+    }
+
+    /// The level `m` (filling at `rate`) reaches: the loop wakes for each one above the level
+    /// the last decision saw.
+    pub fn level(&self, m: &Measurement, rate: Option<f64>) -> Level {
+        if !self.fires(m, rate) {
+            return Level::Below;
+        }
+        let no_inode_line = f64::INFINITY;
+        match self.emergency {
+            Some((pct, free)) if m.crosses(pct, free, no_inode_line) => Level::Emergency,
+            _ => Level::Line,
+        }
     }
 }
 
@@ -256,6 +297,81 @@ mod tests {
         assert_eq!(t.period(&m(30, 70), 10, None, every), every / 4);
         // Near in time at its fill rate (50 points at 2/s is 25 s away).
         assert_eq!(t.period(&m(30, 70), 30, Some(2.0), every), every / 4);
+    }
+
+    /// Past its line and held (the node drains), a claim is still watched: the emergency line
+    /// is a level of its own, since the engine lets an emergency through a drain.
+    #[test]
+    fn past_the_line_the_emergency_line_is_the_next_level() {
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = Some(80);
+        p.min_available = MinAvailable::OFF;
+        p.emergency_grow.critical_threshold = 95;
+        p.emergency_grow.critical_minimum_free = 2;
+        let t = Trigger::for_policy(&p, None).expect("trigger");
+        assert_eq!(t.level(&m(70, 30), None), Level::Below);
+        assert_eq!(t.level(&m(87, 13), None), Level::Line);
+        assert_eq!(t.level(&m(96, 4), None), Level::Emergency);
+        assert_eq!(
+            t.level(&m(90, 1), None),
+            Level::Emergency,
+            "critical free bytes"
+        );
+        assert!(Level::Below < Level::Line && Level::Line < Level::Emergency);
+        // The emergency line alone does not grow in threshold mode: no level of its own.
+        p.usage_threshold = Some(99);
+        let high = Trigger::for_policy(&p, None).expect("trigger");
+        assert_eq!(high.level(&m(96, 4), None), Level::Below);
+        assert_eq!(high.level(&m(99, 1), None), Level::Emergency);
+        // Convergent mode's trigger is the emergency line itself: one level.
+        p.mode = Mode::Convergent;
+        let conv = Trigger::for_policy(&p, None).expect("trigger");
+        assert_eq!(conv.level(&m(90, 10), None), Level::Below);
+        assert_eq!(conv.level(&m(96, 4), None), Level::Line);
+    }
+
+    proptest::proptest! {
+        /// On a draining node, the level the loop sees is the engine's decision: below, no
+        /// need; at the line, held for the drain; past the emergency line, grown.
+        #[test]
+        fn on_a_draining_node_each_level_is_the_engines_decision(
+            cap in 1u64..1 << 40, used_frac in 0.0f64..1.0, threshold in 1u8..=100,
+            min_free in proptest::option::of(0u64..1 << 40), critical in 80u8..=99,
+            critical_free in 0u64..1 << 40, rate in -1e6f64..1e10, predictive in proptest::bool::ANY,
+        ) {
+            use crate::decide::decision::{BlockReason, Verdict};
+            use crate::decide::{ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts};
+            let used = (cap as f64 * used_frac) as u64;
+            let meas = Measurement { capacity_bytes: cap, used_bytes: used,
+                available_bytes: cap - used, inodes_total: 0, inodes_used: 0 };
+            let mut p = Policy::with_limit(1 << 50);
+            p.enabled = true;
+            p.usage_threshold = (threshold < 100).then_some(threshold);
+            p.min_available = MinAvailable::Bytes(min_free.unwrap_or(0));
+            p.emergency_grow.critical_threshold = critical;
+            p.emergency_grow.critical_minimum_free = critical_free;
+            p.predictive.enabled = predictive;
+            let claim = ClaimState { request_bytes: cap, capacity_bytes: cap, resize: ResizeState::Idle };
+            let fill = crate::decide::FillRate { bytes_per_second: rate, resize_lead: None };
+            let facts = VolumeFacts { expandable: true, node_draining: true, ..VolumeFacts::default() };
+            let inputs = Inputs {
+                logical: None,
+                policy: PolicyInput::Valid(&p), measurement: meas, claim: &claim, history: &[],
+                wal: None, facts, now: jiff::Timestamp::UNIX_EPOCH, fill_rate: Some(fill),
+            };
+            let t = Trigger::for_policy(&p, None).expect("trigger");
+            let verdict = crate::decide::decide(&inputs).verdict;
+            let level = t.level(&meas, Some(rate));
+            match verdict {
+                Verdict::NoAction { .. } => proptest::prop_assert_eq!(level, Level::Below),
+                Verdict::Blocked { reason: BlockReason::NodeDraining } => {
+                    proptest::prop_assert_eq!(level, Level::Line)
+                }
+                Verdict::Grow { .. } => proptest::prop_assert_eq!(level, Level::Emergency),
+                other => proptest::prop_assert!(false, "{other:?} at {level:?}"),
+            }
+        }
     }
 
     proptest::proptest! {
