@@ -659,26 +659,33 @@ fn a_tenants_hostile_files_are_named_and_block_nothing_else() {
 
 /// A base backup taken through a slot and not yet started (`backup_label` and `standby.signal`
 /// as `pg_basebackup -R` leaves them, no server): read as a standby restoring a backup, and its
-/// WAL volume, filled, is not held back as a WAL fault.
+/// WAL volume, filled, is not held back as a WAL fault. With predictive growth on, the fill is
+/// the copy's and is not extrapolated (issue 40): the volume grows by its step, not to its limit,
+/// and the status of both its volumes (the data volume's WAL is elsewhere) says it is restoring.
 #[test]
 fn a_base_backup_not_yet_started_is_classified_not_a_fault() {
     let ns = "pg-backup";
     let Some((node, _hold, _witness)) = scenario("a_base_backup_not_yet_started", ns) else {
         return;
     };
-    let spec =
-        |instance, role| InstanceSpec::new(Layout::CloudNativePG, "bk", instance, role, WAL_POLICY);
-    let primary = instance(node, ns, &spec("bk-1", Role::Primary));
+    let predictive = WAL_POLICY.replace(
+        "trigger-predictive: \"false\"",
+        "trigger-predictive: \"true\"",
+    );
+    let cnpg = Layout::CloudNativePG;
+    let primary = instance(
+        node,
+        ns,
+        &InstanceSpec::new(cnpg, "bk", "bk-1", Role::Primary, WAL_POLICY),
+    );
+    let from_primary = Role::BaseBackup {
+        primary_ip: &primary.ip,
+        slot: "_cnpg_bk_2",
+    };
     let restore = instance(
         node,
         ns,
-        &spec(
-            "bk-2",
-            Role::BaseBackup {
-                primary_ip: &primary.ip,
-                slot: "_cnpg_bk_2",
-            },
-        ),
+        &InstanceSpec::new(cnpg, "bk", "bk-2", from_primary, &predictive),
     );
     let wal = restore.wal_volume();
     let r = report_until(node, wal, "the restore read", |r| {
@@ -690,4 +697,20 @@ fn a_base_backup_not_yet_started_is_classified_not_a_fault() {
     let c = claim_json(node, wal);
     let blocked = status_field(&c, "blockedReason").unwrap_or_default();
     assert!(!blocked.starts_with("wal_"), "{blocked}");
+    // Its ordinary step (300Mi + 200Mi), at its group's size already: not the copy's rate
+    // extrapolated over the lead time (which took such a volume to its 4Gi limit in one step).
+    let status = &c["metadata"]["annotations"]["headroom.dev/status"];
+    assert_eq!(request(&c), 500 * MI, "{status}");
+    let restoring = status_field(&c, "restoring").unwrap_or_default();
+    assert!(
+        restoring.contains("restoring a base backup: grown by its step"),
+        "{status}"
+    );
+    wait_claim(
+        node,
+        &restore.data,
+        "the data volume's status saying it restores",
+        Duration::from_secs(90),
+        |c| status_field(c, "restoring").is_some_and(|r| r.contains("restoring a base backup")),
+    );
 }

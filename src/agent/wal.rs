@@ -1,6 +1,7 @@
 //! WAL health of one volume, for the scan: read from the volumes with no credentials, asked of
 //! the server where a credential is configured, combined with what earlier scans saw of each
-//! replication slot.
+//! replication slot. For a data volume whose WAL has a volume of its own, only whether a base
+//! backup is being restored into it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -76,6 +77,37 @@ pub async fn health(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     Some(health::combine(read, facts, &mut tracker, limits, now))
+}
+
+/// Whether an opted-in data volume whose WAL has a volume of its own (no WAL health is read from
+/// it) holds a base backup being restored; false for any other volume, and when it cannot be
+/// read (then it is sized as any other volume, as before the copy).
+pub async fn restoring(prober: &probe::Prober, s: &Subject<'_>, prepared: &Prepared) -> bool {
+    let opted_in = prepared.policy().is_some_and(|p| p.enabled);
+    if !opted_in || prepared.postgres_role() != (VolumeRole::Data, false) {
+        return false;
+    }
+    let path = s.volume.path.clone();
+    let read = prober
+        .busy_paths()
+        .run_when_free(
+            &s.volume.path,
+            WAIT_FOR_MOUNT,
+            prober.deadline(),
+            move || crate::postgres::datadir::restoring(&path),
+        )
+        .await;
+    match read {
+        Ok(Ok(restoring)) => restoring,
+        Ok(Err(e)) => {
+            tracing::debug!(path = %s.volume.path.display(), error = %e, "no data directory read for a restore");
+            false
+        }
+        Err(e) => {
+            tracing::debug!(path = %s.volume.path.display(), error = %e, "data directory not read for a restore");
+            false
+        }
+    }
 }
 
 async fn sql_target(s: &Subject<'_>, creds: &Credentials) -> Option<crate::postgres::SqlTarget> {

@@ -157,6 +157,9 @@ impl Work {
             .await;
         }
         let wal = wal.clone();
+        let restoring =
+            wal.is_none() && super::wal::restoring(&self.prober, subject, &prepared).await;
+        let prepared = prepared.restoring(restoring);
         contain(subject, now, metrics, || prepared.finish(subject, wal, now)).unwrap_or_else(|e| *e)
     }
 
@@ -183,10 +186,12 @@ impl Work {
 
     fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
         let learned = inflight::learned_lead(&eval.history);
+        let restoring = eval.report.decision.restoring().is_some();
         let trigger = eval
             .policy
             .as_ref()
-            .and_then(|p| Trigger::for_policy(p, learned));
+            .and_then(|p| Trigger::for_policy(p, learned))
+            .map(|t| if restoring { t.without_prediction() } else { t });
         let mut t = self
             .triggers
             .lock()

@@ -221,6 +221,7 @@ fn cells(row: &Row, now: Timestamp) -> [String; COLUMNS] {
         format!("error: {}", row.errors.join("; "))
     };
     let state = match st {
+        Some(s) if s.restoring.is_some() => format!("{} (restoring)", s.state),
         Some(s) => s.state.clone(),
         None if !row.errors.is_empty() => "Error".into(),
         None => dash(),

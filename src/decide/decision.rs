@@ -217,6 +217,13 @@ impl Decision {
         }
     }
 
+    /// What the decision says of a base backup being restored here, if one is.
+    pub fn restoring(&self) -> Option<&Note> {
+        self.notes
+            .iter()
+            .find(|n| matches!(n, Note::Restoring { .. }))
+    }
+
     pub fn blocked_reason(&self) -> Option<BlockReason> {
         match self.verdict {
             Verdict::Blocked { reason } => Some(reason),
@@ -269,6 +276,12 @@ pub enum Note {
     QuotaReduced {
         wanted: u64,
         to: u64,
+    },
+    /// The instance restores a base backup: sized to its group's size (`source`, its source's)
+    /// while below it, else (outside a group too) grown by its step; its fill rate is the
+    /// copy's and not extrapolated.
+    Restoring {
+        source: Option<u64>,
     },
 }
 
@@ -330,6 +343,14 @@ impl std::fmt::Display for Note {
             ),
             Note::KubeletNumbersStale => f.write_str(
                 "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize",
+            ),
+            Note::Restoring { source: Some(s) } => write!(
+                f,
+                "restoring a base backup: sized to its source ({}), not from the copy's fill rate",
+                crate::quantity::format(*s)
+            ),
+            Note::Restoring { source: None } => f.write_str(
+                "restoring a base backup: grown by its step, not from the copy's fill rate",
             ),
         }
     }

@@ -93,6 +93,14 @@ pub fn decide(inputs: &Inputs) -> Decision {
     // Lowering a refused request cancels a resize: no gate of growth applies to it.
     decision.lower_to = super::recover::lower_to(inputs.claim, inputs.history);
     decision.next_grow = interval::next_grow(inputs, policy);
+    if inputs.facts.restoring {
+        let current = inputs.claim.current_bytes();
+        decision.notes.push(Note::Restoring {
+            source: (inputs.facts.group_size)
+                .map(|g| g.min(policy.limit))
+                .filter(|g| *g > current),
+        });
+    }
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
     if let Verdict::Grow {
         kind: GrowKind::GroupGrow,
@@ -205,9 +213,10 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if facts.node_draining && !emergency {
         return blocked(BlockReason::NodeDraining);
     }
-    // A group member joining its peers is planned growth too: it waits for a configured window.
+    // A group member joining its peers is planned growth too: it waits for a configured window,
+    // unless it restores a copy of them, which fills it to their size long before.
     let planned = kind == GrowKind::ScheduledGrow
-        || (kind == GrowKind::GroupGrow && policy.maintenance_window.is_some());
+        || (kind == GrowKind::GroupGrow && policy.maintenance_window.is_some() && !facts.restoring);
     if planned {
         let open = policy
             .maintenance_window
@@ -302,6 +311,22 @@ fn group_need(inputs: &Inputs, policy: &Policy, need: Need) -> Need {
     if group <= current {
         return need;
     }
+    if inputs.facts.restoring {
+        // A copy of its source needs the source's size, however fast the copy fills it: no
+        // step past it, and no waiting for a fill first.
+        let emergency = matches!(
+            need,
+            Need::Grow {
+                emergency: true,
+                ..
+            } | Need::AtLimit { emergency: true }
+        );
+        return Need::Grow {
+            to: group,
+            kind: GrowKind::GroupGrow,
+            emergency,
+        };
+    }
     // Sharing a logical volume, a need no larger than the peers' size follows the action that
     // set it rather than spending a slot of its own.
     let joins = joining(inputs).is_some();
@@ -334,8 +359,11 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> 
     let lines = Lines::of(policy, m);
     decision.fallback = lines.fallback;
     let triggered = lines.crossed(m, f64::from(policy.inode_threshold));
+    // A base backup being restored fills at the copy's rate: extrapolated over a lead time or a
+    // modification interval, it sizes the claim for a copy that never ends (to the limit).
+    let fill_rate = inputs.fill_rate.filter(|_| !inputs.facts.restoring);
     let rate = if policy.predictive.enabled {
-        inputs.fill_rate
+        fill_rate
     } else {
         None
     };
@@ -352,7 +380,7 @@ fn threshold_need(inputs: &Inputs, policy: &Policy, decision: &mut Decision) -> 
     let step = rate.map_or(step, |r| predictive::step(policy, &r, step));
     // A fill rate is known whether or not the predictive trigger may act on it; a grow that has
     // to last an interval is sized from it either way.
-    let step = inputs.fill_rate.map_or(step, |r| {
+    let step = fill_rate.map_or(step, |r| {
         interval::step(inputs, policy, &r, usable_ratio(inputs), step)
     });
     let to = policy.grown_by(current, step);

@@ -287,6 +287,11 @@ pub struct VolumeFacts {
     pub capacity_unknown: bool,
     /// This node is cordoned or being drained.
     pub node_draining: bool,
+    /// Its Postgres instance restores a base backup (`backup_label` in the data directory, e.g.
+    /// `pg_basebackup` building a replica): the fill is the copy's, not the database's. Its rate
+    /// is not extrapolated; the claim is sized to its group's size (its source's), and outside a
+    /// group grows by its step.
+    pub restoring: bool,
     /// The group's effective size: the largest request among the volumes of its logical group.
     pub group_size: Option<u64>,
     /// The largest request the namespace's ResourceQuotas admit for this claim (see

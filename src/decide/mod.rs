@@ -40,4 +40,6 @@ mod proptests;
 #[cfg(test)]
 mod quota_tests;
 #[cfg(test)]
+mod restoring_tests;
+#[cfg(test)]
 mod tests;

@@ -120,6 +120,9 @@ pub struct StatusAnnotation {
     /// Seconds until the limit at the last week's growth, rounded down the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_in_seconds: Option<u64>,
+    /// Its instance restores a base backup: what it is sized to instead of its fill rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restoring: Option<String>,
 }
 
 /// The WAL block: the position slots' retention was measured from, and each slot not known to
@@ -330,6 +333,7 @@ impl StatusAnnotation {
             wal: report.wal.as_ref().and_then(WalNote::of),
             full_in_seconds: d.seconds_to_full.and_then(deadline::bucket),
             limit_in_seconds: d.seconds_to_limit.and_then(deadline::bucket),
+            restoring: d.restoring().map(ToString::to_string),
         }
     }
 

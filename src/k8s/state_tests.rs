@@ -688,3 +688,35 @@ fn deadlines_are_bucketed_so_a_steady_fill_rewrites_the_status_a_few_times() {
     assert!(json.get("fullInSeconds").is_none(), "{json}");
     assert_eq!(json["limitInSeconds"], 7 * 86_400);
 }
+
+#[test]
+fn a_restore_says_what_it_is_sized_to_and_nothing_when_there_is_none() {
+    let mut r = report(
+        Verdict::Grow {
+            to: 40 * GI,
+            kind: GrowKind::GroupGrow,
+        },
+        measured(10),
+    );
+    let json = serde_json::to_value(StatusAnnotation::from_report(&r, now())).expect("json");
+    assert!(json.get("restoring").is_none(), "{json}");
+    r.decision.notes.push(crate::decide::Note::Restoring {
+        source: Some(40 * GI),
+    });
+    let s = StatusAnnotation::from_report(&r, now());
+    assert_eq!(
+        s.restoring.as_deref(),
+        Some("restoring a base backup: sized to its source (40Gi), not from the copy's fill rate")
+    );
+    let before = StatusAnnotation::from_report(
+        &report(
+            Verdict::Grow {
+                to: 40 * GI,
+                kind: GrowKind::GroupGrow,
+            },
+            measured(10),
+        ),
+        now(),
+    );
+    assert!(s.differs(&before), "a restore starting is worth a write");
+}

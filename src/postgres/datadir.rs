@@ -133,6 +133,19 @@ pub fn read(mount: &Path) -> Result<DataDir, VolumeError> {
     })
 }
 
+/// Whether the data directory on the volume mounted at `mount` holds `backup_label` (a base
+/// backup being restored): the one fact of [`read`] a data volume whose WAL lives elsewhere
+/// needs, for sizing it while the copy runs.
+pub fn restoring(mount: &Path) -> Result<bool, VolumeError> {
+    let root = safe_open::open_root(mount).map_err(io_err(mount))?;
+    let Some(dir) = volume::find_datadir(&root, mount)? else {
+        return Err(VolumeError::NotFound {
+            path: mount.to_path_buf(),
+        });
+    };
+    Ok(Reader { root: &root, dir }.exists("backup_label"))
+}
+
 struct Reader<'a> {
     root: &'a OwnedFd,
     dir: Rel,

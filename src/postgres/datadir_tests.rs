@@ -114,6 +114,22 @@ fn signal_files_and_backup_label_give_the_role() {
     assert_eq!(datadir::read(t.path()).unwrap().role, ServerRole::Primary);
 }
 
+/// The one fact a data volume whose WAL lives elsewhere is read for: `backup_label`, a regular
+/// file (a symlink to one is the tenant's pointer, not a restore); no data directory is an error.
+#[test]
+fn a_restore_is_read_alone_from_backup_label() {
+    let t = tempfile::tempdir().unwrap();
+    let d = cnpg(t.path(), 16, SEG);
+    assert!(!datadir::restoring(t.path()).unwrap());
+    symlink("/etc/hostname", d.join("backup_label")).unwrap();
+    assert!(!datadir::restoring(t.path()).unwrap());
+    fs::remove_file(d.join("backup_label")).unwrap();
+    fs::write(d.join("backup_label"), "START WAL LOCATION: 0/2000028").unwrap();
+    assert!(datadir::restoring(t.path()).unwrap());
+    let empty = tempfile::tempdir().unwrap();
+    assert!(datadir::restoring(empty.path()).is_err());
+}
+
 #[test]
 fn unsupported_majors_are_refused_by_name() {
     let t = tempfile::tempdir().unwrap();

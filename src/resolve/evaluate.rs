@@ -160,6 +160,9 @@ pub struct Prepared {
     quota_ceiling: Option<u64>,
     quota: Option<QuotaView>,
     shared: Option<Shared>,
+    /// The data directory holds `backup_label`, as the shell read it on a data volume whose WAL
+    /// health is not gathered (its WAL has a volume of its own).
+    restoring: bool,
 }
 
 /// [`prepare`] then [`Prepared::finish`]: the whole evaluation when WAL health is at hand.
@@ -279,6 +282,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         quota_ceiling,
         quota,
         shared,
+        restoring: false,
     }
 }
 
@@ -293,7 +297,14 @@ impl Prepared {
         (self.role, self.wal_on_data)
     }
 
-    fn facts(&self, s: &Subject) -> VolumeFacts {
+    /// Whether the shell found a base backup being restored in the volume's data directory
+    /// (WAL health says so itself where it is gathered).
+    pub fn restoring(mut self, restoring: bool) -> Prepared {
+        self.restoring = restoring;
+        self
+    }
+
+    fn facts(&self, s: &Subject, wal: Option<&WalHealth>) -> VolumeFacts {
         VolumeFacts {
             role: self.role,
             wal_on_data: self.wal_on_data,
@@ -306,6 +317,7 @@ impl Prepared {
             unmeasured: self.seen.is_none() && !self.block_mode,
             capacity_unknown: self.capacity_unknown,
             node_draining: s.node_draining,
+            restoring: self.restoring || wal.is_some_and(|w| w.detail.restoring_backup),
             // Sharing, the volume's size is its members' (this claim's included).
             group_size: match &self.shared {
                 Some(sh) => Some(sh.logical.size),
@@ -331,7 +343,7 @@ impl Prepared {
             claim: &self.claim,
             history: &self.history,
             wal: wal.as_ref(),
-            facts: self.facts(s),
+            facts: self.facts(s, wal.as_ref()),
             now,
             fill_rate: self.fill_rate,
             logical: self.shared.as_ref().map(|sh| &sh.logical),

@@ -122,6 +122,15 @@ impl Trigger {
         }
     }
 
+    /// The same lines without the predictive trigger: for an instance restoring a base backup,
+    /// whose fill rate is the copy's and which the engine does not extrapolate.
+    pub fn without_prediction(self) -> Trigger {
+        Trigger {
+            lead_seconds: None,
+            ..self
+        }
+    }
+
     /// The percent line (infinite: none) and the free-space floor (0: none) over `m`.
     fn lines(&self, m: &Measurement) -> (f64, u64) {
         match self.lines {
