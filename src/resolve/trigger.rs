@@ -340,6 +340,34 @@ mod tests {
         assert_eq!(conv.level(&m(96, 4), None), Level::Line);
     }
 
+    /// A volume `used_frac` full of `cap`, an enabled threshold policy with these lines, and its
+    /// claim at that size: what the properties below generate their cases from.
+    fn generated(
+        cap: u64,
+        used_frac: f64,
+        threshold: u8,
+        min_free: Option<u64>,
+    ) -> (Measurement, Policy, crate::decide::ClaimState) {
+        let used = (cap as f64 * used_frac) as u64;
+        let meas = Measurement {
+            capacity_bytes: cap,
+            used_bytes: used,
+            available_bytes: cap - used,
+            inodes_total: 0,
+            inodes_used: 0,
+        };
+        let mut p = Policy::with_limit(1 << 50);
+        p.enabled = true;
+        p.usage_threshold = (threshold < 100).then_some(threshold);
+        p.min_available = MinAvailable::Bytes(min_free.unwrap_or(0));
+        let claim = crate::decide::ClaimState {
+            request_bytes: cap,
+            capacity_bytes: cap,
+            resize: crate::decide::ResizeState::Idle,
+        };
+        (meas, p, claim)
+    }
+
     proptest::proptest! {
         /// On a draining node, the level the loop sees is the engine's decision: below, no
         /// need; at the line, held for the drain; past the emergency line, grown.
@@ -350,18 +378,11 @@ mod tests {
             critical_free in 0u64..1 << 40, rate in -1e6f64..1e10, predictive in proptest::bool::ANY,
         ) {
             use crate::decide::decision::{BlockReason, Verdict};
-            use crate::decide::{ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts};
-            let used = (cap as f64 * used_frac) as u64;
-            let meas = Measurement { capacity_bytes: cap, used_bytes: used,
-                available_bytes: cap - used, inodes_total: 0, inodes_used: 0 };
-            let mut p = Policy::with_limit(1 << 50);
-            p.enabled = true;
-            p.usage_threshold = (threshold < 100).then_some(threshold);
-            p.min_available = MinAvailable::Bytes(min_free.unwrap_or(0));
+            use crate::decide::{Inputs, PolicyInput, VolumeFacts};
+            let (meas, mut p, claim) = generated(cap, used_frac, threshold, min_free);
             p.emergency_grow.critical_threshold = critical;
             p.emergency_grow.critical_minimum_free = critical_free;
             p.predictive.enabled = predictive;
-            let claim = ClaimState { request_bytes: cap, capacity_bytes: cap, resize: ResizeState::Idle };
             let fill = crate::decide::FillRate { bytes_per_second: rate, resize_lead: None };
             let facts = VolumeFacts { expandable: true, node_draining: true, ..VolumeFacts::default() };
             let inputs = Inputs {
@@ -392,20 +413,13 @@ mod tests {
             lead in 0i64..3600, margin in 0i64..600, learned in proptest::option::of(1i64..3600),
             on_claim in proptest::bool::ANY,
         ) {
-            use crate::decide::{ClaimState, Inputs, PolicyInput, ResizeState, VolumeFacts};
-            let used = (cap as f64 * used_frac) as u64;
-            let meas = Measurement { capacity_bytes: cap, used_bytes: used,
-                available_bytes: cap - used, inodes_total: 0, inodes_used: 0 };
-            let mut p = Policy::with_limit(1 << 50);
-            p.enabled = true;
-            p.usage_threshold = (threshold < 100).then_some(threshold);
-            p.min_available = MinAvailable::Bytes(min_free.unwrap_or(0));
+            use crate::decide::{Inputs, PolicyInput, VolumeFacts};
+            let (meas, mut p, claim) = generated(cap, used_frac, threshold, min_free);
             p.floor_on_claim = on_claim;
             p.predictive.enabled = true;
             p.predictive.resize_lead_time = SignedDuration::from_secs(lead);
             p.predictive.margin = SignedDuration::from_secs(margin);
             let learned = learned.map(SignedDuration::from_secs);
-            let claim = ClaimState { request_bytes: cap, capacity_bytes: cap, resize: ResizeState::Idle };
             let fill = crate::decide::FillRate { bytes_per_second: rate, resize_lead: learned };
             let inputs = Inputs {
                 logical: None,
