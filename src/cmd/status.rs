@@ -306,6 +306,29 @@ mod tests {
     }
 
     #[test]
+    fn a_restoring_claim_says_so_after_its_state() {
+        let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+        let status: StatusAnnotation = serde_json::from_value(serde_json::json!({
+            "node": "n1", "updatedAt": now, "effectiveSizeBytes": 1, "state": "Growing",
+            "lastDecision": "test", "budgetLeft": 1,
+        }))
+        .expect("status");
+        let mut row = Row {
+            namespace: "db".into(),
+            name: "pg-2".into(),
+            size_bytes: None,
+            status: Some(status),
+            last_action: None,
+            errors: Vec::new(),
+        };
+        assert_eq!(cells(&row, now)[7], "Growing");
+        if let Some(s) = row.status.as_mut() {
+            s.restoring = Some("restoring a base backup".into());
+        }
+        assert_eq!(cells(&row, now)[7], "Growing (restoring)");
+    }
+
+    #[test]
     fn deadlines_in_their_largest_unit() {
         assert_eq!(within(0), "<1m");
         assert_eq!(within(2_400), "40m");
