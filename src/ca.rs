@@ -1,6 +1,7 @@
 //! Certificate checking against a configured CA, without the name: the agent reaches pods and
 //! its own node by IP, which serving certificates often do not carry (libpq calls this
-//! `verify-ca`). Used for Postgres (`sslmode: verify-ca`) and the kubelet.
+//! `verify-ca`). Used for Postgres (`sslmode: verify-ca`) and the kubelet. Notification sinks are
+//! reached by name, which is checked ([`named`]).
 
 use std::sync::Arc;
 
@@ -19,9 +20,8 @@ pub enum CaError {
     Unusable { path: String, detail: String },
 }
 
-/// A client configuration that accepts a chain to a CA in `pem` for any name (`path` names the
-/// bundle in errors).
-pub fn chain_only(path: &str, pem: &[u8]) -> Result<ClientConfig, CaError> {
+/// The roots in `pem` (`path` names the bundle in errors).
+fn roots(path: &str, pem: &[u8]) -> Result<RootCertStore, CaError> {
     let bad = |detail: String| CaError::Unusable {
         path: path.to_string(),
         detail,
@@ -34,6 +34,17 @@ pub fn chain_only(path: &str, pem: &[u8]) -> Result<ClientConfig, CaError> {
     if roots.is_empty() {
         return Err(bad("no certificate in it".into()));
     }
+    Ok(roots)
+}
+
+/// A client configuration that accepts a chain to a CA in `pem` for any name (`path` names the
+/// bundle in errors).
+pub fn chain_only(path: &str, pem: &[u8]) -> Result<ClientConfig, CaError> {
+    let bad = |detail: String| CaError::Unusable {
+        path: path.to_string(),
+        detail,
+    };
+    let roots = roots(path, pem)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
@@ -43,6 +54,33 @@ pub fn chain_only(path: &str, pem: &[u8]) -> Result<ClientConfig, CaError> {
         .map_err(|e| bad(e.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyName(webpki)))
+        .with_no_client_auth())
+}
+
+/// A client configuration that checks the chain and the name, against the CAs in `pem`, or the
+/// system's roots when `pem` is `None` (a public endpoint reached by its name).
+pub fn named(path: &str, pem: Option<&[u8]>) -> Result<ClientConfig, CaError> {
+    let bad = |detail: String| CaError::Unusable {
+        path: path.to_string(),
+        detail,
+    };
+    let roots = match pem {
+        Some(pem) => roots(path, pem)?,
+        None => {
+            let mut roots = RootCertStore::empty();
+            // Unreadable system certificates are skipped; none at all is an error below.
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            if roots.is_empty() {
+                return Err(bad("no system CA certificates found".into()));
+            }
+            roots
+        }
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
         .with_no_client_auth())
 }
 

@@ -297,14 +297,24 @@ impl Events {
         }
     }
 
-    /// Records `notice` (or that there is nothing to say) for `key`; publishes only on change.
-    pub async fn update(&self, key: &str, pvc: &PersistentVolumeClaim, notice: Option<Notice>) {
+    /// Records `notice` (or that there is nothing to say) for `key`; publishes only on change,
+    /// and says whether it did (what else is told once per change, notifications, follows it).
+    pub async fn update(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        notice: Option<Notice>,
+    ) -> bool {
         let changed = match self.last.lock() {
             Ok(mut last) => last.insert(key.to_string(), notice.clone()) != Some(notice.clone()),
             Err(_) => true,
         };
-        if let (true, Some(n)) = (changed, notice) {
-            self.publish(pvc, n).await;
+        match (changed, notice) {
+            (true, Some(n)) => {
+                self.publish(pvc, n).await;
+                true
+            }
+            _ => false,
         }
     }
 

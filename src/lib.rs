@@ -18,8 +18,8 @@
 //! - `resolve`: a claim's objects and measurements to the engine's inputs, the resize in flight,
 //!   which lines fire (pure)
 //! - `simulate`: the engine and the resize in flight over a synthetic trace (pure)
-//! - `reclaim`, `http`, `webhook`: fstrim on schedule; the admin endpoint; the claim admission
-//!   webhook (new group members created at size)
+//! - `reclaim`, `http`, `webhook`, `notify`: fstrim on schedule; the admin endpoint; the claim
+//!   admission webhook (new group members created at size); notifications to HTTP sinks
 //! - `cli`: the command line's arguments
 //! - `agent`: the node agent (watch stores, scan loop, act)
 //! - `cmd`: the one-shot commands (`validate`, `simulate`, `scan`, `wal-health`, `status`, `trim`)
@@ -34,6 +34,7 @@ pub mod health;
 pub mod http;
 pub mod k8s;
 pub mod metrics;
+pub mod notify;
 pub mod policy;
 pub mod postgres;
 pub mod probe;

@@ -16,7 +16,7 @@ use headroom::decide::GrowKind;
 use headroom::decide::VolumeRole;
 use headroom::decide::quota::{QuotaLine, QuotaView};
 use headroom::metrics::Metrics;
-use headroom::metrics::labels::{ResizeResult, VolumeLabels};
+use headroom::metrics::labels::{NotificationOutcome, ResizeResult, VolumeLabels};
 use headroom::reclaim::ReclaimMetrics;
 use headroom::reclaim::state::{Outcome, ReclaimRecord};
 use support::reports::*;
@@ -143,6 +143,7 @@ fn exported() -> BTreeSet<String> {
         ResizeResult::Success,
     );
     m.api_request("patch", 200);
+    m.notifications("team", NotificationOutcome::Sent, 1);
     m.watch_restart("pods");
     m.kubelet_disagreement(
         VolumeLabels::new("shop", "pgdata-orders-1", VolumeRole::Data),

@@ -196,6 +196,32 @@ const WEBHOOK_NEEDS: &[Need] = &[
     },
 ];
 
+/// What only notifications call, granted only by `overlays/notifications/rbac.yaml`: each sink's
+/// URL from a Secret, and a private CA from a Secret or ConfigMap, by name, in the agent's
+/// namespace.
+const NOTIFY_NEEDS: &[Need] = &[
+    Need {
+        scope: "namespace",
+        group: "",
+        resource: "secrets",
+        verbs: &["get"],
+        file: "src/notify/supervise.rs",
+        evidence: &["Api::<Secret>::namespaced(client, ns).get(&r.name)"],
+    },
+    Need {
+        scope: "namespace",
+        group: "",
+        resource: "configmaps",
+        verbs: &["get"],
+        file: "src/notify/supervise.rs",
+        evidence: &["Api::<ConfigMap>::namespaced(client, ns)", ".get(&r.name)"],
+    },
+];
+
+/// The names overlays/notifications lets the agent read.
+const NOTIFY_SECRET: &str = "headroom-notifications";
+const NOTIFY_CA: &str = "headroom-notifications-ca";
+
 /// Rust type named in `Api<..>` -> the resource it reaches.
 const TYPES: &[(&str, &str)] = &[
     ("Secret", "secrets"),
@@ -375,6 +401,11 @@ fn every_api_the_source_reaches_has_a_grant() {
         .chain(WEBHOOK_NEEDS)
         .map(|n| n.resource)
         .collect();
+    let with_notify: BTreeSet<&str> = NEEDS
+        .iter()
+        .chain(NOTIFY_NEEDS)
+        .map(|n| n.resource)
+        .collect();
     for (file, text) in &sources {
         for marker in ["Api::<", "Api<"] {
             for (at, _) in text.match_indices(marker) {
@@ -384,8 +415,11 @@ fn every_api_the_source_reaches_has_a_grant() {
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
                     .collect();
                 // The webhook's own calls are granted by its overlay alone.
+                // So are notifications'.
                 let resources = if file.contains("/src/webhook/") {
                     &with_webhook
+                } else if file.contains("/src/notify/") {
+                    &with_notify
                 } else {
                     &resources
                 };
@@ -411,8 +445,9 @@ fn every_api_the_source_reaches_has_a_grant() {
         if text.contains("Recorder::new(") {
             assert!(resources.contains("events"), "{file} records Events");
         }
-        // Only the webhook's own certificate Secret, and only from certs.rs.
-        if !file.ends_with("/src/webhook/certs.rs") {
+        // Only the webhook's own certificate Secret, from certs.rs, and the sinks' URLs, from
+        // supervise.rs.
+        if !file.ends_with("/src/webhook/certs.rs") && !file.ends_with("/src/notify/supervise.rs") {
             assert!(
                 !text.contains("Api::<Secret>") && !text.contains("Api<Secret>"),
                 "{file} reaches Secrets"
@@ -625,6 +660,57 @@ fn rule_grants(doc: &Value, out: &mut BTreeSet<Grant>, names: &mut Vec<(String, 
 
 fn overlay(rel: &str) -> Vec<Value> {
     serde_saphyr::from_multiple(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// overlays/notifications grants exactly what notifications call, on the one Secret and the one
+/// ConfigMap it names, bound to the agent's service account, and its ConfigMap patch parses.
+#[test]
+fn the_notifications_overlay_grants_get_on_its_named_objects_only() {
+    let needed = needed(NOTIFY_NEEDS);
+    let docs = overlay("overlays/notifications/rbac.yaml");
+    let mut granted = BTreeSet::new();
+    let mut names = Vec::new();
+    for d in &docs {
+        assert_ne!(
+            d["kind"], "ClusterRole",
+            "notifications read in the agent's namespace only"
+        );
+        rule_grants(d, &mut granted, &mut names);
+    }
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "granted but not called: {extra:?}\ncalled but not granted: {missing:?}"
+    );
+    for (what, resource_names) in &names {
+        let want = if what.starts_with("secrets") {
+            NOTIFY_SECRET
+        } else {
+            NOTIFY_CA
+        };
+        assert_eq!(resource_names, &[want.to_string()], "{what}");
+    }
+    let sa = yaml("rbac/serviceaccount.yaml");
+    let binding = docs
+        .iter()
+        .find(|d| d["kind"] == "RoleBinding")
+        .expect("binding");
+    assert_eq!(binding["roleRef"]["name"], docs[0]["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"][0]["namespace"],
+        sa["metadata"]["namespace"]
+    );
+    let cm = yaml("overlays/notifications/configmap.yaml");
+    let base = yaml("daemonset/configmap.yaml");
+    assert_eq!(cm["metadata"]["name"], base["metadata"]["name"]);
+    assert_eq!(cm["metadata"]["namespace"], base["metadata"]["namespace"]);
+    let text = cm["data"][headroom::notify::config::KEY]
+        .as_str()
+        .expect("the key");
+    let sinks = headroom::notify::config::parse("headroom/headroom", text).expect("parses");
+    assert!(sinks.iter().all(|s| s.url_secret.name == NOTIFY_SECRET));
 }
 
 /// overlays/webhook grants exactly what only the webhook calls, on nothing but its own Secret and

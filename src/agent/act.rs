@@ -16,6 +16,7 @@ use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::metrics::labels::ResizeResult;
+use crate::notify::{Message, Notifier};
 use crate::quantity;
 use crate::report::VolumeReport;
 use crate::resolve::Evaluation;
@@ -72,6 +73,8 @@ pub enum Applied {
 pub struct Actor<'a> {
     pub api: Api<PersistentVolumeClaim>,
     pub events: &'a Events,
+    /// Told what the Events tell of grows, blocks and failed resizes, never waited for.
+    pub notifier: &'a Notifier,
     pub metrics: &'a Metrics,
     pub shutdown: &'a Shutdown,
     pub node: &'a str,
@@ -150,10 +153,27 @@ impl Actor<'_> {
             return applied;
         }
         let Some((to, kind)) = report.decision.grow_to() else {
-            self.events.update(&key, pvc, notice_for(report)).await;
+            self.announce_block(&key, pvc, report, now).await;
             return self.write_status(&key, pvc, eval, &status).await;
         };
         self.grow(&key, pvc, eval, (to, kind), &status, now).await
+    }
+
+    /// A block's Event and notification, once per change of what there is to say.
+    async fn announce_block(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        report: &VolumeReport,
+        now: Timestamp,
+    ) {
+        let notice = notice_for(report);
+        let reason = notice.as_ref().map(|n| n.reason);
+        if self.events.update(key, pvc, notice).await
+            && let Some(msg) = reason.and_then(|r| Message::blocked(report, r, now))
+        {
+            self.notifier.send(msg);
+        }
     }
 
     /// Opt-in is a hard boundary: a claim whose owner never enabled headroom gets no patch and
@@ -287,6 +307,8 @@ impl Actor<'_> {
                         },
                     )
                     .await;
+                self.notifier
+                    .send(Message::grown(report, (kind, from, to), now));
                 self.events.update(key, pvc, None).await;
                 Applied::Done
             }

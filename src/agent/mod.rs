@@ -311,6 +311,25 @@ fn spawn_webhook(
     })))
 }
 
+/// The notification sinks' supervisor; each scan hands it the ConfigMap's key.
+fn start_notifier(
+    cfg: &AgentConfig,
+    client: &kube::Client,
+    admin: &Arc<AdminState>,
+) -> crate::notify::Notifier {
+    let source = crate::notify::supervise::Source {
+        client: client.clone(),
+        namespace: cfg.namespace.clone(),
+        configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
+        api_timeout: cfg.api_timeout,
+    };
+    let admin = admin.clone();
+    crate::notify::supervise::start(
+        source,
+        Arc::new(move |sink, outcome, n| admin.metrics().notifications(sink, outcome, n)),
+    )
+}
+
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let shutdown = shutdown::Shutdown::install()?;
     let admin = Arc::new(AdminState::new(
@@ -380,10 +399,11 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         crate::reclaim::Reclaimer::new(client.clone(), &cfg.node, cfg.dry_run, cfg.api_timeout)?;
     (reclaimer.metrics().register(admin.metrics().registry()))
         .map_err(crate::reclaim::ReclaimError::Metrics)?;
+    let notifier = start_notifier(&cfg, &client, &admin);
     let mut scanner = scan::Scanner::new(
         cfg.clone(),
         client,
-        events,
+        (events, notifier),
         admin.clone(),
         shutdown.clone(),
         reclaimer,

@@ -64,7 +64,7 @@ impl Scanner {
     pub fn new(
         cfg: AgentConfig,
         client: Client,
-        events: Events,
+        (events, notifier): (Events, crate::notify::Notifier),
         admin: Arc<AdminState>,
         shutdown: Shutdown,
         reclaimer: crate::reclaim::Reclaimer,
@@ -84,6 +84,7 @@ impl Scanner {
                 cfg,
                 client,
                 events,
+                notifier,
                 admin,
                 shutdown,
             }),
@@ -226,6 +227,7 @@ impl Scanner {
         } else {
             parse_configmap(&data, &cm_name)
         };
+        (self.work.notifier).configure(data.get(crate::notify::config::KEY).map(String::as_str));
         let creds = match data.get(pgconn::KEY) {
             Some(text) => Credentials::parse(&cm_name, text).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "Postgres credentials ignored");

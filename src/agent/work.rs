@@ -32,6 +32,7 @@ pub(super) struct Work {
     pub(super) cfg: AgentConfig,
     pub(super) client: Client,
     pub(super) events: Events,
+    pub(super) notifier: crate::notify::Notifier,
     pub(super) admin: Arc<AdminState>,
     pub(super) shutdown: Shutdown,
     pub(super) prober: probe::Prober,
@@ -67,6 +68,7 @@ impl Work {
         let actor = Actor {
             api: api.clone(),
             events: &self.events,
+            notifier: &self.notifier,
             metrics: self.admin.metrics(),
             shutdown: &self.shutdown,
             node: &self.cfg.node,

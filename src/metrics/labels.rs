@@ -170,6 +170,49 @@ impl LabelSet<1> for ClaimWatchLabels {
     }
 }
 
+/// What became of one notification at one sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotificationOutcome {
+    /// The sink answered 2xx.
+    Sent,
+    /// Not queued: the sink's queue was full.
+    Dropped,
+    /// Queued, then given up: refused (a 4xx), or not delivered within its `retryFor`.
+    Failed,
+}
+
+impl NotificationOutcome {
+    pub const ALL: [NotificationOutcome; 3] = [
+        NotificationOutcome::Sent,
+        NotificationOutcome::Dropped,
+        NotificationOutcome::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotificationOutcome::Sent => "sent",
+            NotificationOutcome::Dropped => "dropped",
+            NotificationOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// `headroom_notifications_total`: by sink (its name in `notifications.yaml`) and outcome.
+pub struct NotificationLabels {
+    pub sink: String,
+    pub outcome: NotificationOutcome,
+}
+
+impl LabelSet<2> for NotificationLabels {
+    const NAMES: [&'static str; 2] = ["sink", "outcome"];
+    fn values(&self) -> [Cow<'_, str>; 2] {
+        [
+            Cow::Borrowed(&self.sink),
+            Cow::Borrowed(self.outcome.as_str()),
+        ]
+    }
+}
+
 /// A counter family whose label set is the type `L`.
 pub struct Counters<L, const N: usize> {
     vec: IntCounterVec,

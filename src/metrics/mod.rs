@@ -20,12 +20,12 @@ mod families;
 pub mod labels;
 mod resizes;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod volume;
 
 use labels::{
-    ApiRequestLabels, ClaimWatchLabels, Counters, Gauges, ResizeLabels, ResizeResult, VolumeLabels,
-    WatchEventLabels, WatchLabels,
+    ApiRequestLabels, ClaimWatchLabels, Counters, Gauges, NotificationLabels, NotificationOutcome,
+    ResizeLabels, ResizeResult, VolumeLabels, WatchEventLabels, WatchLabels,
 };
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
@@ -75,6 +75,7 @@ pub struct Metrics {
     watch_restarts: Counters<WatchLabels, 1>,
     watch_events: Counters<WatchEventLabels, 1>,
     claim_watches: Gauges<ClaimWatchLabels, 1>,
+    notifications: Counters<NotificationLabels, 2>,
     internal_errors: prometheus::IntCounter,
     scan_failures: prometheus::IntCounter,
     stuck_calls: prometheus::Gauge,
@@ -173,6 +174,11 @@ impl Metrics {
         for resource in labels::watched::ALL {
             watch_events.inc_by(&WatchEventLabels { resource }, 0);
         }
+        let notifications = Counters::new(
+            &b,
+            "headroom_notifications_total",
+            "Notifications to each configured sink, by outcome: sent (2xx), dropped (its queue was full), failed (refused, or not delivered within retryFor).",
+        )?;
         let internal_errors = prometheus::IntCounter::new(
             "headroom_internal_errors_total",
             "Claim evaluations that panicked (a bug); each left its claim blocked with internal_error.",
@@ -210,6 +216,7 @@ impl Metrics {
             watch_restarts,
             watch_events,
             claim_watches,
+            notifications,
             internal_errors,
             scan_failures,
             stuck_calls,
@@ -317,6 +324,15 @@ impl Metrics {
         self.watch_restarts.inc(&WatchLabels {
             watcher: watcher.to_string(),
         });
+    }
+
+    /// `n` notifications of `sink` ended with `outcome` (0 exports the series from zero).
+    pub fn notifications(&self, sink: &str, outcome: NotificationOutcome, n: u64) {
+        let labels = NotificationLabels {
+            sink: sink.to_string(),
+            outcome,
+        };
+        self.notifications.inc_by(&labels, n);
     }
 
     /// An object received on a watch of `resource`.

@@ -11,7 +11,9 @@ use crate::decide::{ClaimState, Decision, Measurement, ResizeState, State, Verdi
 use crate::quantity::GI;
 use crate::report::MeasuredBy;
 
-fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
+/// A data volume `db/<pvc>` of 10Gi on node n1, limit 100Gi, balanced (also the notifications'
+/// fixture).
+pub(crate) fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
     VolumeReport {
         logical: None,
         namespace: "db".into(),

@@ -1,0 +1,324 @@
+//! Notification delivery against a real HTTP server on loopback (tests/support/sink.rs): a
+//! sink that answers, one that is slow, one that answers 500 then recovers, one that hangs, one
+//! that is down and comes back, and one behind TLS with a private CA. The scan's side only
+//! offers; these check what reaches the server and what the counters say.
+
+mod support {
+    pub mod sink;
+}
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use headroom::metrics::labels::NotificationOutcome;
+use headroom::notify::post::Endpoint;
+use headroom::notify::retry::Backoff;
+use headroom::notify::{Count, Format, Kind, Message, Notifier, Settings, SinkHandle};
+use support::sink::{Mode, Sink};
+
+type Counted = Arc<Mutex<Vec<(NotificationOutcome, u64)>>>;
+
+fn counter() -> (Counted, Count) {
+    let seen: Counted = Arc::default();
+    let s = seen.clone();
+    let count: Count = Arc::new(move |_sink: &str, o, n| {
+        s.lock().unwrap_or_else(|e| e.into_inner()).push((o, n));
+    });
+    (seen, count)
+}
+
+fn total(seen: &Counted, outcome: NotificationOutcome) -> u64 {
+    let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    seen.iter().filter(|c| c.0 == outcome).map(|c| c.1).sum()
+}
+
+fn settings(queue: usize, timeout_ms: u64, retry_for: Duration) -> Settings {
+    Settings {
+        events: Kind::ALL.to_vec(),
+        queue,
+        timeout: Duration::from_millis(timeout_ms),
+        retry_for,
+        backoff: Backoff {
+            base: Duration::from_millis(50),
+            max: Duration::from_millis(200),
+        },
+    }
+}
+
+fn message(claim: &str) -> Message {
+    Message {
+        kind: Kind::Grown,
+        namespace: "db".into(),
+        claim: claim.into(),
+        node: "n1".into(),
+        reason: "Resized",
+        blocked: None,
+        grow: Some("Grow"),
+        from_bytes: Some(1 << 30),
+        to_bytes: Some(2 << 30),
+        limit_bytes: None,
+        full_at: None,
+        until: None,
+        time: "2026-01-01T00:00:00Z".parse().expect("time"),
+    }
+}
+
+/// A sink on `server`, in `format`, running on the test's runtime.
+fn sink(server: &Sink, format: Format, s: Settings, count: Count) -> Notifier {
+    let ca = server.ca_pem.as_deref().map(str::as_bytes);
+    let ep = Endpoint::new("team", format, &server.url(), ca).expect("endpoint");
+    Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)])
+}
+
+fn wait(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn json_and_slack_payloads_arrive_in_order_once_each() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(Mode::Ok);
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(10, 2000, Duration::from_secs(30)),
+        count.clone(),
+    );
+    for c in ["a", "b", "c"] {
+        n.send(message(c));
+    }
+    wait("3 messages", Duration::from_secs(10), || {
+        server.received().len() == 3
+    });
+    let claims: Vec<_> = server
+        .received()
+        .iter()
+        .map(|v| v["claim"].clone())
+        .collect();
+    assert_eq!(claims, ["a", "b", "c"]);
+    assert_eq!(server.received()[0]["toBytes"], 2u64 << 30);
+    assert_eq!(total(&seen, NotificationOutcome::Sent), 3);
+
+    let slack = Sink::http(Mode::Ok);
+    let n = sink(
+        &slack,
+        Format::Slack,
+        settings(10, 2000, Duration::from_secs(30)),
+        count,
+    );
+    n.send(message("d"));
+    wait("the Slack message", Duration::from_secs(10), || {
+        slack.received().len() == 1
+    });
+    let text = slack.received()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.starts_with("headroom grew db/d (node n1) from 1Gi to 2Gi"),
+        "{text}"
+    );
+    // The URL (its path is the credential) is in no message.
+    assert!(!text.contains("s3cr3t") && !server.received()[0].to_string().contains("s3cr3t"));
+}
+
+#[test]
+fn a_slow_sink_within_its_deadline_gets_everything() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(Mode::Slow(Duration::from_millis(300)));
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(10, 2000, Duration::from_secs(30)),
+        count,
+    );
+    for c in ["a", "b", "c", "d"] {
+        n.send(message(c));
+    }
+    wait("4 messages", Duration::from_secs(10), || {
+        server.received().len() == 4
+    });
+    assert_eq!(total(&seen, NotificationOutcome::Sent), 4);
+    assert_eq!(
+        server.attempts(),
+        4,
+        "a slow answer is not a failure: no retry"
+    );
+}
+
+#[test]
+fn answers_of_500_are_retried_with_backoff_until_delivered() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(Mode::Ok);
+    server.fail_first(3);
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(10, 2000, Duration::from_secs(30)),
+        count,
+    );
+    let started = Instant::now();
+    n.send(message("a"));
+    n.send(message("b"));
+    wait("both messages", Duration::from_secs(10), || {
+        server.received().len() == 2
+    });
+    // 3 failures then success: waits of 50, 100, 200 ms before the 4th try.
+    assert!(
+        started.elapsed() >= Duration::from_millis(350),
+        "no backoff: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.attempts(), 5);
+    assert_eq!(total(&seen, NotificationOutcome::Sent), 2);
+    assert_eq!(total(&seen, NotificationOutcome::Failed), 0);
+}
+
+#[test]
+fn a_refusing_sink_is_not_retried_and_counts_failed() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(Mode::Status(404));
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(10, 2000, Duration::from_secs(30)),
+        count,
+    );
+    n.send(message("a"));
+    wait("failed", Duration::from_secs(10), || {
+        total(&seen, NotificationOutcome::Failed) == 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.attempts(), 1);
+}
+
+/// The sink hangs: sending stays instant, its queue holds what fits and drops (counted) what
+/// does not, each request ends at its deadline, and once the sink answers again every queued
+/// message arrives.
+#[test]
+fn a_hanging_sink_costs_only_its_queue_and_loses_nothing_that_fits() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(Mode::Hang);
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(3, 200, Duration::from_secs(60)),
+        count,
+    );
+    n.send(message("first"));
+    wait("the first attempt", Duration::from_secs(5), || {
+        server.attempts() >= 1
+    });
+    let started = Instant::now();
+    for i in 0..10 {
+        n.send(message(&format!("m{i}")));
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "send waited on the sink"
+    );
+    // One in delivery, three queued; the other seven dropped.
+    assert_eq!(total(&seen, NotificationOutcome::Dropped), 7);
+    wait("retries past the deadline", Duration::from_secs(5), || {
+        server.attempts() >= 3
+    });
+    server.set_mode(Mode::Ok);
+    wait("the 4 kept", Duration::from_secs(10), || {
+        server.received().len() == 4
+    });
+    let claims: Vec<_> = server
+        .received()
+        .iter()
+        .map(|v| v["claim"].clone())
+        .collect();
+    assert_eq!(claims, ["first", "m0", "m1", "m2"]);
+    assert_eq!(total(&seen, NotificationOutcome::Sent), 4);
+    assert_eq!(total(&seen, NotificationOutcome::Failed), 0);
+}
+
+#[test]
+fn a_sink_down_past_retry_for_counts_failed() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(Mode::Status(503));
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(10, 200, Duration::from_millis(500)),
+        count,
+    );
+    n.send(message("a"));
+    n.send(message("b"));
+    wait("both failed", Duration::from_secs(10), || {
+        total(&seen, NotificationOutcome::Failed) == 2
+    });
+    assert!(server.attempts() >= 3, "retried: {}", server.attempts());
+    assert_eq!(total(&seen, NotificationOutcome::Sent), 0);
+}
+
+#[test]
+fn tls_with_a_private_ca_is_verified() {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::https(Mode::Ok);
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Slack,
+        settings(10, 2000, Duration::from_secs(30)),
+        count.clone(),
+    );
+    n.send(message("a"));
+    wait("the message over TLS", Duration::from_secs(10), || {
+        server.received().len() == 1
+    });
+    assert_eq!(total(&seen, NotificationOutcome::Sent), 1);
+
+    // Another CA than the one that signed the server's certificate: never delivered.
+    let other = Sink::https(Mode::Ok);
+    let ca = other.ca_pem.as_deref().map(str::as_bytes);
+    let ep = Endpoint::new("team", Format::Json, &server.url(), ca).expect("endpoint");
+    let (seen, count) = counter();
+    let s = settings(10, 500, Duration::from_millis(400));
+    let n = Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)]);
+    n.send(message("b"));
+    wait("failed", Duration::from_secs(10), || {
+        total(&seen, NotificationOutcome::Failed) == 1
+    });
+    assert_eq!(server.received().len(), 1);
+}
+
+#[test]
+fn a_url_that_is_not_http_is_refused_without_quoting_it() {
+    for url in ["ftp://x/s3cr3t", "not a url s3cr3t", "https:///s3cr3t"] {
+        let e = Endpoint::new("team", Format::Json, url, None)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.starts_with("sink team:"), "{e}");
+        assert!(!e.contains("s3cr3t"), "{e}");
+    }
+}
