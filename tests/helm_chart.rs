@@ -241,6 +241,16 @@ fn default_values_render_what_kustomize_renders() {
     let diff = differences(&chart, &overlay);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
     assert!(overlay.contains_key("MutatingWebhookConfiguration /headroom"));
+
+    // Notifications: exactly what overlays/notifications adds, for the overlay's sinks.
+    let overlay = without_namespace(kustomize(&kubectl, "overlays/notifications"));
+    let sinks =
+        &overlay["ConfigMap headroom/headroom"]["data"]["notifications.yaml"]["parsed YAML"];
+    let values = values_file(&format!("notifications: {sinks}\n"));
+    let chart = objects(&helm.template(&["-f", values.path().to_str().expect("utf-8")]));
+    let diff = differences(&chart, &overlay);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+    assert!(overlay.contains_key("Role headroom/headroom-notifications"));
 }
 
 #[test]
@@ -480,6 +490,19 @@ fn every_toggle_on_renders_every_value() {
         cm["postgres.yaml"]["parsed YAML"]["clusters"],
         v("/postgres/clusters")
     );
+    assert_eq!(
+        cm["notifications.yaml"]["parsed YAML"]["sinks"],
+        v("/notifications/sinks")
+    );
+    let role = &o[&format!("Role headroom/{full}-notifications")];
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        json!([v("/notifications/secretName")])
+    );
+    assert_eq!(
+        role["rules"][1]["resourceNames"],
+        json!([v("/notifications/caConfigMapName")])
+    );
     agent_reads(&data);
 
     // Monitoring, with the values for it.
@@ -557,6 +580,10 @@ fn agent_reads(data: &BTreeMap<String, String>) {
     if let Some(text) = data.get(headroom::agent::pgconn::KEY) {
         headroom::agent::pgconn::Credentials::parse("headroom/headroom", text)
             .unwrap_or_else(|e| panic!("postgres.yaml: {e}"));
+    }
+    if let Some(text) = data.get(headroom::notify::config::KEY) {
+        headroom::notify::config::parse("headroom/headroom", text)
+            .unwrap_or_else(|e| panic!("notifications.yaml: {e}"));
     }
 }
 
