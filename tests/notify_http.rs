@@ -63,6 +63,22 @@ fn message(claim: &str) -> Message {
     }
 }
 
+/// A JSON sink on a new server answering `mode`: room for 10, 2 s per request, 30 s of retries.
+fn json_sink(mode: Mode) -> (tokio::runtime::Runtime, Sink, Counted, Notifier) {
+    let rt = runtime();
+    let _g = rt.enter();
+    let server = Sink::http(mode);
+    let (seen, count) = counter();
+    let n = sink(
+        &server,
+        Format::Json,
+        settings(10, 2000, Duration::from_secs(30)),
+        count,
+    );
+    drop(_g);
+    (rt, server, seen, n)
+}
+
 /// A sink on `server`, in `format`, running on the test's runtime.
 fn sink(server: &Sink, format: Format, s: Settings, count: Count) -> Notifier {
     let ca = server.ca_pem.as_deref().map(str::as_bytes);
@@ -138,16 +154,7 @@ fn json_and_slack_payloads_arrive_in_order_once_each() {
 
 #[test]
 fn a_slow_sink_within_its_deadline_gets_everything() {
-    let rt = runtime();
-    let _g = rt.enter();
-    let server = Sink::http(Mode::Slow(Duration::from_millis(300)));
-    let (seen, count) = counter();
-    let n = sink(
-        &server,
-        Format::Json,
-        settings(10, 2000, Duration::from_secs(30)),
-        count,
-    );
+    let (_rt, server, seen, n) = json_sink(Mode::Slow(Duration::from_millis(300)));
     for c in ["a", "b", "c", "d"] {
         n.send(message(c));
     }
@@ -164,17 +171,8 @@ fn a_slow_sink_within_its_deadline_gets_everything() {
 
 #[test]
 fn answers_of_500_are_retried_with_backoff_until_delivered() {
-    let rt = runtime();
-    let _g = rt.enter();
-    let server = Sink::http(Mode::Ok);
+    let (_rt, server, seen, n) = json_sink(Mode::Ok);
     server.fail_first(3);
-    let (seen, count) = counter();
-    let n = sink(
-        &server,
-        Format::Json,
-        settings(10, 2000, Duration::from_secs(30)),
-        count,
-    );
     let started = Instant::now();
     n.send(message("a"));
     n.send(message("b"));
@@ -194,16 +192,7 @@ fn answers_of_500_are_retried_with_backoff_until_delivered() {
 
 #[test]
 fn a_refusing_sink_is_not_retried_and_counts_failed() {
-    let rt = runtime();
-    let _g = rt.enter();
-    let server = Sink::http(Mode::Status(404));
-    let (seen, count) = counter();
-    let n = sink(
-        &server,
-        Format::Json,
-        settings(10, 2000, Duration::from_secs(30)),
-        count,
-    );
+    let (_rt, server, seen, n) = json_sink(Mode::Status(404));
     n.send(message("a"));
     wait("failed", Duration::from_secs(10), || {
         total(&seen, NotificationOutcome::Failed) == 1
