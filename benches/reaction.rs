@@ -12,8 +12,10 @@
 //! the line, instead of the last small write of a volume already near it). `-- --bench --held`
 //! cordons the node first and starts every volume at 85 %, past its line, its grow held by the
 //! drain; the crossing write takes it to 97 %, past the emergency line, which lets the grow
-//! through. Without `--bench` (e.g. `cargo test --benches`) it runs a smoke pass of two
-//! crossings at a 1 s interval.
+//! through. `--hanging-sink` configures a notification sink (tests/support/sink.rs) that takes
+//! every request and never answers, so each grow's message waits on it: the reaction must not
+//! change. Without `--bench` (e.g. `cargo test --benches`) it runs a smoke pass of two crossings
+//! at a 1 s interval.
 
 mod support;
 
@@ -123,7 +125,17 @@ fn measure(plan: &Plan, levels: &Levels) -> Vec<Duration> {
         .skip_while(|a| a != "--measure-interval")
         .take(2)
         .collect();
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    // Kept until the agent has stopped: a sink that hangs, not one that refuses connections.
+    let hanging = std::env::args()
+        .any(|a| a == "--hanging-sink")
+        .then(|| support::sink::Sink::http(support::sink::Mode::Hang));
+    let configmap = hanging
+        .as_ref()
+        .map(|s| support::sink_kube::configure(&c, &s.url(), "slack", "  timeout: 60s\n"));
+    if let Some(cm) = &configmap {
+        extra.extend(["--configmap", cm.as_str()]);
+    }
     let agent = c.agent(plan.interval_arg, &extra);
     wait_for(
         plan.interval * 3 + Duration::from_secs(20),
@@ -185,6 +197,13 @@ fn measure(plan: &Plan, levels: &Levels) -> Vec<Duration> {
             samples.push(t1.saturating_duration_since(t0));
         }
     }
+    if let Some(s) = &hanging {
+        println!(
+            "hanging sink: {} request(s) taken, {} answered",
+            s.attempts(),
+            s.received().len()
+        );
+    }
     drop(agent);
     samples
 }
@@ -221,6 +240,12 @@ fn report(plan: &Plan, levels: &Levels, mut samples: Vec<Duration>) {
     let measure: Vec<String> = std::env::args()
         .skip_while(|a| a != "--measure-interval")
         .collect();
+    let hanging = std::env::args().any(|a| a == "--hanging-sink");
+    let measure = if hanging && !measure.iter().any(|a| a == "--hanging-sink") {
+        [measure, vec!["--hanging-sink".to_string()]].concat()
+    } else {
+        measure
+    };
     println!(
         "{} to PVC patch ({} % -> {} %), interval {:?}, {} crossings, {}",
         if levels.held {

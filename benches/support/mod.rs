@@ -13,3 +13,7 @@ pub mod node;
 pub mod ports;
 #[path = "../../tests/support/root.rs"]
 pub mod root;
+#[path = "../../tests/support/sink.rs"]
+pub mod sink;
+#[path = "../../tests/support/sink_kube.rs"]
+pub mod sink_kube;
