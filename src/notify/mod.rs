@@ -87,7 +87,8 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// A notifier over sinks already running (tests, and [`sink::Supervisor`]).
+    /// A notifier over sinks already running, configured by nothing (tests); the agent's comes
+    /// from [`supervise::start`].
     pub fn with_sinks(sinks: Vec<SinkHandle>) -> Self {
         Notifier {
             sinks: Arc::new(RwLock::new(sinks)),
@@ -128,13 +129,5 @@ impl Notifier {
                 changed
             });
         }
-    }
-
-    /// Names of the sinks running now.
-    pub fn sink_names(&self) -> Vec<String> {
-        self.sinks
-            .read()
-            .map(|s| s.iter().map(|h| h.name().to_string()).collect())
-            .unwrap_or_default()
     }
 }
