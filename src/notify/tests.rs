@@ -256,3 +256,13 @@ async fn a_full_queue_drops_and_counts_and_undeliverable_messages_fail_after_ret
             .all(|c| c.0 == "full" || c.2 == 0)
     );
 }
+
+proptest::proptest! {
+    /// The key is the admin's, but a bad edit must be an error, never a panic of the agent.
+    #[test]
+    fn any_text_parses_or_is_an_error(
+        text in "(sinks:\n- |  |name: |format: |urlSecret: |\\{|\\}|events: |\\[|\\]|queue: |timeout: |[a-z0-9 .:,/-]){0,40}"
+    ) {
+        let _ = config::parse(CM, &text);
+    }
+}
