@@ -80,8 +80,10 @@ pub struct VolData {
     pub volume_lifecycle_mode: Option<String>,
 }
 
-/// Finds, locates and measures every PVC volume under `root` (classes are set by the caller).
-#[cfg(test)]
+/// Finds, locates and measures every PVC volume under `root` (classes are set by the caller):
+/// [`super::Prober::probe`]'s walk in one call, without its deadlines. The tests' and the fuzz
+/// target's entry (`fuzz/fuzz_targets/kubelet_root.rs`), not the agent's.
+#[doc(hidden)]
 pub fn discover(root: &Path, mounts: &[MountEntry]) -> Result<Vec<Volume>, ProbeError> {
     let found = find(root, mounts)?;
     let mut vols = found.volumes;

@@ -166,7 +166,7 @@ pub struct Volume {
 }
 
 impl Volume {
-    pub(crate) fn new(path: PathBuf, mode: VolumeMode) -> Self {
+    pub fn new(path: PathBuf, mode: VolumeMode) -> Self {
         Volume {
             pod_uid: None,
             pv: None,
