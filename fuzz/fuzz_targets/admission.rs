@@ -1,23 +1,28 @@
 //! The webhook's AdmissionReview handling, the pure part of `Reviewer::review`
 //! (`src/webhook/handle.rs`) in its order: the body read (`review::parse`, or `uid_of` for an
-//! unreadable one), the claim's group (`roles::group_key`, else its StatefulSet's), the size
+//! unreadable one), the claim's group (`roles::group_key`, else its StatefulSet's), its data
+//! source sized (`source::source_of`, `restore_size`, `clone_size`) when it opted in, the size
 //! verdict over the namespace's claims, its StorageClass and the ConfigMap (`size::verdict`),
-//! and the answer (`review::allow`, with `raise_patch`). The API reads are the records below.
+//! and the answer (`handle::answer`). The API reads are the sections below.
 //!
 //! Input: NUL-separated sections: the AdmissionReview body, the namespace's claims (a JSON
-//! list), its StatefulSets (a JSON list), the StorageClass (JSON) and the ConfigMap's `data`
-//! (a JSON object); a missing or unreadable section is empty.
+//! list), its StatefulSets (a JSON list), the StorageClass (JSON), the ConfigMap's `data` (a
+//! JSON object) and the data source as read (a VolumeSnapshot's JSON, or the source claim's;
+//! none: it does not exist); a missing or unreadable section is empty.
 //!
 //! Beyond "no panic": every answer is an AdmissionReview that allows the request and carries
-//! the request's uid; a raise goes up, never over the claim's limit, and its patch decodes to
-//! the size it names.
+//! the request's uid; a raise goes up, only for a claim that opted in with a valid policy, never
+//! over its limit, and its patch decodes to the size it names.
 #![no_main]
 
 use base64::Engine;
 use headroom::policy::merge::{CentralPolicy, parse_configmap};
+use headroom::policy::validate::{Context, validate};
+use headroom::webhook::handle::answer;
 use headroom::webhook::lookup::statefulset_group;
 use headroom::webhook::review::{self, Reviewed};
-use headroom::webhook::size::{Verdict, verdict};
+use headroom::webhook::size::{SourceSize, Verdict, opted_in, pvc_label, verdict};
+use headroom::webhook::source::{Source, clone_size, restore_size, source_of};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -35,22 +40,43 @@ fn check_answer(answer: &[u8], uid: &str) -> Value {
     v
 }
 
+/// What `source::size` would read for `pvc`, from the section standing for the API server.
+fn source_size(pvc: &PersistentVolumeClaim, read: Option<&Value>) -> SourceSize {
+    let ns = pvc.metadata.namespace.as_deref().unwrap_or("");
+    match source_of(pvc) {
+        None => SourceSize::None,
+        Some(Source::OtherNamespace { kind, reference }) => {
+            SourceSize::Unknown(format!("{kind} {reference} of another namespace"))
+        }
+        Some(Source::BadName { kind, name }) => {
+            SourceSize::Unknown(format!("{kind} {name:?} is not an object name"))
+        }
+        Some(Source::Snapshot(name)) => match read {
+            Some(snapshot) => restore_size(snapshot, format!("VolumeSnapshot {ns}/{name}")),
+            None => SourceSize::Unknown(format!("VolumeSnapshot {ns}/{name} does not exist")),
+        },
+        Some(Source::Claim(name)) => {
+            let found: Option<PersistentVolumeClaim> =
+                read.and_then(|v| serde_json::from_value(v.clone()).ok());
+            clone_size(found.as_ref(), format!("PVC {ns}/{name}"))
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
-    let mut sections = data.splitn(5, |b| *b == 0);
+    let mut sections = data.splitn(6, |b| *b == 0);
     let body = sections.next().unwrap_or_default();
-    let mut json = |what: &str| -> Option<Value> {
-        let s = sections.next()?;
-        serde_json::from_slice(s).map_err(|_| what).ok()
-    };
-    let members: Vec<PersistentVolumeClaim> = json("claims")
+    let mut json = || -> Option<Value> { serde_json::from_slice(sections.next()?).ok() };
+    let members: Vec<PersistentVolumeClaim> = json()
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();
-    let sets: Vec<StatefulSet> = json("sets")
+    let sets: Vec<StatefulSet> = json()
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();
-    let class: Option<StorageClass> = json("class").and_then(|v| serde_json::from_value(v).ok());
+    let class: Option<StorageClass> = json().and_then(|v| serde_json::from_value(v).ok());
     let data: Option<std::collections::BTreeMap<String, String>> =
-        json("configmap").and_then(|v| serde_json::from_value(v).ok());
+        json().and_then(|v| serde_json::from_value(v).ok());
+    let read = json();
     let central = match data {
         Some(d) if !d.is_empty() => parse_configmap(&d, "headroom/headroom"),
         _ => CentralPolicy::default(),
@@ -70,41 +96,51 @@ fuzz_target!(|data: &[u8]| {
     let pvc = &c.pvc;
     let group =
         headroom::k8s::roles::group_key(pvc, None).or_else(|| statefulset_group(pvc, &sets));
-    let v = verdict(pvc, group.as_deref(), &members, class.as_ref(), &central);
-    let answer = match &v {
-        Verdict::Raise { from, to, group } => {
-            assert!(to > from, "a raise that does not raise: {v:?}");
-            let merged = headroom::resolve::claim_policy(
-                pvc,
-                pvc.spec
-                    .as_ref()
-                    .and_then(|s| s.storage_class_name.as_deref()),
-                class.as_ref(),
-                &central,
-            );
-            let ctx = headroom::policy::validate::Context {
-                current_size: Some(*from),
-                ..Default::default()
-            };
-            let policy = headroom::policy::validate::validate(&merged.spec, &ctx).policy;
-            let Some(policy) = policy else {
-                panic!("raised under an invalid policy: {v:?}");
-            };
-            assert!(policy.enabled, "raised a claim that did not opt in");
-            assert!(
-                *to <= policy.limit,
-                "raised over the limit: {v:?}, limit {}",
-                policy.limit
-            );
-            let patch = review::raise_patch(*to);
-            let note = format!("raised to the size of its group {group}");
-            review::allow(&c.uid, Some(&patch), Some(&note))
-        }
-        Verdict::Keep(keep) => review::allow(&c.uid, None, keep.warning()),
+    let source = if opted_in(pvc, class.as_ref(), &central) {
+        source_size(pvc, read.as_ref())
+    } else {
+        SourceSize::None
     };
-    let v_answer = check_answer(&answer, &c.uid);
-    if let Verdict::Raise { to, .. } = v {
-        let encoded = v_answer["response"]["patch"].as_str().unwrap_or_default();
+    let v = verdict(
+        pvc,
+        group.as_deref(),
+        &members,
+        &source,
+        class.as_ref(),
+        &central,
+    );
+    if let Verdict::Raise { from, to, .. } = &v {
+        assert!(to > from, "a raise that does not raise: {v:?}");
+        let merged = headroom::resolve::claim_policy(
+            pvc,
+            pvc.spec
+                .as_ref()
+                .and_then(|s| s.storage_class_name.as_deref()),
+            class.as_ref(),
+            &central,
+        );
+        let ctx = Context {
+            current_size: Some(*from),
+            ..Default::default()
+        };
+        let Some(policy) = validate(&merged.spec, &ctx).policy else {
+            panic!("raised under an invalid policy: {v:?}");
+        };
+        assert!(policy.enabled, "raised a claim that did not opt in");
+        assert!(
+            *to <= policy.limit,
+            "raised over the limit {}: {v:?}",
+            policy.limit
+        );
+    }
+    let raised = match &v {
+        Verdict::Raise { to, .. } => Some(*to),
+        Verdict::Keep(_) => None,
+    };
+    let (_, bytes) = answer(&c.uid, &pvc_label(pvc), v);
+    let answered = check_answer(&bytes, &c.uid);
+    if let Some(to) = raised {
+        let encoded = answered["response"]["patch"].as_str().unwrap_or_default();
         let patch: Value = base64::engine::general_purpose::STANDARD
             .decode(encoded)
             .ok()
