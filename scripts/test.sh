@@ -91,11 +91,5 @@ else
   echo "test.sh: not root: the real-API-server and PostgreSQL 13-18 tests will skip (set CI to make that a failure)" >&2
 fi
 
-# The fuzz targets of fuzz/ (scripts/fuzz.sh): built with cargo-fuzz (installed once into
-# ~/.cache/headroom/cargo-fuzz; the build's target directory is cached there too), each
-# checked-in corpus replayed, then 10 s of fuzzing per target: a regression of a crash once
-# found, or a new one, fails here.
-./scripts/fuzz.sh
-
 # --no-fail-fast: one failing test binary must not hide the results of the others.
 cargo test --all-targets --no-fail-fast "$@"
