@@ -256,6 +256,7 @@ fuzz_target!(|data: &[u8]| {
         pvc: &p,
         pod_claims: &claims,
         storage_class: Some(&class),
+        namespace: None,
         central: &central,
         node: "n",
         node_draining: draining,
