@@ -117,6 +117,7 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             note: format!("growth planned, waiting: {reason}"),
         },
         BlockReason::ResizeFailed => resize_failed(report),
+        BlockReason::AwaitingRemount | BlockReason::AwaitingDetach => awaiting_pod(report),
         BlockReason::QuotaExhausted => Notice::warning("QuotaExhausted", quota_note(report)),
         BlockReason::WalSlotRetention => Notice::warning(
             "ResizeBlocked",
@@ -223,6 +224,21 @@ fn quota_note(report: &VolumeReport) -> String {
     )
 }
 
+/// A resize only a restart or a detach of the pod can finish: what it waits for, and what
+/// finishes it (the runbook says the rest).
+fn awaiting_pod(report: &VolumeReport) -> Notice {
+    let Notice { reason, note, .. } = resize_failed(report);
+    let next = match report.decision.blocked_reason() {
+        Some(BlockReason::AwaitingDetach) => {
+            "stop the pod until the claim's capacity shows the new size (docs/operations.md#headroomresizestuck)"
+        }
+        _ => {
+            "restart the pod that mounts it, or set offlineExpansion: evict (docs/operations.md#headroomresizestuck)"
+        }
+    };
+    Notice::warning(reason, format!("{note}; to finish it: {next}"))
+}
+
 /// The Event's reason names the failure's cause.
 fn resize_failed(report: &VolumeReport) -> Notice {
     let (cause, detail) = match &report.claim.resize {
@@ -232,6 +248,8 @@ fn resize_failed(report: &VolumeReport) -> Notice {
     let reason = match cause {
         Some(FailureCause::Infeasible) => "ExpansionInfeasible",
         Some(FailureCause::FilesystemNotExpanded) => "FilesystemNotExpanded",
+        Some(FailureCause::NeedsRemount) => "ExpansionAwaitingRemount",
+        Some(FailureCause::NeedsDetach) => "ExpansionAwaitingDetach",
         _ => "ExpansionStuck",
     };
     Notice::warning(

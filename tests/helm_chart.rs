@@ -251,6 +251,13 @@ fn default_values_render_what_kustomize_renders() {
     let diff = differences(&chart, &overlay);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
     assert!(overlay.contains_key("Role headroom/headroom-notifications"));
+
+    // Offline expansion: exactly what overlays/offline-expansion adds.
+    let chart = objects(&helm.template(&["--set", "offlineExpansion.evict=true"]));
+    let overlay = without_namespace(kustomize(&kubectl, "overlays/offline-expansion"));
+    let diff = differences(&chart, &overlay);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+    assert!(overlay.contains_key("ClusterRole /headroom-evict"));
 }
 
 #[test]

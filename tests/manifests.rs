@@ -222,6 +222,20 @@ const NOTIFY_NEEDS: &[Need] = &[
 const NOTIFY_SECRET: &str = "headroom-notifications";
 const NOTIFY_CA: &str = "headroom-notifications-ca";
 
+/// What only offline expansion calls (`offlineExpansion: evict`), granted only by
+/// `overlays/offline-expansion/rbac.yaml`: the pod's eviction, never its delete.
+const EVICT_NEEDS: &[Need] = &[Need {
+    scope: "cluster",
+    group: "",
+    resource: "pods/eviction",
+    verbs: &["create"],
+    file: "src/agent/evict.rs",
+    evidence: &[
+        "let api: Api<Pod> = Api::namespaced",
+        "api.evict(pod, &EvictParams::default())",
+    ],
+}];
+
 /// Rust type named in `Api<..>` -> the resource it reaches.
 const TYPES: &[(&str, &str)] = &[
     ("Secret", "secrets"),
@@ -866,4 +880,45 @@ fn the_webhook_overlay_grants_exactly_what_the_webhook_calls() {
         deadline < jiff::SignedDuration::from_secs(timeout),
         "{deadline} vs {timeout}s"
     );
+}
+
+/// overlays/offline-expansion grants the eviction and nothing else, bound to the agent's service
+/// account; rbac/ grants none (the permission is opt-in), and no source deletes a pod.
+#[test]
+fn the_offline_expansion_overlay_grants_exactly_the_eviction() {
+    let docs = overlay("overlays/offline-expansion/rbac.yaml");
+    let mut granted = BTreeSet::new();
+    let mut names = Vec::new();
+    for d in &docs {
+        rule_grants(d, &mut granted, &mut names);
+    }
+    assert_eq!(granted, needed(EVICT_NEEDS));
+    assert!(names.iter().all(|(_, n)| n.is_empty()), "{names:?}");
+    for rel in ["rbac/clusterrole.yaml", "rbac/role.yaml"] {
+        assert!(!read(rel).contains("eviction"), "{rel} grants evictions");
+    }
+    let sa = yaml("rbac/serviceaccount.yaml");
+    let bindings: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding")
+        .collect();
+    assert_eq!(bindings.len(), 1);
+    for b in bindings {
+        assert!(
+            docs.iter()
+                .any(|d| d["metadata"]["name"] == b["roleRef"]["name"])
+        );
+        assert_eq!(b["subjects"][0]["name"], sa["metadata"]["name"]);
+        assert_eq!(b["subjects"][0]["namespace"], sa["metadata"]["namespace"]);
+    }
+    let mut sources = Vec::new();
+    rust_sources(&Path::new(ROOT).join("src"), &mut sources);
+    for (file, text) in &sources {
+        if text.contains(".evict(") {
+            assert!(file.ends_with("/src/agent/evict.rs"), "{file} evicts pods");
+        }
+        if text.contains("Api<Pod>") || text.contains("Api::<Pod>") {
+            assert!(!text.contains(".delete("), "{file} may delete a pod");
+        }
+    }
 }

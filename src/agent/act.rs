@@ -10,7 +10,9 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
+use super::evict::{self, Memos, Outcome};
 use super::shutdown::Shutdown;
+use crate::decide::restart::Restart;
 use crate::decide::{Action, ActionResult, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
@@ -83,6 +85,10 @@ pub struct Actor<'a> {
     /// Infeasible requests this agent already tried to lower (`claim@request`), so a cluster
     /// that refuses lowering is asked once, not every scan.
     pub retried: &'a Mutex<HashSet<String>>,
+    /// For the one write that is not to a claim: a pod's eviction (`offlineExpansion: evict`).
+    pub client: kube::Client,
+    /// What this agent did about each resize's pod (evicted, refused).
+    pub evictions: &'a Memos,
 }
 
 enum PatchError {
@@ -151,6 +157,12 @@ impl Actor<'_> {
             .await;
         if let Some(applied) = self.retry_infeasible(&key, pvc, eval, &status, now).await {
             return applied;
+        }
+        if let Some(Restart::Evict { switchover }) = report.decision.restart
+            && !self.dry_run
+        {
+            self.events.update(&key, pvc, notice_for(report)).await;
+            return self.restart(pvc, eval, status, switchover, now).await;
         }
         let Some((to, kind)) = report.decision.grow_to() else {
             self.announce_block(&key, pvc, report, now).await;
@@ -319,6 +331,68 @@ impl Actor<'_> {
             }
             Err(PatchError::Other(e)) => {
                 tracing::warn!(pvc = %key, error = %e, "resize patch failed; the next scan decides again");
+                Applied::Done
+            }
+        }
+    }
+
+    /// Carries out the engine's eviction (`offlineExpansion: evict`): the pod's eviction, then
+    /// the record on the resize's history entry. An eviction this agent already made (its record
+    /// not yet written: a 409) is not made again, only recorded.
+    async fn restart(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        mut status: StatusAnnotation,
+        switchover: bool,
+        now: Timestamp,
+    ) -> Applied {
+        let report = &eval.report;
+        let key = evict::memo_key(report);
+        let pod = report.instance.as_deref().unwrap_or_default();
+        let evicted = match self.evictions.get(&key).evicted {
+            Some(at) => at,
+            None => {
+                let outcome =
+                    evict::evict(&self.client, &report.namespace, pod, self.timeout).await;
+                let restart = evict::remember(self.evictions, &key, &outcome, switchover, now);
+                let (warning, reason, note) = evict::note(report, pod, &outcome, &restart);
+                tracing::info!(pvc = %key, %note, "restart");
+                self.events
+                    .publish(
+                        pvc,
+                        Notice {
+                            warning,
+                            reason,
+                            note,
+                        },
+                    )
+                    .await;
+                status.restart = Some(restart);
+                if !matches!(outcome, Outcome::Evicted) {
+                    return self.write_status(&key, pvc, eval, &status).await;
+                }
+                now
+            }
+        };
+        status.restart = Some(Restart::Evicted { at: evicted });
+        let request = report.claim.request_bytes;
+        let Some(history) = evict::recorded(&eval.history, request, evicted) else {
+            return Applied::Done;
+        };
+        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
+        let body = match state::status_patch(Some(&rv), &status, Some(&history)) {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::warn!(pvc = %key, error = %e, "could not encode the eviction's record");
+                return Applied::Done;
+            }
+        };
+        match self.patch(&report.pvc, &body).await {
+            Ok(_) => Applied::Done,
+            Err(PatchError::Conflict) => Applied::Conflict,
+            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
+                tracing::warn!(pvc = %key, error = %e, "could not record the eviction; the next scan records it");
                 Applied::Done
             }
         }

@@ -255,6 +255,7 @@ fn a_panic_is_contained_to_its_claim() {
     let s = Subject {
         logical: None,
         watching_since: jiff::Timestamp::UNIX_EPOCH,
+        eviction_refused: None,
         volume: &vol,
         pod: &pod,
         pvc: &p,

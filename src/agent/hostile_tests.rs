@@ -350,6 +350,7 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
     let s = Subject {
         logical: None,
         watching_since: jiff::Timestamp::UNIX_EPOCH,
+        eviction_refused: None,
         volume: &vol,
         pod: &pod,
         pvc: &p,

@@ -80,6 +80,7 @@ impl Scanner {
                 slots: Default::default(),
                 refusals: Default::default(),
                 started: jiff::Timestamp::now(),
+                evictions: Default::default(),
                 samples,
                 cfg,
                 client,
@@ -319,6 +320,7 @@ impl Scanner {
             .retain(|k| keys.contains(k.split('#').next().unwrap_or(k)));
         self.last.retain(|k, _| keys.contains(k));
         self.work.lock_refusals().retain(|k, _| keys.contains(k));
+        self.work.evictions.retain(|k| keys.contains(k));
         // Work for a claim that left the node meanwhile: nothing will collect it, so drop its
         // handle once done (a task still running finishes on its own).
         self.running

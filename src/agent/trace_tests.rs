@@ -151,6 +151,7 @@ proptest! {
             let s = Subject {
                 logical: None,
                 watching_since: jiff::Timestamp::UNIX_EPOCH,
+                eviction_refused: None,
                 volume: &vol,
                 pod: &pod,
                 pvc: &claim,
@@ -231,6 +232,7 @@ fn a_fill_the_resizer_is_slow_to_serve_is_grown_once() {
         let s = Subject {
             logical: None,
             watching_since: jiff::Timestamp::UNIX_EPOCH,
+            eviction_refused: None,
             volume: &vol,
             pod: &pod,
             pvc: &claim,
@@ -283,6 +285,7 @@ fn scan_once(pvc: &Value, capacity: u64, now: Timestamp) -> crate::resolve::Eval
     let s = Subject {
         logical: None,
         watching_since: jiff::Timestamp::UNIX_EPOCH,
+        eviction_refused: None,
         volume: &vol,
         pod: &pod,
         pvc: &claim,

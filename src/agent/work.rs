@@ -10,6 +10,7 @@ use kube::{Api, Client};
 
 use super::act::{Actor, Applied};
 use super::contain::contain;
+use super::evict::{Memos, claim_key};
 use super::kubelet_stats::KubeletVolume;
 use super::pgconn::Credentials;
 use super::samples::Samples;
@@ -49,6 +50,8 @@ pub(super) struct Work {
     pub(super) refusals: std::sync::Mutex<HashMap<String, (String, tokio::time::Instant)>>,
     /// When this agent began measuring: a resize asked for earlier was not watched landing.
     pub(super) started: jiff::Timestamp,
+    /// Pods evicted to finish a resize, and evictions refused (`offlineExpansion: evict`).
+    pub(super) evictions: Memos,
 }
 
 /// The longest a quota refusal stands without the quotas changing.
@@ -75,6 +78,8 @@ impl Work {
             dry_run: self.cfg.dry_run,
             timeout: self.cfg.api_timeout,
             retried: &self.retried,
+            client: self.client.clone(),
+            evictions: &self.evictions,
         };
         let mut wal: Option<WalHealth> = None;
         let mut attempt = 0;
@@ -108,6 +113,7 @@ impl Work {
                 quota_refused: self.refused(&key, &ctx.quota_version),
                 logical: ctx.logical.as_ref(),
                 watching_since: self.started,
+                eviction_refused: self.eviction_refused(&key, &pvc),
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
             attempt += 1;
@@ -184,6 +190,16 @@ impl Work {
             refusals.remove(key);
         }
         stands
+    }
+
+    /// The last refused eviction of the pod for the claim's resize in flight, if any.
+    fn eviction_refused(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<crate::decide::restart::Refusal> {
+        let request = crate::k8s::claim::storage_request(pvc).ok().flatten()?;
+        self.evictions.get(&claim_key(key, request)).refused
     }
 
     fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {

@@ -40,10 +40,16 @@ pub enum BlockReason {
     /// The volume was grown less than `modificationInterval` ago (its CSI driver's storage
     /// accepts one resize per interval, e.g. AWS EBS 6 h): a grow now would be refused.
     ModificationInterval,
+    /// The storage grew the volume; the node grows the filesystem only when the volume is
+    /// mounted again (`FileSystemResizePending` past the resize timeout while the pod runs).
+    AwaitingRemount,
+    /// The controller has not finished while the volume is in use: a driver that expands only a
+    /// detached volume waits for the pod to be gone.
+    AwaitingDetach,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 21] = [
+    pub const ALL: [BlockReason; 23] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -65,6 +71,8 @@ impl BlockReason {
         BlockReason::InternalError,
         BlockReason::QuotaExhausted,
         BlockReason::ModificationInterval,
+        BlockReason::AwaitingRemount,
+        BlockReason::AwaitingDetach,
     ];
 
     /// The reason `as_str` names (a status annotation's `blockedReason`).
@@ -95,6 +103,8 @@ impl BlockReason {
             BlockReason::InternalError => "internal_error",
             BlockReason::QuotaExhausted => "quota_exhausted",
             BlockReason::ModificationInterval => "modification_interval",
+            BlockReason::AwaitingRemount => "awaiting_remount",
+            BlockReason::AwaitingDetach => "awaiting_detach",
         }
     }
 }
@@ -192,6 +202,9 @@ pub struct Decision {
     /// entry it records names that action and spends no new slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joins: Option<super::inputs::ActionId>,
+    /// The resize waits for a remount: whether to evict the pod now, and if not, why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<super::restart::Restart>,
 }
 
 impl Decision {
@@ -214,6 +227,7 @@ impl Decision {
             fallback: None,
             lower_to: None,
             joins: None,
+            restart: None,
         }
     }
 

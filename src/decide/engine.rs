@@ -10,7 +10,7 @@ use jiff::SignedDuration;
 
 use super::budget::{self, Budget};
 use super::decision::{BlockReason, Decision, Note, State, Verdict};
-use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
+use super::inputs::{FailureCause, GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
 use super::logical::{budget_history, follow, joining};
 use super::{deadline, interval, predictive, quota, wal};
@@ -89,6 +89,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
         fallback: None,
         lower_to: None,
         joins: None,
+        restart: None,
     };
     // Lowering a refused request cancels a resize: no gate of growth applies to it.
     decision.lower_to = super::recover::lower_to(inputs.claim, inputs.history);
@@ -102,6 +103,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
         });
     }
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
+    decision.restart = super::restart::restart(inputs, policy, is_critical(inputs, policy));
     if let Verdict::Grow {
         kind: GrowKind::GroupGrow,
         ..
@@ -165,8 +167,12 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if facts.unmeasured {
         return blocked(BlockReason::NotMeasured);
     }
-    if let ResizeState::Failed { .. } = inputs.claim.resize {
-        return blocked(BlockReason::ResizeFailed);
+    if let ResizeState::Failed { cause, .. } = inputs.claim.resize {
+        return blocked(match cause {
+            FailureCause::NeedsRemount => BlockReason::AwaitingRemount,
+            FailureCause::NeedsDetach => BlockReason::AwaitingDetach,
+            _ => BlockReason::ResizeFailed,
+        });
     }
     if facts.capacity_unknown {
         return blocked(BlockReason::CapacityUnknown);

@@ -1,6 +1,6 @@
 //! What the decision engine is told: plain data, gathered by the shells.
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::lsn::{Lsn, WalPosition};
@@ -75,6 +75,21 @@ pub enum FailureCause {
     Stuck,
     /// The claim grew, but the filesystem the volume shows did not.
     FilesystemNotExpanded,
+    /// The storage grew the volume, but the node holds `FileSystemResizePending` past the
+    /// timeout while the pod runs: its CSI driver grows the filesystem only at the next mount,
+    /// so a restart of the pod finishes it (`offlineExpansion: evict`).
+    NeedsRemount,
+    /// The controller side held past the timeout while the volume is in use, with no error: a
+    /// driver that expands only a detached volume waits for the pod to be gone (or the resizer
+    /// is stuck). A restart does not help: the pod comes back before the controller is done.
+    NeedsDetach,
+}
+
+impl FailureCause {
+    /// Waits for something outside the storage (a restart, a detach) rather than failed in it.
+    pub fn waits_for_the_pod(self) -> bool {
+        matches!(self, FailureCause::NeedsRemount | FailureCause::NeedsDetach)
+    }
 }
 
 /// The claim's sizes: what was asked for and what the storage system says it has.
@@ -155,6 +170,10 @@ pub struct Action {
     /// entries written before them and on claims in none, each of which is its own action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<ActionId>,
+    /// When headroom evicted the pod to finish this resize (`offlineExpansion: evict`): the
+    /// durable record that it is never done twice for one resize.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<Timestamp>,
 }
 
 /// Names the logical action a history entry belongs to: the acting claim's uid (its first
@@ -236,6 +255,7 @@ impl Action {
             volume_type: None,
             tablespace: None,
             action: None,
+            evicted: None,
         }
     }
 
@@ -270,6 +290,45 @@ impl VolumeRole {
     }
 }
 
+/// A refused eviction is tried again after this, doubling with each refusal...
+pub const REFUSED_BACKOFF: SignedDuration = SignedDuration::from_mins(1);
+/// ...up to this: a PodDisruptionBudget that never allows one costs one request an hour.
+pub const REFUSED_BACKOFF_MAX: SignedDuration = SignedDuration::from_hours(1);
+
+/// What the shells know of the pod that mounts the claim, for the order and the refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct RestartFacts {
+    /// The pod is its Postgres cluster's primary (its operator's role label says so).
+    pub primary: bool,
+    /// ...of a CloudNativePG cluster, whose own PodDisruptionBudget refuses it by design.
+    pub cnpg: bool,
+    /// Another member of the claim's group or logical volume goes first: a primary waits for
+    /// every replica whose resize waits for its restart; anyone waits for a peer evicted less
+    /// than `restart::PEER_SETTLE` ago that has not come back grown.
+    pub peer_first: bool,
+    /// The Eviction API refused this pod's eviction for this resize (429: its
+    /// PodDisruptionBudget): how often, and when last.
+    pub refused: Option<Refusal>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    pub count: u32,
+    pub at: Timestamp,
+}
+
+impl Refusal {
+    /// When the next attempt may be made: [`REFUSED_BACKOFF`] doubled per earlier refusal, at
+    /// most [`REFUSED_BACKOFF_MAX`].
+    pub fn retry_at(&self) -> Timestamp {
+        let doublings = self.count.saturating_sub(1).min(16);
+        let wait = REFUSED_BACKOFF
+            .checked_mul(1 << doublings)
+            .map_or(REFUSED_BACKOFF_MAX, |w| w.min(REFUSED_BACKOFF_MAX));
+        self.at.checked_add(wait).unwrap_or(self.at)
+    }
+}
+
 /// Facts about the volume that are not measurements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct VolumeFacts {
@@ -297,6 +356,8 @@ pub struct VolumeFacts {
     /// The largest request the namespace's ResourceQuotas admit for this claim (see
     /// [`super::quota::ceiling`]); `None` when no quota limits it.
     pub quota_ceiling: Option<u64>,
+    /// The pod's role, its peers and past refusals, for a restart that finishes a resize.
+    pub restart: RestartFacts,
 }
 
 impl VolumeFacts {

@@ -13,6 +13,7 @@ pub mod predictive;
 pub mod quota;
 pub mod rate;
 pub mod recover;
+pub mod restart;
 mod wal;
 
 pub use budget::BudgetView;

@@ -52,6 +52,7 @@ prop_compose! {
         lead_s in 1i64..600,
         interval_m in proptest::option::weighted(0.3, 1i64..720),
         floor_on_claim in any::<bool>(),
+        evict in any::<bool>(),
     ) -> Policy {
         let limit = limit_gi * GI;
         Policy {
@@ -59,6 +60,11 @@ prop_compose! {
             mode: if convergent { Mode::Convergent } else { Mode::Threshold },
             limit,
             logical_volume: crate::policy::LogicalVolume::Auto,
+            offline_expansion: if evict {
+                crate::policy::OfflineExpansion::Evict
+            } else {
+                crate::policy::OfflineExpansion::Off
+            },
             usage_threshold,
             min_available: crate::policy::MinAvailable::Bytes(min_available),
             inode_threshold,
@@ -174,6 +180,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                     capacity_unknown,
                     quota_ceiling,
                     restoring,
+                    restart: Default::default(),
                 }
             },
         )
@@ -254,6 +261,35 @@ fn daily_limit(p: &Policy, kind: GrowKind) -> u32 {
 }
 
 pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
+    if let Some(super::restart::Restart::Evict { .. }) = d.restart {
+        prop_assert_eq!(p.offline_expansion, crate::policy::OfflineExpansion::Evict);
+        let waits = matches!(
+            i.claim.resize,
+            ResizeState::Failed {
+                cause: FailureCause::NeedsRemount,
+                ..
+            }
+        );
+        prop_assert!(
+            waits && !i.facts.node_draining,
+            "evicted: {:?}",
+            i.claim.resize
+        );
+        let open = p
+            .maintenance_window
+            .as_ref()
+            .is_some_and(|w| w.is_open(i.now));
+        let e = &p.emergency_grow;
+        let critical = i.measurement.crosses(
+            f64::from(e.critical_threshold),
+            e.critical_minimum_free,
+            f64::INFINITY,
+        );
+        prop_assert!(
+            open || (critical && e.enabled),
+            "evicted outside the window"
+        );
+    }
     let Verdict::Grow { to, kind } = d.verdict else {
         return Ok(());
     };
@@ -368,6 +404,7 @@ proptest! {
         let resize = match resize {
             0 => ResizeState::InProgress { since: None },
             1 => ResizeState::Failed { cause: FailureCause::Stuck, detail: "NodeResizeError".into() },
+            2 => ResizeState::Failed { cause: FailureCause::NeedsRemount, detail: String::new() },
             _ => ResizeState::Idle,
         };
         let claim = ClaimState { request_bytes: size + request_delta / MI * MI, capacity_bytes: size, resize };

@@ -219,6 +219,17 @@ fn gates_that_apply_whatever_the_numbers() {
         detail: "ControllerResizeError".into(),
     };
     assert_eq!(c.run().blocked_reason(), Some(BlockReason::ResizeFailed));
+    // A resize only a restart or a detach can finish has a reason of its own.
+    for (cause, reason) in [
+        (FailureCause::NeedsRemount, BlockReason::AwaitingRemount),
+        (FailureCause::NeedsDetach, BlockReason::AwaitingDetach),
+    ] {
+        c.claim.resize = ResizeState::Failed {
+            cause,
+            detail: String::new(),
+        };
+        assert_eq!(c.run().blocked_reason(), Some(reason), "{cause:?}");
+    }
     let off = Policy::with_limit(100 * GI);
     assert_eq!(
         Case::new(&off, 10 * GI, 9 * GI).run().blocked_reason(),

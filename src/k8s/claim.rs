@@ -13,7 +13,9 @@ const CAPACITY_FIELD: &str = "status.capacity.storage";
 /// Conditions that mean the resize failed and needs an operator.
 const FAILED_CONDITIONS: [&str; 2] = ["ControllerResizeError", "NodeResizeError"];
 /// Conditions that mean a resize is under way.
-const PROGRESS_CONDITIONS: [&str; 2] = ["Resizing", "FileSystemResizePending"];
+const PROGRESS_CONDITIONS: [&str; 2] = ["Resizing", NODE_PENDING];
+/// The controller grew the volume; the node is still to grow the filesystem.
+const NODE_PENDING: &str = "FileSystemResizePending";
 
 fn parse_storage(
     pvc: &PersistentVolumeClaim,
@@ -106,6 +108,10 @@ fn resize_state(
     let mut cause = FailureCause::Stuck;
     let mut in_progress = false;
     let mut since: Option<Timestamp> = None;
+    // The node's part (the controller is done) apart from the controller's: past the timeout
+    // they say different things (a driver that grows the filesystem only at the next mount, one
+    // that expands only a detached volume).
+    let mut node_pending = false;
     for c in true_conditions(pvc) {
         if FAILED_CONDITIONS.contains(&c.type_.as_str()) {
             failures.push(match c.message.as_deref().filter(|m| !m.is_empty()) {
@@ -114,6 +120,7 @@ fn resize_state(
             });
         } else if PROGRESS_CONDITIONS.contains(&c.type_.as_str()) {
             in_progress = true;
+            node_pending |= c.type_ == NODE_PENDING;
             // The earliest transition is when the resize started.
             if let Some(t) = &c.last_transition_time {
                 since = Some(since.map_or(t.0, |s| s.min(t.0)));
@@ -131,6 +138,7 @@ fn resize_state(
             failures.push(format!("allocatedResourceStatuses storage={a}"));
         } else if a.ends_with("InProgress") || a.ends_with("Pending") {
             in_progress = true;
+            node_pending |= a == "NodeResizePending";
         }
     }
     if !failures.is_empty() {
@@ -147,14 +155,29 @@ fn resize_state(
         return ResizeState::Idle;
     }
     match since {
-        Some(t) if now.duration_since(t) > resize_timeout => ResizeState::Failed {
-            cause: FailureCause::Stuck,
-            detail: format!(
-                "resize in flight for more than {:#} (since {t})",
-                resize_timeout
-            ),
-        },
+        Some(t) if now.duration_since(t) > resize_timeout => {
+            timed_out(node_pending, t, resize_timeout)
+        }
         _ => ResizeState::InProgress { since },
+    }
+}
+
+/// A resize in flight past the timeout, dated by its conditions. The agent evaluates only
+/// claims a running pod mounts, so a resize held this long is held while the volume is in use.
+fn timed_out(node_pending: bool, since: Timestamp, timeout: SignedDuration) -> ResizeState {
+    if node_pending {
+        return ResizeState::Failed {
+            cause: FailureCause::NeedsRemount,
+            detail: format!(
+                "the storage grew the volume, but the node has not grown the filesystem in {timeout:#} while the pod runs ({NODE_PENDING} since {since}): its CSI driver grows it only when the volume is mounted again"
+            ),
+        };
+    }
+    ResizeState::Failed {
+        cause: FailureCause::NeedsDetach,
+        detail: format!(
+            "resize in flight for more than {timeout:#} (since {since}) while the volume is in use: the controller has not finished; a CSI driver that expands only a detached volume waits for the pod to be gone, any other is stuck (see the resizer's logs)"
+        ),
     }
 }
 
@@ -360,6 +383,78 @@ mod tests {
         // Exactly at the timeout it is still in flight.
         let at = claim_state(&p, now(), SignedDuration::from_hours(1)).expect("ok");
         assert!(matches!(at.resize, ResizeState::InProgress { .. }));
+    }
+
+    fn held(conditions: Value, allocated: Option<&str>) -> ResizeState {
+        let mut status = bound("20Gi");
+        status["conditions"] = conditions;
+        if let Some(a) = allocated {
+            status["allocatedResourceStatuses"] = json!({ "storage": a });
+        }
+        let p = pvc(
+            json!({ "resources": { "requests": { "storage": "25Gi" } } }),
+            status,
+        );
+        state(&p).resize
+    }
+
+    /// The node's part held past the timeout (the pod runs: only mounted claims are evaluated)
+    /// is a driver that grows the filesystem at the next mount, not a failure of the storage.
+    #[test]
+    fn node_resize_held_past_the_timeout_needs_a_remount() {
+        let pending = |at: &str| json!([{ "type": "FileSystemResizePending", "status": "True", "lastTransitionTime": at }]);
+        match held(pending("2026-03-01T11:00:00Z"), None) {
+            ResizeState::Failed { cause, detail } => {
+                assert_eq!(cause, FailureCause::NeedsRemount);
+                assert!(
+                    detail.contains("FileSystemResizePending since 2026-03-01T11:00:00Z"),
+                    "{detail}"
+                );
+                assert!(detail.contains("in 30m while the pod runs"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Within the bound it is a resize in flight like any other.
+        assert!(matches!(
+            held(pending("2026-03-01T11:45:00Z"), None),
+            ResizeState::InProgress { .. }
+        ));
+        // KEP-1790's allocatedResourceStatuses says the same, dated by the Resizing condition.
+        let resizing = json!([{ "type": "Resizing", "status": "True", "lastTransitionTime": "2026-03-01T11:00:00Z" }]);
+        assert!(matches!(
+            held(resizing.clone(), Some("NodeResizePending")),
+            ResizeState::Failed {
+                cause: FailureCause::NeedsRemount,
+                ..
+            }
+        ));
+        // The controller's part held: a driver that expands only detached volumes, or stuck.
+        assert!(matches!(
+            held(resizing.clone(), None),
+            ResizeState::Failed {
+                cause: FailureCause::NeedsDetach,
+                ..
+            }
+        ));
+        assert!(matches!(
+            held(resizing, Some("ControllerResizeInProgress")),
+            ResizeState::Failed {
+                cause: FailureCause::NeedsDetach,
+                ..
+            }
+        ));
+        // An error condition still wins: the storage refused it.
+        let error = json!([
+            { "type": "FileSystemResizePending", "status": "True", "lastTransitionTime": "2026-03-01T11:00:00Z" },
+            { "type": "NodeResizeError", "status": "True" },
+        ]);
+        assert!(matches!(
+            held(error, None),
+            ResizeState::Failed {
+                cause: FailureCause::Stuck,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -239,6 +239,26 @@ pub fn wal_on_data(pod: &Pod, pvcs: &[&PersistentVolumeClaim]) -> bool {
     })
 }
 
+/// The role labels each operator sets on its pods, and the value that means primary:
+/// CloudNativePG (`cnpg.io/instanceRole`, and `role` before 1.18), Zalando/Spilo (`spilo-role`),
+/// Crunchy PGO v5 (`postgres-operator.crunchydata.com/role`).
+const PRIMARY_LABELS: [(&str, &str, Operator); 4] = [
+    ("cnpg.io/instanceRole", "primary", Operator::CloudNativePG),
+    ("role", "primary", Operator::CloudNativePG),
+    ("spilo-role", "master", Operator::Zalando),
+    (CRUNCHY_ROLE, "master", Operator::Crunchy),
+];
+
+/// The operator whose primary `pod` is, by its role labels; `None` for a replica or a pod of no
+/// Postgres operator. The value is compared whole: a label naming anything else is not primary.
+pub fn primary_of(pod: &Pod) -> Option<Operator> {
+    let labels = labels(&pod.metadata);
+    PRIMARY_LABELS
+        .iter()
+        .find(|(key, value, _)| labels.get(*key).is_some_and(|v| v == value))
+        .map(|(_, _, op)| *op)
+}
+
 /// The tablespace a CloudNativePG tablespace claim holds (`cnpg.io/tablespaceName`).
 pub fn tablespace(pvc: &PersistentVolumeClaim) -> Option<String> {
     label(&pvc.metadata, CNPG_TABLESPACE)

@@ -123,6 +123,9 @@ pub struct StatusAnnotation {
     /// Its instance restores a base backup: what it is sized to instead of its fill rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restoring: Option<String>,
+    /// A resize waiting for a remount: what headroom does about the pod, and why it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<crate::decide::restart::Restart>,
 }
 
 /// The WAL block: the position slots' retention was measured from, and each slot not known to
@@ -334,6 +337,7 @@ impl StatusAnnotation {
             full_in_seconds: d.seconds_to_full.and_then(deadline::bucket),
             limit_in_seconds: d.seconds_to_limit.and_then(deadline::bucket),
             restoring: d.restoring().map(ToString::to_string),
+            restart: d.restart,
         }
     }
 

@@ -147,6 +147,7 @@ fn fifty_full_entries_fit_the_annotation_budget() {
         instance: Some("pg-analytics-production-12".into()),
         volume_type: Some(VolumeRole::Tablespace),
         tablespace: Some("timeseries_archive".into()),
+        evicted: Some(now() - SignedDuration::from_hours(i) + SignedDuration::from_secs(900)),
     };
     let h: Vec<Action> = (1..=60).map(full).collect();
     let out = append(&h, full(0), now());
@@ -257,6 +258,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             notes: vec![],
             fallback: None,
             lower_to: None,
+            restart: None,
         },
         wal: None,
         last_action: None,

@@ -251,7 +251,14 @@ pub(super) const SECONDS_TO_LIMIT: Family<0> = Family {
     extra: [],
 };
 
-pub(super) const FAMILIES: [Meta; 31] = [
+pub(super) const RESTART: Family<1> = Family {
+    index: 31,
+    name: "headroom_volume_restart",
+    help: "For a resize waiting for a remount (blocked reason awaiting_remount): 1 for what headroom does about the pod (evict, off, not_ours, evicted, node_draining, refused, peer_first, outside_window), 0 for the rest; absent otherwise.",
+    extra: ["restart"],
+};
+
+pub(super) const FAMILIES: [Meta; 32] = [
     INFO.meta(),
     CAPACITY.meta(),
     USED.meta(),
@@ -283,4 +290,5 @@ pub(super) const FAMILIES: [Meta; 31] = [
     POLICY_FALLBACK.meta(),
     QUOTA_LEFT.meta(),
     SECONDS_TO_LIMIT.meta(),
+    RESTART.meta(),
 ];

@@ -15,6 +15,7 @@ use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use super::families::*;
 use super::labels::{LabelSet, VolumeLabels};
 use super::{BLOCKED_STATE, Builder, EMERGENCY_STATE, MetricsError, bool_f};
+use crate::decide::restart::Restart;
 use crate::decide::{BlockReason, Decision, State, Verdict};
 use crate::report::VolumeReport;
 
@@ -157,6 +158,11 @@ impl ScanSeries {
         }
         for b in BlockReason::ALL {
             self.put(&BLOCKED, [b.as_str().into()], bool_f(reason == Some(b)));
+        }
+        if let Some(restart) = r.decision.restart {
+            for name in Restart::NAMES {
+                self.put(&RESTART, [name.into()], bool_f(name == restart.as_str()));
+            }
         }
         if let Some(w) = &r.wal {
             self.add_wal(w);

@@ -98,6 +98,7 @@ mod tests {
             target_buffer: r(),
             modification_interval: r(),
             logical_volume: r(),
+            offline_expansion: r(),
             trigger: TriggerSpec {
                 predictive: r(),
                 resize_lead_time: r(),

@@ -34,6 +34,7 @@ pub const FIELDS: &[Field] = &[
     f("targetBuffer", "headroom.dev/target-buffer"),
     f("modificationInterval", "headroom.dev/modification-interval"),
     f("logicalVolume", "headroom.dev/logical-volume"),
+    f("offlineExpansion", "headroom.dev/offline-expansion"),
     f("trigger.predictive", "headroom.dev/trigger-predictive"),
     f(
         "trigger.resizeLeadTime",
@@ -173,6 +174,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "targetBuffer" => TARGET_BUFFER.to_string(),
         "modificationInterval" => MODIFICATION_INTERVAL.to_string(),
         "logicalVolume" => "auto".to_string(),
+        "offlineExpansion" => "off".to_string(),
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),

@@ -44,6 +44,7 @@ fn kind(path: &str) -> Option<Kind> {
         | "reclaimSpace.enabled" => Boolean,
         "mode" => Enum(&["threshold", "convergent"]),
         "logicalVolume" => Enum(&["auto", "on", "off"]),
+        "offlineExpansion" => Enum(&["off", "evict"]),
         "minAvailable" => Floor,
         "limit"
         | "minStep"

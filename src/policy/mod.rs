@@ -77,6 +77,19 @@ pub enum LogicalVolume {
     Off,
 }
 
+/// `offlineExpansion`: what headroom does about a resize the node can only finish when the
+/// volume is mounted again (a CSI driver without online expansion: the claim holds
+/// `FileSystemResizePending` while its pod runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OfflineExpansion {
+    /// Report it and wait for a person to restart the pod.
+    Off,
+    /// Restart the pod through the Eviction API (its PodDisruptionBudget decides), inside the
+    /// maintenance window, or at once past the emergency line when `emergencyGrow.enabled`.
+    Evict,
+}
+
 /// How much one threshold-mode action adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -216,6 +229,9 @@ pub struct Policy {
     pub limit: u64,
     /// Shares budget, history and size with the claim's logical volume (see [`LogicalVolume`]).
     pub logical_volume: LogicalVolume,
+    /// Whether a resize waiting for a remount is finished by evicting the pod (see
+    /// [`OfflineExpansion`]).
+    pub offline_expansion: OfflineExpansion,
     /// Grow when this percent is used; `None`: no percent trigger (`minAvailable` alone, or
     /// `usageThreshold: 0`).
     pub usage_threshold: Option<u8>,
@@ -252,6 +268,8 @@ pub mod defaults {
     pub const ENABLED: bool = false;
     pub const MODE: Mode = Mode::Threshold;
     pub const LOGICAL_VOLUME: LogicalVolume = LogicalVolume::Auto;
+    /// Opt-in: a pod is restarted only when its claim's policy says so.
+    pub const OFFLINE_EXPANSION: OfflineExpansion = OfflineExpansion::Off;
     pub const USAGE_THRESHOLD: u8 = 80;
     pub const MIN_AVAILABLE: MinAvailable = MinAvailable::OFF;
     pub const INODE_THRESHOLD: u8 = 90;
@@ -300,6 +318,7 @@ impl Policy {
             mode: MODE,
             limit,
             logical_volume: LOGICAL_VOLUME,
+            offline_expansion: OFFLINE_EXPANSION,
             usage_threshold: Some(USAGE_THRESHOLD),
             min_available: MIN_AVAILABLE,
             inode_threshold: INODE_THRESHOLD,

@@ -11,7 +11,7 @@ use super::floor::{self, Floor};
 use super::sections::{emergency_grow, modification_interval, predictive, wal_safety, window};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, size};
-use super::{Fallback, MinAvailable, Mode, Policy, Source, Step};
+use super::{Fallback, MinAvailable, Mode, OfflineExpansion, Policy, Source, Step};
 use crate::quantity::format as q;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,6 +48,9 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let logical_volume = c
         .value("logicalVolume", value::logical_volume)
         .unwrap_or(LOGICAL_VOLUME);
+    let offline_expansion = c
+        .value("offlineExpansion", value::offline_expansion)
+        .unwrap_or(OFFLINE_EXPANSION);
 
     let limit = limit(&mut c);
     let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
@@ -80,11 +83,17 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         );
     }
     step_warnings(&mut c, step, min_step, limit);
-    mode_warnings(&mut c, mode);
+    mode_warnings(&mut c, mode, offline_expansion == OfflineExpansion::Evict);
     if wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
         c.warn(
             "walSafety.acknowledgeWALRisk",
             "has no effect: WAL has its own volume, so this volume is not grown on WAL's account; remove it".into(),
+        );
+    }
+    if offline_expansion == OfflineExpansion::Evict && window.is_none() {
+        c.warn(
+            "offlineExpansion",
+            "evict without a maintenance window restarts a pod only past the emergency line (emergencyGrow.criticalThreshold, criticalMinimumFree); write maintenanceWindow.schedule for planned restarts".into(),
         );
     }
     let floor = Floor {
@@ -112,6 +121,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.enabled = enabled;
             p.mode = mode;
             p.logical_volume = logical_volume;
+            p.offline_expansion = offline_expansion;
             p.usage_threshold = usage_threshold;
             p.min_available = min_available;
             p.inode_threshold = inode_threshold;
@@ -225,14 +235,17 @@ fn size_warnings(
     floor::warning(c, floor, current, sizing);
 }
 
-fn mode_warnings(c: &mut Checker<'_>, mode: Mode) {
+/// Keys of one mode written in the other. `offlineExpansion: evict` uses the window and
+/// `emergencyGrow.enabled` in either mode (when a pod may be restarted).
+fn mode_warnings(c: &mut Checker<'_>, mode: Mode, evicts: bool) {
     let (other, this, other_name) = match mode {
         Mode::Threshold => (CONVERGENT_ONLY, "threshold", "convergent"),
         Mode::Convergent => (THRESHOLD_ONLY, "convergent", "threshold"),
     };
     for f in FIELDS {
         let top = f.path.split('.').next().unwrap_or(f.path);
-        let unused = other.contains(&top) || other.contains(&f.path);
+        let restarts = evicts && (top == "maintenanceWindow" || f.path == "emergencyGrow.enabled");
+        let unused = (other.contains(&top) || other.contains(&f.path)) && !restarts;
         if unused && c.spec.get(f.path).is_some() {
             c.warn(
                 f.path,

@@ -1,7 +1,7 @@
 //! Parsing one value's text. Every error message quotes the text and says what to write instead;
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
-use super::{LogicalVolume, MinAvailable, Mode, Step};
+use super::{LogicalVolume, MinAvailable, Mode, OfflineExpansion, Step};
 use crate::quantity::{self, QuantityError};
 
 pub fn boolean(text: &str) -> Result<bool, String> {
@@ -29,6 +29,16 @@ pub fn logical_volume(text: &str) -> Result<LogicalVolume, String> {
         "off" => Ok(LogicalVolume::Off),
         other => Err(format!(
             "'{other}' is not a logicalVolume setting; write auto, on or off"
+        )),
+    }
+}
+
+pub fn offline_expansion(text: &str) -> Result<OfflineExpansion, String> {
+    match text.trim() {
+        "off" => Ok(OfflineExpansion::Off),
+        "evict" => Ok(OfflineExpansion::Evict),
+        other => Err(format!(
+            "'{other}' is not an offlineExpansion setting; write off or evict"
         )),
     }
 }

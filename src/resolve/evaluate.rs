@@ -14,6 +14,7 @@ use super::inflight::{self, Seen};
 use super::logical::{self, Shared};
 use crate::decide::quota::{self, QuotaView};
 use crate::decide::rate::FillRate;
+use crate::decide::restart::Refusal;
 use crate::decide::{
     Action, BlockReason, ClaimState, Decision, Inputs, PolicyInput, ResizeState, VolumeFacts,
     VolumeRole, WalHealth, decide,
@@ -56,6 +57,9 @@ pub struct Subject<'a> {
     /// Since when this agent has measured the volume: a landing first seen by then may have
     /// happened any time before, and is no resize lead time.
     pub watching_since: Timestamp,
+    /// The last refused eviction of the pod for this claim's resize in flight
+    /// (`offlineExpansion: evict`), for its backoff.
+    pub eviction_refused: Option<Refusal>,
 }
 
 #[derive(Debug)]
@@ -304,7 +308,7 @@ impl Prepared {
         self
     }
 
-    fn facts(&self, s: &Subject, wal: Option<&WalHealth>) -> VolumeFacts {
+    fn facts(&self, s: &Subject, wal: Option<&WalHealth>, now: Timestamp) -> VolumeFacts {
         VolumeFacts {
             role: self.role,
             wal_on_data: self.wal_on_data,
@@ -324,6 +328,7 @@ impl Prepared {
                 None => s.group_size,
             },
             quota_ceiling: self.quota_ceiling,
+            restart: super::restart::facts(s.pod, s.logical, s.eviction_refused, now),
         }
     }
 
@@ -343,7 +348,7 @@ impl Prepared {
             claim: &self.claim,
             history: &self.history,
             wal: wal.as_ref(),
-            facts: self.facts(s, wal.as_ref()),
+            facts: self.facts(s, wal.as_ref(), now),
             now,
             fill_rate: self.fill_rate,
             logical: self.shared.as_ref().map(|sh| &sh.logical),

@@ -98,9 +98,10 @@ pub fn stamp_failure(history: &mut [Action], claim: &ClaimState) -> bool {
     let Some(a) = history.iter_mut().max_by_key(|a| a.at) else {
         return false;
     };
-    if matches!(claim.resize, ResizeState::Failed { .. })
-        && a.result == Some(ActionResult::Requested)
-    {
+    // A resize waiting for a restart or a detach has not failed: a restart still lands it.
+    let failed =
+        matches!(&claim.resize, ResizeState::Failed { cause, .. } if !cause.waits_for_the_pod());
+    if failed && a.result == Some(ActionResult::Requested) {
         a.result = Some(ActionResult::Failed);
         return true;
     }

@@ -293,7 +293,7 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { action: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None });
+                history.push(Action { action: None, evicted: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None });
                 request = to;
                 asked = Some(i);
             }
@@ -371,4 +371,28 @@ fn a_lowered_request_has_no_landing() {
     let mut h = vec![grow(at, 12 * GI, 10 * GI, Some(10 * GI))];
     let later = seen(12 * GI, at + SignedDuration::from_secs(5));
     assert!(!stamp_landing(&mut h, Some(&later), at));
+}
+
+/// A resize waiting for the pod's restart has not failed: its entry stays `Requested`, and the
+/// restart's growth still stamps it landed.
+#[test]
+fn a_resize_awaiting_a_remount_is_not_marked_failed() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let mut h = [Action {
+        result: Some(ActionResult::Requested),
+        ..grow(at, 10 * GI, 12 * GI, Some(10 * GI))
+    }];
+    let mut claim = idle(12 * GI, 12 * GI);
+    claim.resize = ResizeState::Failed {
+        cause: FailureCause::NeedsRemount,
+        detail: String::new(),
+    };
+    assert!(!stamp_failure(&mut h, &claim));
+    assert_eq!(h[0].result, Some(ActionResult::Requested));
+    claim.resize = ResizeState::Failed {
+        cause: FailureCause::Stuck,
+        detail: String::new(),
+    };
+    assert!(stamp_failure(&mut h, &claim));
+    assert_eq!(h[0].result, Some(ActionResult::Failed));
 }

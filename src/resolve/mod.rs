@@ -6,6 +6,7 @@
 pub mod evaluate;
 pub mod inflight;
 pub mod logical;
+pub mod restart;
 pub mod trigger;
 
 use std::collections::BTreeMap;

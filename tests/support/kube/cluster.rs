@@ -65,11 +65,31 @@ pub fn apply_rbac(admin: &Client) {
             .filter_map(|l| l.trim().strip_prefix("- "))
             .map(|f| root.join("rbac").join(f.trim())),
     );
+    let docs: Vec<serde_json::Value> = docs
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("manifest");
+            serde_saphyr::from_str(&text).expect("manifest YAML")
+        })
+        .collect();
+    apply_docs(admin, docs);
+}
+
+/// Applies the documents of one of the project's manifests (`rel` from the repository root), as
+/// shipped; objects already there are left (shared by every test of a server).
+pub fn apply_manifest(admin: &Client, rel: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let text = std::fs::read_to_string(&path).expect("manifest");
+    apply_docs(
+        admin,
+        serde_saphyr::from_multiple(&text).expect("manifest YAML"),
+    );
+}
+
+fn apply_docs(admin: &Client, docs: Vec<serde_json::Value>) {
     let admin = admin.clone();
     block(async move {
-        for path in docs {
-            let text = std::fs::read_to_string(&path).expect("manifest");
-            let v: serde_json::Value = serde_saphyr::from_str(&text).expect("manifest YAML");
+        for v in docs {
             let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
             let c = admin.clone();
             macro_rules! apply {
@@ -84,7 +104,7 @@ pub fn apply_rbac(admin: &Client) {
                 Some("ClusterRoleBinding") => apply!(ClusterRoleBinding, Api::all(c)),
                 Some("Role") => apply!(Role, Api::namespaced(c, ns)),
                 Some("RoleBinding") => apply!(RoleBinding, Api::namespaced(c, ns)),
-                other => panic!("{}: unexpected kind {other:?}", path.display()),
+                other => panic!("{v}: unexpected kind {other:?}"),
             }
         }
     });

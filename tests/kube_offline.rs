@@ -1,0 +1,230 @@
+//! Offline expansion (`offlineExpansion: evict`) against the real kube-apiserver 1.20 + etcd:
+//! the agent runs as its service account with `rbac/` and `overlays/offline-expansion/`, and the
+//! server's own Eviction API (policy/v1beta1 there) answers, PodDisruptionBudgets included. The
+//! test plays an offline CSI driver: it sets the claim's capacity and `FileSystemResizePending`
+//! and leaves the filesystem as it was (a remount would grow it), and the disruption controller
+//! (it writes the budget's status, which is all the Eviction API reads).
+
+mod support {
+    pub mod http;
+    pub mod kube;
+    pub mod node;
+    pub mod ports;
+    pub mod root;
+}
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::kube::block;
+use support::kube::cluster::{KubeCluster, POLICY, annotation, apply_manifest};
+use support::kube::server;
+use support::node::{MI, fill, wait_for};
+
+/// [`POLICY`] restarting pods in a window that is always open (every minute, for two).
+fn evicting() -> Vec<(&'static str, &'static str)> {
+    let mut p = POLICY.to_vec();
+    p.extend([
+        ("offline-expansion", "evict"),
+        ("maintenance-window-schedule", "* * * * *"),
+        ("maintenance-window-duration", "2m"),
+    ]);
+    p
+}
+
+/// Claim `name` of 64Mi mounted by pod `pod-<name>` (labelled `app: <name>`) on the test's node.
+fn claim(c: &mut KubeCluster, name: &str, policy: &[(&str, &str)]) -> PathBuf {
+    c.pvc(name, &c.fast.clone(), 64, policy, |_| {});
+    let pod = format!("pod-{name}");
+    let made = c.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod, "namespace": c.ns, "labels": {"app": name}},
+        "spec": {
+            "nodeName": c.node,
+            "containers": [{"name": "db", "image": "postgres:17", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}],
+        },
+    }));
+    c.patch_status::<k8s_openapi::api::core::v1::Pod>(
+        &pod,
+        &json!({"status": {"phase": "Running", "podIP": "127.0.0.1"}}),
+    );
+    let uid = made["metadata"]["uid"].as_str().expect("uid").to_string();
+    let pv = c.pv_name(name);
+    c.root.tmpfs_volume(&uid, &pv, 64 * MI)
+}
+
+/// The offline driver's half of a resize: the controller grew the volume to `mi` MiB, the node
+/// waits for a remount. The filesystem stays as it is.
+fn controller_done(c: &KubeCluster, name: &str, mi: u64) {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    c.patch_status::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
+        name,
+        &json!({"status": {
+            "capacity": {"storage": format!("{mi}Mi")},
+            "conditions": [{
+                "type": "FileSystemResizePending", "status": "True", "lastTransitionTime": now,
+                "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node.",
+            }],
+        }}),
+    );
+}
+
+fn pdbs(c: &KubeCluster) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "poddisruptionbudgets");
+    Api::namespaced_with(c.admin.0.clone(), &c.ns, &ar)
+}
+
+/// A `maxUnavailable: 0` budget over `app: <name>`, with the status its controller would write:
+/// no disruption allowed.
+fn blocking_pdb(c: &KubeCluster, name: &str) {
+    let api = pdbs(c);
+    let pdb: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": c.ns},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": name}}},
+    }))
+    .expect("pdb");
+    let status = json!({"status": {
+        "observedGeneration": 1, "disruptionsAllowed": 0,
+        "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+    }});
+    let name = name.to_string();
+    block(async move {
+        api.create(&PostParams::default(), &pdb)
+            .await
+            .expect("create pdb");
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("pdb status");
+    });
+}
+
+/// The agent's evictions of `pod`, as the audit log has them, with their codes.
+fn evictions(c: &KubeCluster, pod: &str) -> Vec<u16> {
+    c.agent_requests()
+        .into_iter()
+        .filter(|e| e.name() == Some(pod))
+        .filter(|e| {
+            e.object_ref.as_ref().and_then(|o| o.subresource.as_deref()) == Some("eviction")
+        })
+        .map(|e| e.code())
+        .collect()
+}
+
+/// The claim's `restart` status (`{"restart": "refused", ...}`), parsed.
+fn restart(c: &KubeCluster, name: &str) -> Option<Value> {
+    let text = annotation(&c.get(name), "headroom.dev/status")?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v.get("restart").cloned()
+}
+
+fn pod_deleting(c: &KubeCluster, pod: &str) -> bool {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.admin.0.clone(), &c.ns);
+    let pod = pod.to_string();
+    block(async move { api.get(&pod).await.expect("pod") })
+        .metadata
+        .deletion_timestamp
+        .is_some()
+}
+
+/// Grows the claim once (56Mi of 64Mi is past 80 %: +16Mi), then the driver leaves it
+/// waiting for a remount.
+fn grown_and_waiting(c: &KubeCluster, name: &str, mount: &PathBuf) {
+    fill(mount, 56 * MI);
+    c.wait_request(name, 80 * MI);
+    controller_done(c, name, 80);
+}
+
+#[test]
+fn a_budget_that_allows_no_eviction_is_reported_and_not_retried_every_scan() {
+    let test = "a_budget_that_allows_no_eviction_is_reported_and_not_retried_every_scan";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    apply_manifest(&c.admin.0, "overlays/offline-expansion/rbac.yaml");
+    let policy = evicting();
+    let mount = claim(&mut c, "held", &policy);
+    blocking_pdb(&c, "held");
+    let _agent = c.agent("500ms", &["--resize-timeout", "2s"]);
+    grown_and_waiting(&c, "held", &mount);
+
+    c.wait_blocked("held", "awaiting_remount");
+    let refused = wait_for(Duration::from_secs(20), "the refusal in the status", || {
+        restart(&c, "held").filter(|r| r["restart"] == "refused")
+    });
+    assert_eq!(refused["count"], 1, "{refused}");
+    assert_eq!(refused["switchover"], false, "{refused}");
+    // Ten more scans: the budget still allows none, and no second request is made before the
+    // backoff (a minute) has passed.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(evictions(&c, "pod-held"), vec![429]);
+    assert!(!pod_deleting(&c, "pod-held"));
+    let events = c.events_for("held");
+    let said: Vec<_> = events
+        .iter()
+        .filter(|(r, t, _)| r == "EvictionRefused" && t == "Warning")
+        .collect();
+    assert_eq!(said.len(), 1, "{events:?}");
+    assert!(said[0].2.contains("disruption budget"), "{said:?}");
+    // The resize is still the one headroom made, unrecorded as evicted.
+    let history = annotation(&c.get("held"), "headroom.dev/history").expect("history");
+    assert!(!history.contains("evicted"), "{history}");
+}
+
+#[test]
+fn an_allowed_eviction_happens_once_and_is_recorded_and_a_claim_not_opted_in_is_left_alone() {
+    let test =
+        "an_allowed_eviction_happens_once_and_is_recorded_and_a_claim_not_opted_in_is_left_alone";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    apply_manifest(&c.admin.0, "overlays/offline-expansion/rbac.yaml");
+    let policy = evicting();
+    let mount = claim(&mut c, "free", &policy);
+    // Waiting for a remount too, with the same policy but not enabled: never touched.
+    let off: Vec<(&str, &str)> = policy
+        .iter()
+        .map(|(k, v)| {
+            if *k == "enabled" {
+                (*k, "false")
+            } else {
+                (*k, *v)
+            }
+        })
+        .collect();
+    claim(&mut c, "theirs", &off);
+    c.patch_claim(
+        "theirs",
+        json!({"spec": {"resources": {"requests": {"storage": "80Mi"}}}}),
+    );
+    controller_done(&c, "theirs", 80);
+    let _agent = c.agent("500ms", &["--resize-timeout", "2s"]);
+    grown_and_waiting(&c, "free", &mount);
+
+    let evicted = wait_for(Duration::from_secs(20), "the eviction's record", || {
+        let h = annotation(&c.get("free"), "headroom.dev/history")?;
+        let h: Vec<Value> = serde_json::from_str(&h).ok()?;
+        h.last()?.get("evicted").cloned()
+    });
+    assert!(evicted.is_string(), "{evicted}");
+    assert!(pod_deleting(&c, "pod-free"));
+    assert_eq!(
+        restart(&c, "free").map(|r| r["restart"].clone()),
+        Some(json!("evicted"))
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(evictions(&c, "pod-free"), vec![201]);
+    c.assert_one_event("free", "PodEvicted", "Normal", "pod-free");
+    assert_eq!(evictions(&c, "pod-theirs"), Vec::<u16>::new());
+    assert!(!pod_deleting(&c, "pod-theirs"));
+    assert!(c.claim_writes("theirs").is_empty());
+}
