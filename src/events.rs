@@ -227,16 +227,26 @@ fn quota_note(report: &VolumeReport) -> String {
 /// A resize only a restart or a detach of the pod can finish: what it waits for, and what
 /// finishes it (the runbook says the rest).
 fn awaiting_pod(report: &VolumeReport) -> Notice {
+    use crate::decide::restart::Restart;
     let Notice { reason, note, .. } = resize_failed(report);
-    let next = match report.decision.blocked_reason() {
-        Some(BlockReason::AwaitingDetach) => {
-            "stop the pod until the claim's capacity shows the new size (docs/operations.md#headroomresizestuck)"
+    let restart = report.decision.restart;
+    // The restart's name only, never its times: said once per state, not once per refusal.
+    let next = match (report.decision.blocked_reason(), restart) {
+        (Some(BlockReason::AwaitingDetach), _) => {
+            "stop the pod until the claim's capacity shows the new size".to_string()
         }
-        _ => {
-            "restart the pod that mounts it, or set offlineExpansion: evict (docs/operations.md#headroomresizestuck)"
+        (_, None | Some(Restart::Off)) => {
+            "restart the pod that mounts it, or set offlineExpansion: evict".to_string()
         }
+        (_, Some(r)) => format!(
+            "offlineExpansion: evict restarts the pod (restart: {})",
+            r.as_str()
+        ),
     };
-    Notice::warning(reason, format!("{note}; to finish it: {next}"))
+    Notice::warning(
+        reason,
+        format!("{note}; to finish it: {next} (docs/operations.md#headroomresizestuck)"),
+    )
 }
 
 /// The Event's reason names the failure's cause.

@@ -133,7 +133,12 @@ fn exported() -> BTreeSet<String> {
         false,
     );
     m.observe_scan(
-        &[data, wal_at_limit("shop", "pgwal-orders-1"), hung],
+        &[
+            data,
+            wal_at_limit("shop", "pgwal-orders-1"),
+            hung,
+            awaiting_remount("shop", "pgdata-orders-2"),
+        ],
         Duration::from_millis(50),
         at("2025-03-01T10:00:00Z"),
     );

@@ -50,7 +50,11 @@ fn claim(c: &mut KubeCluster, name: &str, policy: &[(&str, &str)]) -> PathBuf {
     }));
     c.patch_status::<k8s_openapi::api::core::v1::Pod>(
         &pod,
-        &json!({"status": {"phase": "Running", "podIP": "127.0.0.1"}}),
+        // Ready: the Eviction API lets an unready pod go whatever its budget says.
+        &json!({"status": {
+            "phase": "Running", "podIP": "127.0.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }}),
     );
     let uid = made["metadata"]["uid"].as_str().expect("uid").to_string();
     let pv = c.pv_name(name);

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use headroom::agent::{MeasuredBy, VolumeReport};
+use headroom::decide::restart::Restart;
 use headroom::decide::{
-    Action, ActionResult, BlockReason, ClaimState, Decision, GrowKind, Measurement, ResizeState,
-    SlotActivity, SlotRetention, State, Verdict, VolumeRole, WalDetail, WalHealth, WalSources,
+    Action, ActionResult, BlockReason, ClaimState, Decision, FailureCause, GrowKind, Measurement,
+    ResizeState, SlotActivity, SlotRetention, State, Verdict, VolumeRole, WalDetail, WalHealth,
+    WalSources,
 };
 use headroom::policy::merge::Source;
 
@@ -76,6 +78,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             notes: vec![],
             fallback: None,
             lower_to: None,
+            restart: None,
         },
         wal: Some(WalHealth {
             archive_configured: Some(true),
@@ -126,6 +129,26 @@ pub fn unmeasured(ns: &str, pvc: &str) -> VolumeReport {
     r
 }
 
+/// A data volume whose resize waits for a remount, its pod's eviction refused by its budget.
+pub fn awaiting_remount(ns: &str, pvc: &str) -> VolumeReport {
+    let mut r = pg_data(ns, pvc);
+    r.claim.resize = ResizeState::Failed {
+        cause: FailureCause::NeedsRemount,
+        detail: "FileSystemResizePending".into(),
+    };
+    r.decision = Decision {
+        restart: Some(Restart::Refused {
+            count: 1,
+            retry_at: at("2025-03-01T10:01:00Z"),
+            switchover: false,
+        }),
+        ..Decision::bare(Verdict::Blocked {
+            reason: BlockReason::AwaitingRemount,
+        })
+    };
+    r
+}
+
 /// A WAL volume at its limit, growing (the agent is about to resize it); its previous grow
 /// landed an hour ago.
 pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
@@ -145,6 +168,7 @@ pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
         instance: Some("orders-1".into()),
         volume_type: Some(VolumeRole::Wal),
         tablespace: None,
+        evicted: None,
     });
     r.limit_bytes = Some(10 * GI);
     r.decision.verdict = Verdict::Grow {
