@@ -13,7 +13,7 @@ mod support {
     pub mod root;
 }
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::Api;
@@ -140,7 +140,7 @@ fn pod_deleting(c: &KubeCluster, pod: &str) -> bool {
 
 /// Grows the claim once (56Mi of 64Mi is past 80 %: +16Mi), then the driver leaves it
 /// waiting for a remount.
-fn grown_and_waiting(c: &KubeCluster, name: &str, mount: &PathBuf) {
+fn grown_and_waiting(c: &KubeCluster, name: &str, mount: &Path) {
     fill(mount, 56 * MI);
     c.wait_request(name, 80 * MI);
     controller_done(c, name, 80);

@@ -352,6 +352,8 @@ impl Actor<'_> {
         let pod = report.instance.as_deref().unwrap_or_default();
         let evicted = match self.evictions.get(&key).evicted {
             Some(at) => at,
+            // Shutting down: start nothing new, as for a patch.
+            None if self.shutdown.is_stopping() => return Applied::Done,
             None => {
                 let outcome =
                     evict::evict(&self.client, &report.namespace, pod, self.timeout).await;

@@ -96,7 +96,7 @@ pub fn peer_first(primary: bool, peers: &[PeerRestart], now: Timestamp) -> bool 
 }
 
 /// The history entry of the resize in flight: the newest, when it asked for the claim's request.
-pub fn resize_entry<'a>(history: &'a [Action], request: u64) -> Option<&'a Action> {
+pub fn resize_entry(history: &[Action], request: u64) -> Option<&Action> {
     history
         .iter()
         .max_by_key(|a| a.at)
@@ -141,7 +141,8 @@ fn when(inputs: &Inputs, policy: &Policy, emergency: bool, facts: &RestartFacts)
     }
     let window = policy.maintenance_window.as_ref();
     let open = window.is_some_and(|w| w.is_open(now));
-    if !open && !(emergency && policy.emergency_grow.enabled) {
+    let emergency = emergency && policy.emergency_grow.enabled;
+    if !(open || emergency) {
         return Restart::OutsideWindow {
             next: window.and_then(|w| w.next_open(now)),
         };
