@@ -186,3 +186,60 @@ pub(super) fn note(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::GrowKind;
+    use crate::quantity::GI;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().expect("ts")
+    }
+
+    /// Each refusal counts up and pushes the next try further; an eviction is remembered for
+    /// its resize only, and a claim gone from the node is forgotten.
+    #[test]
+    fn refusals_count_up_and_memos_follow_their_resize() {
+        let memos = Memos::default();
+        let (key, now) = ("db/pg-1@12884901888", ts("2026-03-01T03:00:00Z"));
+        let refused = || Outcome::Refused("Cannot evict pod".into());
+        let first = remember(&memos, key, &refused(), false, now);
+        let later = now + jiff::SignedDuration::from_mins(1);
+        let second = remember(&memos, key, &refused(), true, later);
+        assert_eq!(
+            (first, second),
+            (
+                Restart::Refused {
+                    count: 1,
+                    retry_at: now + jiff::SignedDuration::from_mins(1),
+                    switchover: false
+                },
+                Restart::Refused {
+                    count: 2,
+                    retry_at: later + jiff::SignedDuration::from_mins(2),
+                    switchover: true
+                }
+            )
+        );
+        assert_eq!(memos.get(key).refused.map(|r| r.count), Some(2));
+        assert_eq!(memos.get("db/pg-1@16106127360").refused, None);
+        remember(&memos, key, &Outcome::Evicted, false, later);
+        assert_eq!(memos.get(key).evicted, Some(later));
+        memos.retain(|claim| claim == "db/pg-2");
+        assert_eq!(memos.get(key).evicted, None);
+    }
+
+    /// Only the resize in flight's entry is marked, and only when there is one.
+    #[test]
+    fn the_record_marks_the_resize_in_flight() {
+        let old = Action::new(ts("2026-02-01T03:00:00Z"), GrowKind::Grow, 8 * GI, 10 * GI);
+        let new = Action::new(ts("2026-03-01T03:00:00Z"), GrowKind::Grow, 10 * GI, 12 * GI);
+        let at = ts("2026-03-01T03:30:00Z");
+        let h = recorded(&[old.clone(), new.clone()], 12 * GI, at).expect("recorded");
+        assert_eq!(h[0], old);
+        assert_eq!(h[1].evicted, Some(at));
+        assert_eq!(h[1].result, Some(ActionResult::Requested));
+        assert_eq!(recorded(&[old], 12 * GI, at), None);
+    }
+}
