@@ -244,7 +244,8 @@ pub struct AgentArgs {
     /// Decide and report, never patch a claim.
     #[arg(long, env = "HEADROOM_DRY_RUN")]
     pub dry_run: bool,
-    /// A resize in flight longer than this is reported as failed.
+    /// A resize in flight longer than this is reported as failed (or as waiting for the pod:
+    /// `awaiting_remount`, `awaiting_detach`).
     #[arg(long, env = "HEADROOM_RESIZE_TIMEOUT", default_value = "10m")]
     pub resize_timeout: String,
     /// Bound on each API request the scan makes (GET, PATCH); watches are not bounded by it.
