@@ -38,10 +38,16 @@ fn evicting() -> Vec<(&'static str, &'static str)> {
 /// Claim `name` of 64Mi mounted by pod `pod-<name>` (labelled `app: <name>`) on the test's node.
 fn claim(c: &mut KubeCluster, name: &str, policy: &[(&str, &str)]) -> PathBuf {
     c.pvc(name, &c.fast.clone(), 64, policy, |_| {});
+    mounted(c, name, json!({"app": name}), 64)
+}
+
+/// Pod `pod-<name>` with `labels`, running and ready on the test's node, mounting claim `name`
+/// as a tmpfs of `mi` MiB.
+fn mounted(c: &mut KubeCluster, name: &str, labels: Value, mi: u64) -> PathBuf {
     let pod = format!("pod-{name}");
     let made = c.create(json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod, "namespace": c.ns, "labels": {"app": name}},
+        "metadata": {"name": pod, "namespace": c.ns, "labels": labels},
         "spec": {
             "nodeName": c.node,
             "containers": [{"name": "db", "image": "postgres:17", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
@@ -58,7 +64,7 @@ fn claim(c: &mut KubeCluster, name: &str, policy: &[(&str, &str)]) -> PathBuf {
     );
     let uid = made["metadata"]["uid"].as_str().expect("uid").to_string();
     let pv = c.pv_name(name);
-    c.root.tmpfs_volume(&uid, &pv, 64 * MI)
+    c.root.tmpfs_volume(&uid, &pv, mi * MI)
 }
 
 /// The offline driver's half of a resize: the controller grew the volume to `mi` MiB, the node
@@ -231,4 +237,92 @@ fn an_allowed_eviction_happens_once_and_is_recorded_and_a_claim_not_opted_in_is_
     assert_eq!(evictions(&c, "pod-theirs"), Vec::<u16>::new());
     assert!(!pod_deleting(&c, "pod-theirs"));
     assert!(c.claim_writes("theirs").is_empty());
+}
+
+/// The kubelet's part of an eviction and the restart: the old pod gone, its mount with it, a
+/// new pod of the same name mounting the volume, grown at the mount (`mi` MiB), the condition
+/// cleared.
+fn restarted(c: &mut KubeCluster, name: &str, old: &Path, labels: Value, mi: u64) -> PathBuf {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.admin.0.clone(), &c.ns);
+    let pod = format!("pod-{name}");
+    block(async move {
+        let dp = kube::api::DeleteParams::default().grace_period(0);
+        api.delete(&pod, &dp).await.expect("delete pod");
+    });
+    let out = std::process::Command::new("umount")
+        .arg(old)
+        .output()
+        .expect("umount");
+    assert!(out.status.success(), "umount {}: {out:?}", old.display());
+    let mount = mounted(c, name, labels, mi);
+    c.patch_status::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
+        name,
+        &json!({"status": {"conditions": null}}),
+    );
+    mount
+}
+
+/// A CloudNativePG-labelled pair on one node, both resizes waiting for a remount: the replica is
+/// evicted first while the primary waits (`peer_first`); once the replica is back and its
+/// resize landed, the primary is evicted.
+#[test]
+fn a_cloudnativepg_replica_is_restarted_before_its_primary() {
+    let test = "a_cloudnativepg_replica_is_restarted_before_its_primary";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    apply_manifest(&c.admin.0, "overlays/offline-expansion/rbac.yaml");
+    let mut policy = evicting();
+    // CloudNativePG keeps WAL on the data volume unless told otherwise.
+    policy.push(("wal-safety-acknowledge-wal-risk", "true"));
+    let pod_labels = |instance: &str, role: &str| json!({"cnpg.io/cluster": "pg", "cnpg.io/instanceName": instance, "cnpg.io/instanceRole": role});
+    let mut mounts = Vec::new();
+    for (name, role) in [("pg-1", "primary"), ("pg-2", "replica")] {
+        let labels = json!({
+            "cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA", "cnpg.io/instanceName": name,
+        });
+        c.pvc(name, &c.fast.clone(), 64, &policy, move |p: &mut Value| {
+            p["metadata"]["labels"] = labels
+        });
+        mounts.push(mounted(&mut c, name, pod_labels(name, role), 64));
+    }
+    let _agent = c.agent("500ms", &["--resize-timeout", "2s"]);
+    for (name, mount) in ["pg-1", "pg-2"].iter().zip(&mounts) {
+        fill(mount, 56 * MI);
+        c.wait_request(name, 80 * MI);
+    }
+    for name in ["pg-1", "pg-2"] {
+        controller_done(&c, name, 80);
+    }
+
+    let evicted = |c: &KubeCluster, name: &str| {
+        let h = annotation(&c.get(name), "headroom.dev/history")?;
+        let h: Vec<Value> = serde_json::from_str(&h).ok()?;
+        h.last()?.get("evicted").cloned()
+    };
+    wait_for(Duration::from_secs(20), "the replica's eviction", || {
+        evicted(&c, "pg-2")
+    });
+    wait_for(
+        Duration::from_secs(20),
+        "the primary waiting for it",
+        || restart(&c, "pg-1").filter(|r| r["restart"] == "peer_first"),
+    );
+    assert_eq!(evictions(&c, "pod-pg-1"), Vec::<u16>::new());
+
+    // The replica comes back: its filesystem grown at the mount, its resize seen landed.
+    let labels = pod_labels("pg-2", "replica");
+    let back = restarted(&mut c, "pg-2", &mounts[1], labels, 80);
+    fill(&back, 8 * MI);
+    wait_for(Duration::from_secs(20), "the primary's eviction", || {
+        evicted(&c, "pg-1")
+    });
+    assert_eq!(evictions(&c, "pod-pg-2"), vec![201]);
+    assert_eq!(evictions(&c, "pod-pg-1"), vec![201]);
+    let h = annotation(&c.get("pg-2"), "headroom.dev/history").expect("history");
+    assert!(
+        h.contains("\"landed\""),
+        "the replica's resize never landed: {h}"
+    );
 }

@@ -4,8 +4,8 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::decide::BlockReason;
 use crate::decide::restart::{self, PeerRestart, Refusal, RestartFacts};
+use crate::decide::{ActionResult, BlockReason};
 use crate::k8s::logical::Peers;
 use crate::k8s::roles::{self, Operator};
 
@@ -21,14 +21,20 @@ pub fn facts(
     let peers: Vec<PeerRestart> = logical
         .iter()
         .flat_map(|l| l.peers.iter())
-        .map(|p| PeerRestart {
-            awaiting: p.blocked == Some(BlockReason::AwaitingRemount),
-            evicted: p
+        .map(|p| {
+            let entry = p
                 .history
                 .as_ref()
                 .ok()
-                .and_then(|h| restart::resize_entry(h, p.request))
-                .and_then(|a| a.evicted),
+                .and_then(|h| restart::resize_entry(h, p.request));
+            // Its own agent's status lags a scan behind: a resize of its not yet seen landed
+            // counts too, or a primary deciding in the same scan as its replica goes first.
+            let unlanded = entry
+                .is_some_and(|a| a.landed.is_none() && a.result == Some(ActionResult::Requested));
+            PeerRestart {
+                awaiting: p.blocked == Some(BlockReason::AwaitingRemount) || unlanded,
+                evicted: entry.and_then(|a| a.evicted),
+            }
         })
         .collect();
     RestartFacts {
@@ -129,9 +135,19 @@ mod tests {
         // Evicted long ago and still waiting: it needs a person, not the others' patience.
         let stale = peers(waiting(Some("2026-03-01T03:00:00Z")));
         assert!(!facts(&primary, Some(&stale), None, now).peer_first);
-        // A peer grown meanwhile waits for nothing.
+        // A peer whose resize landed waits for nothing.
         let mut done = waiting(None);
         done.blocked = None;
+        if let Ok(h) = done.history.as_mut() {
+            h[0].landed = Some(ts("2026-03-01T03:20:00Z"));
+        }
         assert!(!facts(&primary, Some(&peers(done)), None, now).peer_first);
+        // One whose own agent has not said yet, its resize not seen landed: it goes first.
+        let mut unsaid = waiting(None);
+        unsaid.blocked = Some(BlockReason::ResizeInProgress);
+        if let Ok(h) = unsaid.history.as_mut() {
+            h[0].result = Some(ActionResult::Requested);
+        }
+        assert!(facts(&primary, Some(&peers(unsaid)), None, now).peer_first);
     }
 }
