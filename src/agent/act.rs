@@ -349,7 +349,10 @@ impl Actor<'_> {
     ) -> Applied {
         let report = &eval.report;
         let key = evict::memo_key(report);
-        let pod = report.instance.as_deref().unwrap_or_default();
+        // The pod that mounts it here; a report without one names nothing to evict.
+        let Some(pod) = report.instance.as_deref().filter(|p| !p.is_empty()) else {
+            return self.write_status(&key, pvc, eval, &status).await;
+        };
         let evicted = match self.evictions.get(&key).evicted {
             Some(at) => at,
             // Shutting down: start nothing new, as for a patch.

@@ -1,6 +1,6 @@
 //! What the decision engine is told: plain data, gathered by the shells.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::lsn::{Lsn, WalPosition};
@@ -290,45 +290,6 @@ impl VolumeRole {
     }
 }
 
-/// A refused eviction is tried again after this, doubling with each refusal...
-pub const REFUSED_BACKOFF: SignedDuration = SignedDuration::from_mins(1);
-/// ...up to this: a PodDisruptionBudget that never allows one costs one request an hour.
-pub const REFUSED_BACKOFF_MAX: SignedDuration = SignedDuration::from_hours(1);
-
-/// What the shells know of the pod that mounts the claim, for the order and the refusals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct RestartFacts {
-    /// The pod is its Postgres cluster's primary (its operator's role label says so).
-    pub primary: bool,
-    /// ...of a CloudNativePG cluster, whose own PodDisruptionBudget refuses it by design.
-    pub cnpg: bool,
-    /// Another member of the claim's group or logical volume goes first: a primary waits for
-    /// every replica whose resize waits for its restart; anyone waits for a peer evicted less
-    /// than `restart::PEER_SETTLE` ago that has not come back grown.
-    pub peer_first: bool,
-    /// The Eviction API refused this pod's eviction for this resize (429: its
-    /// PodDisruptionBudget): how often, and when last.
-    pub refused: Option<Refusal>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Refusal {
-    pub count: u32,
-    pub at: Timestamp,
-}
-
-impl Refusal {
-    /// When the next attempt may be made: [`REFUSED_BACKOFF`] doubled per earlier refusal, at
-    /// most [`REFUSED_BACKOFF_MAX`].
-    pub fn retry_at(&self) -> Timestamp {
-        let doublings = self.count.saturating_sub(1).min(16);
-        let wait = REFUSED_BACKOFF
-            .checked_mul(1 << doublings)
-            .map_or(REFUSED_BACKOFF_MAX, |w| w.min(REFUSED_BACKOFF_MAX));
-        self.at.checked_add(wait).unwrap_or(self.at)
-    }
-}
-
 /// Facts about the volume that are not measurements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct VolumeFacts {
@@ -357,7 +318,7 @@ pub struct VolumeFacts {
     /// [`super::quota::ceiling`]); `None` when no quota limits it.
     pub quota_ceiling: Option<u64>,
     /// The pod's role, its peers and past refusals, for a restart that finishes a resize.
-    pub restart: RestartFacts,
+    pub restart: super::restart_facts::RestartFacts,
 }
 
 impl VolumeFacts {

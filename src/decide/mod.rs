@@ -14,6 +14,7 @@ pub mod quota;
 pub mod rate;
 pub mod recover;
 pub mod restart;
+mod restart_facts;
 mod wal;
 
 pub use budget::BudgetView;

@@ -6,7 +6,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::inputs::{Action, FailureCause, Inputs, ResizeState};
-pub use super::inputs::{REFUSED_BACKOFF, REFUSED_BACKOFF_MAX, Refusal, RestartFacts};
+pub use super::restart_facts::{REFUSED_BACKOFF, REFUSED_BACKOFF_MAX, Refusal, RestartFacts};
 use crate::policy::{OfflineExpansion, Policy};
 
 /// A peer evicted less than this ago whose resize has not landed is still restarting: the next
