@@ -42,7 +42,8 @@ pub fn grow_body(
 
 /// The history entry of a resize of `eval`'s volume, sent by `node` at `at`: the sizes, and what
 /// the RFC's resize history keeps beside them (the result, requested until a measurement shows
-/// it; the instance; the volume type) and the filesystem's size when it was decided.
+/// it; the instance; the volume type), the filesystem's size when it was decided, and what it was
+/// decided on (predicted or not, the used percent, the fill rate) so it can be judged afterwards.
 fn recorded(
     eval: &Evaluation,
     (at, kind): (Timestamp, GrowKind),
@@ -58,6 +59,15 @@ fn recorded(
         volume_type: Some(report.role),
         tablespace: report.tablespace.clone(),
         action: eval.action.clone(),
+        predicted: report.decision.predicted,
+        used_percent: report
+            .measurement
+            .and_then(|m| crate::decide::Percent::of(m.used_percent())),
+        bytes_per_second: report
+            .fill_rate
+            .map(|r| r.bytes_per_second)
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| r.min(u64::MAX as f64).round() as u64),
         ..Action::new(at, kind, from, to)
     }
 }

@@ -334,6 +334,10 @@ fn history_entries_record_result_instance_and_volume_type() {
     assert_eq!(h[0].result, Some(ActionResult::Requested));
     assert_eq!(h[0].instance.as_deref(), Some("app-0"));
     assert_eq!(h[0].volume_type, Some(VolumeRole::Other));
+    // What it was decided on: a line crossed (not predicted), at 90 %, with no rate yet.
+    assert!(!h[0].predicted);
+    assert_eq!(h[0].used_percent.map(|p| p.get()), Some(90.0));
+    assert_eq!(h[0].bytes_per_second, None);
 
     // The filesystem shows the new size: Succeeded, and the history is written back.
     let landed = scan_once(&pvc, grow.0, start + SignedDuration::from_secs(30));

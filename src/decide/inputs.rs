@@ -174,6 +174,38 @@ pub struct Action {
     /// durable record that it is never done twice for one resize.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evicted: Option<Timestamp>,
+
+    /// The grow was decided from the predicted fill (the predictive trigger), not from a line
+    /// already crossed. Kept here because the status that also says so is rewritten every scan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub predicted: bool,
+    /// The filesystem's used percent the grow was decided on. Absent in older entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_percent: Option<Percent>,
+    /// The fill rate (bytes per second, whole) the grow was decided on, when one was estimated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_second: Option<u64>,
+}
+
+/// A percent as the history keeps it, with one decimal. Only finite values are made (and JSON
+/// holds no others), so it compares like a number that is never NaN.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Percent(f64);
+
+impl Eq for Percent {}
+
+impl Percent {
+    /// `value` rounded to one decimal; `None` when it is not a finite number.
+    pub fn of(value: f64) -> Option<Self> {
+        value
+            .is_finite()
+            .then(|| Percent((value * 10.0).round() / 10.0))
+    }
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
 }
 
 /// Names the logical action a history entry belongs to: the acting claim's uid (its first
@@ -256,6 +288,10 @@ impl Action {
             tablespace: None,
             action: None,
             evicted: None,
+
+            predicted: false,
+            used_percent: None,
+            bytes_per_second: None,
         }
     }
 

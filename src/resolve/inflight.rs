@@ -1,6 +1,8 @@
-//! One fill, one grow. A resize is in flight until the filesystem itself shows it: neither the
-//! claim's `status.capacity` (absent on some drivers, set before the node expands the
-//! filesystem on others) nor numbers measured before the write can end it. Pure: the shells pass
+//! One fill, one grow. A resize is in flight until both the claim and the filesystem show it:
+//! the claim's status (`status.capacity` below the request, a resize condition) keeps it in
+//! flight, and so does a filesystem not yet measured larger after the write, since
+//! `status.capacity` is absent on some drivers and set before the node expands the filesystem on
+//! others; numbers measured before the write end nothing. Pure: the shells pass
 //! the measurement and when it was taken.
 
 use jiff::{SignedDuration, Timestamp};

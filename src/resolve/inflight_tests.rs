@@ -68,6 +68,25 @@ fn status_capacity_updated_but_filesystem_not_grown_is_in_flight() {
 }
 
 #[test]
+fn filesystem_grown_but_status_capacity_not_is_in_flight() {
+    // The other half of "both must show it": the node grew the filesystem, the claim's status
+    // still says the old size (the resizer has not caught up). Still in flight, from its status.
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let now = at + SignedDuration::from_secs(20);
+    let status = ClaimState {
+        resize: ResizeState::InProgress { since: None },
+        ..idle(12 * GI, 10 * GI)
+    };
+    let c = resize_state(status, &h, Some(&seen(12 * GI, now)), TIMEOUT, now);
+    assert!(
+        matches!(c.resize, ResizeState::InProgress { .. }),
+        "{:?}",
+        c.resize
+    );
+}
+
+#[test]
 fn claim_without_capacity_is_in_flight_until_the_filesystem_grows() {
     let at = ts("2026-03-01T12:00:00Z");
     let h = [grow(at, 10 * GI, 13 * GI, Some(10 * GI))];
@@ -293,7 +312,7 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { action: None, evicted: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None });
+                history.push(Action { action: None, evicted: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None, predicted: false, used_percent: None, bytes_per_second: None });
                 request = to;
                 asked = Some(i);
             }

@@ -169,6 +169,10 @@ pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
         volume_type: Some(VolumeRole::Wal),
         tablespace: None,
         evicted: None,
+
+        predicted: false,
+        used_percent: None,
+        bytes_per_second: None,
     });
     r.limit_bytes = Some(10 * GI);
     r.decision.verdict = Verdict::Grow {
