@@ -3,6 +3,9 @@
 
 ebs-fast-fill.csv   a 50Gi claim filling at 2 MB/s for 16 h, one row a minute: with a 6 h
                     modification interval (ebs.csi.aws.com) every grow must last until the next.
+ebs-speed-up.csv    a 50Gi claim near its line filling at 1 MB/s, then at 20 MB/s for an hour:
+                    two grows within three hours, which EBS's rule since January 2026 (four per
+                    rolling 24 h) allows and the six-hour rule before it did not.
 noisy-*.csv         a 100Gi claim at 74-75Gi (5-6Gi under the 80 % line), one row a second (the
                     agent's sampling) for 30 min, whose fill rate is noisy but that never reaches
                     the line: none of them may be grown early by the predictive trigger.
@@ -27,6 +30,18 @@ def fast_fill():
     write("ebs-fast-fill.csv", [
         "A 50Gi claim from 20Gi used, filling at 2 MB/s for 16 h (one row a minute): the 80 %",
         "line is 3 h away. scripts/example-traces.py writes it.",
+    ], rows)
+
+
+def speed_up():
+    rows = []
+    used = 35 * GI
+    for t in range(0, 6 * 3600 + 1, 60):
+        rows.append((t, used))
+        used += 60 * (1e6 if t < 2 * 3600 else 20e6 if t < 3 * 3600 else 0)
+    write("ebs-speed-up.csv", [
+        "A 50Gi claim from 35Gi used, filling at 1 MB/s for 2 h, then at 20 MB/s for 1 h, then",
+        "still for 3 h (one row a minute). scripts/example-traces.py writes it.",
     ], rows)
 
 
@@ -81,6 +96,7 @@ def deletes():
 
 
 fast_fill()
+speed_up()
 bursts()
 wal_cycles()
 deletes()

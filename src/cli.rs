@@ -93,9 +93,10 @@ pub struct SimulateArgs {
     /// Replay twice, threshold only and with trigger.predictive, and show the peak usage of each.
     #[arg(long)]
     pub compare_predictive: bool,
-    /// The claim's CSI driver (e.g. ebs.csi.aws.com). Its known modification interval is what
-    /// `modificationInterval: auto` means, and the simulated storage refuses a resize sent
-    /// sooner than that after the last one (the report counts them).
+    /// The claim's CSI driver (e.g. ebs.csi.aws.com). Its known rule (a gap between resizes, or
+    /// so many per rolling window, each after the last one landed) is what
+    /// `modificationInterval: auto` means, and the simulated storage refuses a resize that breaks
+    /// it (the report counts them).
     #[arg(long)]
     pub driver: Option<String>,
     /// Wall-clock time of the trace's first row (RFC 3339).

@@ -106,9 +106,9 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
             "ModificationInterval",
             match report.decision.next_grow {
                 Some(t) => format!(
-                    "growth needed, but the volume was grown less than modificationInterval ago and its storage would refuse another resize until {t}: none sent"
+                    "growth needed, but the volume's storage would refuse another resize until {t} (modificationInterval, or its CSI driver's limit on resizes per day): none sent"
                 ),
-                None => "growth needed, but the volume was grown less than modificationInterval ago and its storage would refuse another resize: none sent".to_string(),
+                None => "growth needed, but the volume's storage would refuse another resize (modificationInterval, or its CSI driver's limit on resizes per day): none sent".to_string(),
             },
         ),
         BlockReason::OutsideWindow | BlockReason::Cooldown => Notice {

@@ -496,10 +496,12 @@ fn simulate_example(
     serde_json::from_slice(&out.stdout).expect("json")
 }
 
-/// Issue 27: a claim of ebs.csi.aws.com (one modification per volume per 6 h) filling at
-/// 2 MB/s for 16 h, at default settings: every grow lasts until the next one is possible, so the
-/// storage never refuses one and the volume is never full. The same policy told there is no
-/// interval (`modificationInterval: 0s`) sends a second grow the storage refuses, and fills.
+/// Issues 27 and 40: a claim of ebs.csi.aws.com filling at 2 MB/s for 16 h, at default settings
+/// (EBS's rule since January 2026: four modifications per rolling 24 h, each after the last
+/// landed): grown by its ordinary step as it needs, never refused, never full; the grow that
+/// spends the policy's third action of the day lasts until a place frees. Under the six-hour rule
+/// (`modificationInterval: 6h`) every grow lasts until the next one is possible, 6 h apart. Told
+/// there is no rule at all (`0s`), the same fill spends the day's actions in small steps, and fills.
 #[test]
 fn a_fast_fill_on_ebs_is_never_refused_and_never_full() {
     let ebs = [
@@ -519,6 +521,17 @@ fn a_fast_fill_on_ebs_is_never_refused_and_never_full() {
     assert_eq!(v["refused"].as_array().map(Vec::len), Some(0), "{v}");
     assert_eq!(v["full_seconds"], 0.0, "{v}");
     assert!(v["peak_used_percent"].as_f64() < Some(80.0), "{v}");
+    assert_eq!(grows(&v), [60 * GI, 72 * GI, 252 * GI], "{v}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let six_hours = write(
+        &dir,
+        "six.yaml",
+        "enabled: true\nlimit: 1Ti\nmodificationInterval: 6h\n",
+    );
+    let v = simulate_example(&six_hours, "examples/ebs-fast-fill.csv", "50Gi", &ebs);
+    assert_eq!(v["refused"].as_array().map(Vec::len), Some(0), "{v}");
+    assert_eq!(v["full_seconds"], 0.0, "{v}");
     let at: Vec<f64> = v["actions"]
         .as_array()
         .expect("actions")
@@ -529,18 +542,46 @@ fn a_fast_fill_on_ebs_is_never_refused_and_never_full() {
     for pair in at.windows(2) {
         assert!(pair[1] - pair[0] >= 6.0 * 3600.0, "grows at {at:?}");
     }
-    // 2 MB/s for 6 h + 2m30s is 43.5 GB: each step is at least that, rounded to whole Gi.
-    assert_eq!(grows(&v), [101 * GI, 152 * GI, 203 * GI], "{v}");
+    // 2 MB/s for 6 h + 2m30s is 43.5 GB: each step is at least that, rounded to whole Gi; the
+    // third spends the day's last action and lasts until the first leaves the day.
+    assert_eq!(grows(&v), [101 * GI, 152 * GI, 252 * GI], "{v}");
 
-    let dir = tempfile::tempdir().expect("tempdir");
     let blind = write(
         &dir,
         "p.yaml",
         "enabled: true\nlimit: 1Ti\nmodificationInterval: 0s\n",
     );
     let v = simulate_example(&blind, "examples/ebs-fast-fill.csv", "50Gi", &ebs);
-    assert!(!v["refused"].as_array().expect("refused").is_empty(), "{v}");
     assert!(v["full_seconds"].as_f64() > Some(3600.0), "{v}");
+}
+
+/// Issue 40: a fill that speeds up after its first grow (1 MB/s, then 20 MB/s for an hour) needs
+/// a second grow within three hours. EBS's rule since January 2026 takes it: never full. Under
+/// the six-hour rule the volume is full from the fast hour on.
+#[test]
+fn a_fill_that_speeds_up_on_ebs_is_full_only_under_the_six_hour_rule() {
+    let ebs = [
+        "--interval",
+        "60s",
+        "--resize-delay",
+        "60s",
+        "--driver",
+        "ebs.csi.aws.com",
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = write(&dir, "now.yaml", "enabled: true\nlimit: 1Ti\n");
+    let v = simulate_example(&now, "examples/ebs-speed-up.csv", "50Gi", &ebs);
+    assert_eq!(v["full_seconds"], 0.0, "{v}");
+    assert_eq!(v["refused"].as_array().map(Vec::len), Some(0), "{v}");
+    assert_eq!(grows(&v), [60 * GI, 72 * GI, 171 * GI], "{v}");
+    let old = write(
+        &dir,
+        "old.yaml",
+        "enabled: true\nlimit: 1Ti\nmodificationInterval: 6h\n",
+    );
+    let v = simulate_example(&old, "examples/ebs-speed-up.csv", "50Gi", &ebs);
+    assert!(v["full_seconds"].as_f64() > Some(3.0 * 3600.0), "{v}");
+    assert_eq!(v["peak_used_percent"], 100.0, "{v}");
 }
 
 /// Issue 27: the predictive trigger is on by default, and a volume whose fill rate is noisy

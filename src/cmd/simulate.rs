@@ -60,10 +60,10 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
         RoleArg::Tablespace => VolumeRole::Tablespace,
         RoleArg::Other => VolumeRole::Other,
     };
-    let storage_interval = args
+    let storage_rule = args
         .driver
         .as_deref()
-        .and_then(crate::policy::drivers::modification_interval);
+        .and_then(crate::policy::drivers::rule);
     let ctx = Context {
         current_size: Some(capacity),
         wal_has_own_volume: match role {
@@ -71,7 +71,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
             VolumeRole::Wal => Some(true),
             _ => None,
         },
-        driver_interval: storage_interval,
+        driver_rule: storage_rule,
         // The replay holds a floor the claim cannot meet as an inherited one is held (any
         // inherited layer says the same), and its warning says that alone.
         min_available_source: Some(crate::policy::Source::ConfigMapDefault),
@@ -106,7 +106,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, SimulateError> {
         resize_delay,
         start,
         facts,
-        storage_interval,
+        storage_rule,
     };
     if args.compare_predictive {
         let c = compare(&policy, &trace, &opts);

@@ -74,7 +74,7 @@ pub fn rows(
             let ctx = Context {
                 current_size: current.filter(|b| *b > 0),
                 wal_has_own_volume: None,
-                driver_interval: None,
+                driver_rule: None,
                 min_available_source: merged.min_available_source(),
             };
             let managed = merged.wants_enabled();

@@ -260,3 +260,78 @@ proptest! {
         }
     }
 }
+
+/// AWS EBS since January 2026: four modifications per rolling 24 h, each after the last landed.
+fn ebs_2026(limit: u64) -> Policy {
+    let mut p = Policy::with_limit(limit);
+    p.enabled = true;
+    // Room in headroom's own daily budget, so the storage's is what limits.
+    p.max_actions_per_day = 10;
+    p.modification_budget = Some(crate::policy::drivers::Budget {
+        count: 4,
+        window: SignedDuration::from_hours(24),
+        after_landed: true,
+    });
+    p
+}
+
+fn grows_at(times: &[&str]) -> Vec<Action> {
+    times.iter().map(|t| grow(t, GrowKind::Grow)).collect()
+}
+
+#[test]
+fn four_grows_a_day_then_none_until_the_oldest_leaves_the_window() {
+    let p = ebs_2026(1000 * GI);
+    let mut h = grows_at(&[
+        "2026-03-01T01:00:00Z",
+        "2026-03-01T02:00:00Z",
+        "2026-03-01T03:00:00Z",
+    ]);
+    // Three in the window: an emergency five minutes after the third is grown at once.
+    let full = meas(120 * GI, 118 * GI);
+    let d = run(&p, full, 120 * GI, &h, "2026-03-01T03:05:00Z");
+    assert!(d.grow_to().is_some(), "{d:?}");
+    assert_eq!(d.next_grow, None);
+    // Four: none, not even an emergency, until the first leaves the window 24 h after it.
+    h.extend(grows_at(&["2026-03-01T04:00:00Z"]));
+    let d = run(&p, full, 120 * GI, &h, "2026-03-01T12:00:00Z");
+    assert_eq!(d.blocked_reason(), Some(BlockReason::ModificationInterval));
+    assert_eq!(d.next_grow, Some(ts("2026-03-02T01:00:00Z")));
+    let d = run(&p, full, 120 * GI, &h, "2026-03-02T00:59:59Z");
+    assert_eq!(d.blocked_reason(), Some(BlockReason::ModificationInterval));
+    let d = run(&p, full, 120 * GI, &h, "2026-03-02T01:00:00Z");
+    assert!(d.grow_to().is_some(), "{d:?}");
+    // A retry (a lowered request) is no modification the storage counts.
+    let mut retried = h.clone();
+    retried[0].kind = GrowKind::Retry;
+    let d = run(&p, full, 120 * GI, &retried, "2026-03-01T12:00:00Z");
+    assert!(d.grow_to().is_some(), "{d:?}");
+}
+
+#[test]
+fn the_grow_that_spends_the_budget_lasts_until_a_place_frees() {
+    let p = ebs_2026(10_000 * GI);
+    let h = grows_at(&[
+        "2026-03-01T01:00:00Z",
+        "2026-03-01T02:00:00Z",
+        "2026-03-01T03:00:00Z",
+    ]);
+    // Past the line at 1 MB/s: the fourth grow of the window must last until 01:00 tomorrow
+    // (21 h), and the grow made then must land (the lead time).
+    let at = |h: &[Action]| {
+        run_at_rate(
+            &p,
+            meas(100 * GI, 81 * GI),
+            100 * GI,
+            h,
+            "2026-03-01T04:00:00Z",
+            Some(MB),
+        )
+    };
+    let (to, _) = at(&h).grow_to().expect("grown");
+    let lasts = (to as f64 * 0.8 - 81.0 * GI as f64) / MB;
+    assert!(lasts >= 21.0 * 3600.0, "{to} lasts {lasts} s");
+    // With places left, the next grow is possible once this one has landed: the ordinary step.
+    let (to, _) = at(&h[..1]).grow_to().expect("grown");
+    assert_eq!(to, 120 * GI);
+}

@@ -51,6 +51,7 @@ prop_compose! {
         predictive in any::<bool>(),
         lead_s in 1i64..600,
         interval_m in proptest::option::weighted(0.3, 1i64..720),
+        per_window in proptest::option::weighted(0.3, (1u32..=5, 1i64..48, any::<bool>())),
         floor_on_claim in any::<bool>(),
         evict in any::<bool>(),
     ) -> Policy {
@@ -80,6 +81,11 @@ prop_compose! {
                 margin: SignedDuration::from_secs(lead_s / 4),
             },
             modification_interval: interval_m.map(SignedDuration::from_mins),
+            modification_budget: per_window.map(|(count, hours, after_landed)| crate::policy::drivers::Budget {
+                count,
+                window: SignedDuration::from_hours(hours),
+                after_landed,
+            }),
             maintenance_window: window.map(|i| windows()[i].clone()),
             emergency_grow: EmergencyGrow {
                 enabled: emergency,
@@ -341,6 +347,20 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
         let recent = super::budget::counted(i.history, i.now)
             .any(|a| a.kind != GrowKind::Retry && a.at > since);
         prop_assert!(!recent, "a grow inside the modification interval");
+    }
+    if let Some(b) = p.modification_budget {
+        // This grow and those in the window before it: never more than the storage takes.
+        let since = super::budget::minus(i.now, b.window);
+        let before = super::budget::counted(i.history, i.now)
+            .filter(|a| a.kind != GrowKind::Retry && a.at > since)
+            .count();
+        prop_assert!(
+            before < b.count as usize,
+            "grow number {} within {:#} where the storage takes {}",
+            before + 1,
+            b.window,
+            b.count
+        );
     }
     if p.mode == Mode::Threshold && kind == GrowKind::Grow {
         check_overgrowth(p, i, to)?;

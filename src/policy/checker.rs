@@ -12,9 +12,9 @@ use super::value::integer;
 pub struct Context {
     pub current_size: Option<u64>,
     pub wal_has_own_volume: Option<bool>,
-    /// The documented least time between two resizes of a volume of the claim's CSI driver
+    /// The documented rule for resizing a volume of the claim's CSI driver
     /// ([`super::drivers`]), when the driver is known and has one: `modificationInterval: auto`.
-    pub driver_interval: Option<jiff::SignedDuration>,
+    pub driver_rule: Option<super::drivers::Rule>,
     /// The layer `minAvailable` came from, when the policy was merged from a claim's layers: a
     /// floor written on the claim is applied as written, one inherited is not applied while the
     /// claim cannot meet it. `None` (a policy file, which could be either): `validate` says what

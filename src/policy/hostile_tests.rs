@@ -190,7 +190,7 @@ proptest! {
 
     #[test]
     fn policy_yaml_never_panics(doc in yaml()) {
-        let v = parse_policy_yaml(&doc, &Context { current_size: Some(u64::MAX), wal_has_own_volume: Some(false), driver_interval: None, min_available_source: None });
+        let v = parse_policy_yaml(&doc, &Context { current_size: Some(u64::MAX), wal_has_own_volume: Some(false), driver_rule: None, min_available_source: None });
         prop_assert_eq!(v.policy.is_some(), v.errors.is_empty());
         let _ = PolicySpec::from_yaml(&doc, Some("x"));
         let _ = reclaim::parse_global(&doc, "ns/cm");
@@ -226,7 +226,7 @@ proptest! {
     ) {
         let central = parse_configmap(&BTreeMap::new(), "headroom/headroom");
         let merged = effective_with_limits("db/x", &pvc, Some(("fast", &class)), spec_limit.as_deref(), &central);
-        let v = validate(&merged.spec, &Context { current_size: Some(size), wal_has_own_volume: None, driver_interval: None, min_available_source: None });
+        let v = validate(&merged.spec, &Context { current_size: Some(size), wal_has_own_volume: None, driver_rule: None, min_available_source: None });
         if let Some(w) = v.policy.as_ref().and_then(|p| p.maintenance_window.as_ref()) {
             exercise_window(w, at);
         }

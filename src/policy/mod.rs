@@ -247,8 +247,12 @@ pub struct Policy {
     pub target_buffer: u8,
     pub predictive: Predictive,
     /// The least time between two grows of this volume (`modificationInterval`, else its CSI
-    /// driver's documented limit, see [`drivers`]); `None`: no limit.
+    /// driver's documented gap, see [`drivers`]); `None`: no gap.
     pub modification_interval: Option<jiff::SignedDuration>,
+    /// So many grows per rolling window (its CSI driver's documented budget under
+    /// `modificationInterval: auto`); `None`: no budget. A written `modificationInterval`
+    /// replaces the driver's whole rule, so it has none.
+    pub modification_budget: Option<drivers::Budget>,
     pub maintenance_window: Option<MaintenanceWindow>,
     pub emergency_grow: EmergencyGrow,
     pub wal_safety: WalSafety,
@@ -334,6 +338,7 @@ impl Policy {
                 margin: jiff::SignedDuration::from_secs(30),
             },
             modification_interval: None,
+            modification_budget: None,
             maintenance_window: None,
             emergency_grow: EmergencyGrow {
                 enabled: EMERGENCY_ENABLED,

@@ -101,12 +101,13 @@ pub(super) fn predictive(c: &mut Checker<'_>) -> super::Predictive {
     }
 }
 
-/// `modificationInterval`: `auto` (the default) is the claim's CSI driver's documented limit,
-/// a duration up to 7 days overrides it, `0s` (or `0`) turns it off.
+/// `modificationInterval`: `auto` (the default) is the claim's CSI driver's documented rule (its
+/// gap and its budget); a duration up to 7 days replaces that whole rule with one grow per that
+/// duration, `0s` (or `0`) with none.
 pub(super) fn modification_interval(
     c: &mut Checker<'_>,
     ctx: &Context,
-) -> Option<jiff::SignedDuration> {
+) -> (Option<jiff::SignedDuration>, Option<super::drivers::Budget>) {
     let written = c.value("modificationInterval", |t| {
         let t = t.trim();
         if t == MODIFICATION_INTERVAL {
@@ -125,10 +126,14 @@ pub(super) fn modification_interval(
         }
         Ok(Some(d))
     });
-    written
-        .flatten()
-        .or(ctx.driver_interval)
-        .filter(|d| d.is_positive())
+    let (gap, budget) = match written.flatten() {
+        Some(d) => (Some(d), None),
+        None => ctx.driver_rule.map_or((None, None), |r| (r.gap, r.budget)),
+    };
+    (
+        gap.filter(|d| d.is_positive()),
+        budget.filter(|b| b.count > 0 && b.window.is_positive()),
+    )
 }
 
 /// Checks each window part on its own (so all bad parts are reported), then builds the window.

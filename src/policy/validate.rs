@@ -64,7 +64,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let request = c.value("request", size);
     let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
     let predictive = predictive(&mut c);
-    let modification_interval = modification_interval(&mut c, ctx);
+    let (modification_interval, modification_budget) = modification_interval(&mut c, ctx);
     let window = window(&mut c, mode);
     let (_, reclaim_errors) = super::reclaim::check_keys(spec);
     c.errors.extend(reclaim_errors);
@@ -133,6 +133,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.target_buffer = target_buffer;
             p.predictive = predictive;
             p.modification_interval = modification_interval;
+            p.modification_budget = modification_budget;
             p.maintenance_window = window;
             p.emergency_grow = emergency_grow;
             p.wal_safety = wal_safety;

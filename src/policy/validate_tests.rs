@@ -526,7 +526,7 @@ fn critical_minimum_free_near_the_volume_size() {
     let small = Context {
         current_size: Some(2 * GI),
         wal_has_own_volume: None,
-        driver_interval: None,
+        driver_rule: None,
         min_available_source: None,
     };
     let v = check_with(
@@ -541,7 +541,7 @@ fn critical_minimum_free_near_the_volume_size() {
     let big = Context {
         current_size: Some(20 * GI),
         wal_has_own_volume: None,
-        driver_interval: None,
+        driver_rule: None,
         min_available_source: None,
     };
     let v = check_with(

@@ -246,7 +246,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     let ctx = Context {
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
-        driver_interval: driver(s).and_then(drivers::modification_interval),
+        driver_rule: driver(s).and_then(drivers::rule),
         min_available_source: merged.min_available_source(),
     };
     let mut validation = validate(&merged.spec, &ctx);

@@ -11,7 +11,7 @@ use crate::decide::{
     Action, ActionResult, BlockReason, ClaimState, Decision, GrowKind, Inputs, Measurement,
     PolicyInput, ResizeState, VolumeFacts, decide,
 };
-use crate::policy::{Fallback, Policy};
+use crate::policy::{Fallback, Policy, drivers};
 use crate::report::MeasuredBy;
 use crate::resolve::inflight::{self, Seen};
 use trace::Trace;
@@ -39,9 +39,10 @@ pub struct Options {
     pub resize_delay: SignedDuration,
     pub start: Timestamp,
     pub facts: VolumeFacts,
-    /// The storage accepts one resize per this interval (its CSI driver's limit): a resize sent
-    /// sooner after the last one it accepted is refused and lands nothing.
-    pub storage_interval: Option<SignedDuration>,
+    /// The storage's rule for resizes (its CSI driver's, [`drivers::rule`]): a resize sent
+    /// sooner than its gap after the last one it accepted, past its budget for the window, or
+    /// (when it says so) before the last one has landed, is refused and lands nothing.
+    pub storage_rule: Option<drivers::Rule>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,8 +107,8 @@ struct World {
     samples: Vec<Sample>,
     next_row: usize,
     history: Vec<Action>,
-    /// When the storage last accepted a resize.
-    accepted: Option<f64>,
+    /// When the storage accepted each resize (seconds of the trace).
+    accepted: Vec<f64>,
 }
 
 impl World {
@@ -160,11 +161,23 @@ impl World {
         (claim, fill_rate)
     }
 
-    /// Would the storage refuse a resize at `t` (inside its interval since the last it took)?
-    fn refuses(&self, interval: Option<SignedDuration>, t: f64) -> bool {
-        interval
-            .zip(self.accepted)
-            .is_some_and(|(iv, at)| t - at < iv.as_secs_f64())
+    /// Would the storage refuse a resize at `t`: inside its gap since the last it took, past its
+    /// budget for the window, or with the last one not landed when it must have?
+    fn refuses(&self, rule: Option<drivers::Rule>, t: f64) -> bool {
+        let Some(rule) = rule else {
+            return false;
+        };
+        let last = self.accepted.last();
+        let gap = rule
+            .gap
+            .zip(last)
+            .is_some_and(|(g, at)| t - at < g.as_secs_f64());
+        let budget = rule.budget.is_some_and(|b| {
+            let window = b.window.as_secs_f64();
+            let taken = self.accepted.iter().filter(|at| t - **at < window).count();
+            taken >= b.count as usize || (b.after_landed && self.lands_at.is_some())
+        });
+        gap || budget
     }
 
     /// A resize the storage refused: in the history as failed, the claim's size unchanged.
@@ -179,7 +192,7 @@ impl World {
 
     /// Requests the grow the engine decided, as the actor's PATCH would.
     fn grow(&mut self, (to, kind): (u64, GrowKind), from: u64, now: Timestamp, t: f64, delay: f64) {
-        self.accepted = Some(t);
+        self.accepted.push(t);
         let lands_at = t + delay;
         self.history.push(Action {
             node: "simulate".to_string(),
@@ -257,7 +270,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
         samples: Vec::new(),
         next_row: 0,
         history: Vec::new(),
-        accepted: None,
+        accepted: Vec::new(),
     };
     let mut report = Report::new(opts.capacity);
     let mut last_reason = None;
@@ -309,7 +322,7 @@ pub fn simulate(policy: &Policy, trace: &Trace, opts: &Options) -> Report {
                 to_bytes: to,
                 predicted: decision.predicted,
             };
-            if world.refuses(opts.storage_interval, t) {
+            if world.refuses(opts.storage_rule, t) {
                 world.refused((to, kind), from, now);
                 report.refused.push(action.clone());
             } else {

@@ -15,7 +15,7 @@ fn opts(capacity: u64) -> Options {
             expandable: true,
             ..VolumeFacts::default()
         },
-        storage_interval: None,
+        storage_rule: None,
     }
 }
 
@@ -157,4 +157,82 @@ fn a_two_row_trace_gives_no_rate_and_predicts_nothing() {
     };
     let c = compare(&p, &linear(5 * GI, 20 * GI, 6 * 3600), &opts(10 * GI));
     assert_eq!(c.threshold_only, c.predictive);
+}
+
+/// A policy as the agent validates it for a claim of `driver` (`modificationInterval: auto` is
+/// the driver's rule).
+fn for_driver(yaml: &str, driver: &str) -> Policy {
+    let ctx = crate::policy::Context {
+        driver_rule: crate::policy::drivers::rule(driver),
+        ..crate::policy::Context::default()
+    };
+    crate::policy::parse_policy_yaml(yaml, &ctx)
+        .policy
+        .expect("valid policy")
+}
+
+fn on_ebs(capacity: u64) -> Options {
+    Options {
+        interval: SignedDuration::from_secs(60),
+        storage_rule: crate::policy::drivers::rule("ebs.csi.aws.com"),
+        ..opts(capacity)
+    }
+}
+
+/// Issue 40: a fill that speeds up after its first grow needs a second one within three hours.
+/// EBS's rule since January 2026 (four per rolling 24 h, each after the last landed) takes it and
+/// the volume is never full; under the six-hour rule it was full for most of the fast hour.
+#[test]
+fn a_fill_that_speeds_up_on_ebs_is_never_full_under_the_2026_rule() {
+    let t = trace::parse(include_str!("../../examples/ebs-speed-up.csv")).expect("trace");
+    let ebs = "ebs.csi.aws.com";
+    let now = simulate(
+        &for_driver("enabled: true\nlimit: 1Ti\n", ebs),
+        &t,
+        &on_ebs(50 * GI),
+    );
+    assert_eq!(now.full_seconds, 0.0, "{now:?}");
+    assert!(now.refused.is_empty(), "{now:?}");
+    let at: Vec<f64> = now.actions.iter().map(|a| a.seconds).collect();
+    assert!(
+        at.len() >= 2 && at[1] - at[0] < 3.0 * 3600.0,
+        "grows at {at:?}"
+    );
+    assert!(at.len() <= 4, "grows at {at:?}");
+
+    let old = "enabled: true\nlimit: 1Ti\nmodificationInterval: 6h\n";
+    let before = simulate(&for_driver(old, ebs), &t, &on_ebs(50 * GI));
+    assert!(before.full_seconds > 1800.0, "{before:?}");
+    assert_eq!(before.peak_used_percent, 100.0);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, failure_persistence: None, ..Default::default() })]
+
+    /// Whatever the fill (a rate for each of eight 6-hour legs, up to 40 MB/s), a claim on EBS
+    /// is never sent a resize its storage refuses, and so never more than four in 24 h.
+    #[test]
+    fn no_fill_gets_more_than_four_grows_a_day_on_ebs(
+        legs in proptest::collection::vec(0u64..40_000_000, 8),
+        predictive in proptest::bool::ANY,
+    ) {
+        let mut csv = String::from("seconds,used_bytes\n");
+        let mut used = 10 * GI;
+        for t in (0..48 * 3600).step_by(600) {
+            csv.push_str(&format!("{t},{used}\n"));
+            used += 600 * legs[t / (6 * 3600)];
+        }
+        let t = trace::parse(&csv).expect("trace");
+        // Room in headroom's own daily budget: the storage's is what must hold it back.
+        let yaml = format!("enabled: true\nlimit: 100Ti\nmaxActionsPerDay: 10\ntrigger:\n  predictive: {predictive}\n");
+        let mut o = on_ebs(20 * GI);
+        o.interval = SignedDuration::from_secs(600);
+        let r = simulate(&for_driver(&yaml, "ebs.csi.aws.com"), &t, &o);
+        proptest::prop_assert!(r.refused.is_empty(), "{:?}", r.refused);
+        let at: Vec<f64> = r.actions.iter().map(|a| a.seconds).collect();
+        for (i, a) in at.iter().enumerate() {
+            let within = at[i..].iter().take_while(|b| **b - a < 24.0 * 3600.0).count();
+            proptest::prop_assert!(within <= 4, "grows at {:?}", at);
+        }
+    }
 }
