@@ -111,6 +111,10 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
                 None => "growth needed, but the volume's storage would refuse another resize (modificationInterval, or its CSI driver's limit on resizes per day): none sent".to_string(),
             },
         ),
+        BlockReason::VolumeAttributesChanging => Notice::warning(
+            "VolumeAttributesChanging",
+            "growth needed, but the claim's VolumeAttributesClass is changing (spec.volumeAttributesClassName differs from status.currentVolumeAttributesClassName, or status.modifyVolumeStatus is set) and its storage would refuse a resize until that lands: none sent".to_string(),
+        ),
         BlockReason::OutsideWindow | BlockReason::Cooldown => Notice {
             warning: false,
             reason: "ResizeBlocked",

@@ -17,8 +17,10 @@ mod support {
 use std::path::Path;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::json;
 use support::cluster::{Cluster, available, status_field};
+use support::kube::v1_34::Attributes;
 use support::node::{MI, capacity_of, fill, wait_for};
 
 /// Small steps so that the first grow leaves room for a second one below the limit: a step of
@@ -119,4 +121,81 @@ fn a_hyperdisk_claim_is_never_sent_a_second_resize_inside_four_hours() {
         .unwrap_or_else(|| panic!("no ModificationInterval Event: {events:?}"));
     assert_eq!(said.1, "Warning");
     assert!(said.2.contains("none sent"), "{said:?}");
+}
+
+/// KEP-3751 (GA in 1.34): a claim whose VolumeAttributesClass is changing is being modified by
+/// its storage, which counts that as the same kind of modification as a resize and refuses
+/// another until it lands. Past its line (and its emergency line) it is not resized, with the
+/// reason said; once the change has landed it is. The class fields come from the proxy's 1.34
+/// mock; the change landing is a status write on the real server (the condition the resizer
+/// clears), whose watch event carries the mock's new fields.
+#[test]
+fn a_claim_whose_attributes_class_is_changing_is_resized_once_it_lands() {
+    if !available(
+        "a_claim_whose_attributes_class_is_changing_is_resized_once_it_lands",
+        &[],
+    ) {
+        return;
+    }
+    let mut c = Cluster::new();
+    let fast = c.fast.clone();
+    let vac = c.claim("vac", &fast, 64, POLICY);
+    let ns = c.ns.clone();
+    let gold = || Some("gold".to_string());
+    c.proxy.v1_34().volume_attributes(
+        &ns,
+        "vac",
+        Attributes {
+            wanted: gold(),
+            current: Some("silver".into()),
+            modify_status: Some(
+                json!({ "status": "InProgress", "targetVolumeAttributesClassName": "gold" }),
+            ),
+        },
+    );
+    let modifying =
+        json!({ "status": { "conditions": [{ "type": "ModifyingVolume", "status": "True" }] } });
+    c.patch_status_in::<PersistentVolumeClaim>(&ns, "vac", modifying);
+    let _csi = c.csi(&[("vac", vac.clone())], 300);
+    let _agent = c.agent("2s");
+    fill(&vac, 63 * MI);
+    let reason = wait_for(Duration::from_secs(30), "the block", || {
+        status_field(&c.get("vac"), "blockedReason").filter(|r| r == "volume_attributes_changing")
+    });
+    assert_eq!(reason, "volume_attributes_changing");
+    // Several scans and the fast loop's wake-ups later, still no resize.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        c.resize_patches("vac"),
+        0,
+        "a resize while the class changes"
+    );
+    let events = c.events_for("vac");
+    assert!(
+        events
+            .iter()
+            .any(|(r, t, _)| r == "VolumeAttributesChanging" && t == "Warning"),
+        "{events:?}"
+    );
+
+    // The change lands: the class is current, no modification in flight; the resizer clears
+    // its condition (a write the agent's watch sees).
+    c.proxy.v1_34().volume_attributes(
+        &ns,
+        "vac",
+        Attributes {
+            wanted: gold(),
+            current: gold(),
+            modify_status: None,
+        },
+    );
+    c.patch_status_in::<PersistentVolumeClaim>(
+        &ns,
+        "vac",
+        json!({ "status": { "conditions": [] } }),
+    );
+    wait_for(Duration::from_secs(30), "the grow", || {
+        (capacity_of(&c.get("vac")) > 64 * MI).then_some(())
+    });
+    assert_eq!(c.resize_patches("vac"), 1);
 }

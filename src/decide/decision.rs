@@ -46,10 +46,13 @@ pub enum BlockReason {
     /// The controller has not finished while the volume is in use: a driver that expands only a
     /// detached volume waits for the pod to be gone.
     AwaitingDetach,
+    /// The claim's VolumeAttributesClass is changing (KEP-3751): the storage is modifying the
+    /// volume and would refuse a resize until that lands.
+    VolumeAttributesChanging,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 23] = [
+    pub const ALL: [BlockReason; 24] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -73,6 +76,7 @@ impl BlockReason {
         BlockReason::ModificationInterval,
         BlockReason::AwaitingRemount,
         BlockReason::AwaitingDetach,
+        BlockReason::VolumeAttributesChanging,
     ];
 
     /// The reason `as_str` names (a status annotation's `blockedReason`).
@@ -105,6 +109,7 @@ impl BlockReason {
             BlockReason::ModificationInterval => "modification_interval",
             BlockReason::AwaitingRemount => "awaiting_remount",
             BlockReason::AwaitingDetach => "awaiting_detach",
+            BlockReason::VolumeAttributesChanging => "volume_attributes_changing",
         }
     }
 }

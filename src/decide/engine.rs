@@ -203,6 +203,10 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if let ResizeState::InProgress { .. } = inputs.claim.resize {
         return blocked(BlockReason::ResizeInProgress);
     }
+    // The same cloud modification as a resize: an emergency too waits for it to land.
+    if facts.attributes_changing {
+        return blocked(BlockReason::VolumeAttributesChanging);
+    }
     if facts.holds_wal()
         && let Some(reason) = wal::gate(inputs, policy, &mut decision.notes)
     {

@@ -348,6 +348,9 @@ pub struct VolumeFacts {
     /// is not extrapolated; the claim is sized to its group's size (its source's), and outside a
     /// group grows by its step.
     pub restoring: bool,
+    /// The claim's VolumeAttributesClass is changing (`k8s::claim::attributes_changing`): the
+    /// storage is modifying the volume, and a resize now would be refused.
+    pub attributes_changing: bool,
     /// The group's effective size: the largest request among the volumes of its logical group.
     pub group_size: Option<u64>,
     /// The largest request the namespace's ResourceQuotas admit for this claim (see

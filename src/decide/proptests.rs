@@ -154,6 +154,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
         prop::bool::weighted(0.05),
         proptest::option::weighted(0.2, (0u64..8192).prop_map(|m| m * GI / 4)),
         prop::bool::weighted(0.1),
+        prop::bool::weighted(0.05),
     )
         .prop_map(
             |(
@@ -168,6 +169,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                 capacity_unknown,
                 quota_ceiling,
                 restoring,
+                attributes_changing,
             )| {
                 VolumeFacts {
                     role: [
@@ -187,6 +189,8 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                     quota_ceiling,
                     restoring,
                     restart: Default::default(),
+
+                    attributes_changing,
                 }
             },
         )
@@ -332,6 +336,10 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
             "scheduled step {current} -> {to}"
         );
     }
+    prop_assert!(
+        !i.facts.attributes_changing,
+        "a grow while the claim's VolumeAttributesClass changes"
+    );
     if i.facts.node_draining {
         prop_assert!(
             i.measurement.used_percent() >= f64::from(p.emergency_grow.critical_threshold)

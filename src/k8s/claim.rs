@@ -68,6 +68,22 @@ pub fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
         .is_some_and(|p| p == "Bound")
 }
 
+/// Is the claim's VolumeAttributesClass changing (KEP-3751, GA in 1.34)? A modification in flight
+/// (`status.modifyVolumeStatus`, present while one is pending, in progress or infeasible) or a
+/// class asked for that the claim does not have yet (`spec.volumeAttributesClassName` unlike
+/// `status.currentVolumeAttributesClassName`). The cloud counts such a change as a modification
+/// of the volume, as it does a resize, and refuses a second one while it lasts. Servers before
+/// the feature show neither field: never changing.
+pub fn attributes_changing(pvc: &PersistentVolumeClaim) -> bool {
+    let status = pvc.status.as_ref();
+    let wanted = pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_attributes_class_name.as_deref());
+    let current = status.and_then(|s| s.current_volume_attributes_class_name.as_deref());
+    status.is_some_and(|s| s.modify_volume_status.is_some()) || wanted != current
+}
+
 fn true_conditions(
     pvc: &PersistentVolumeClaim,
 ) -> impl Iterator<Item = &PersistentVolumeClaimCondition> {
@@ -219,6 +235,38 @@ mod tests {
 
     fn now() -> Timestamp {
         "2026-03-01T12:00:00Z".parse().expect("timestamp")
+    }
+
+    #[test]
+    fn a_volume_attributes_class_change_is_seen_until_it_lands() {
+        let with = |spec: Value, status: Value| {
+            let mut s = bound("20Gi");
+            if let (Some(o), Some(extra)) = (s.as_object_mut(), status.as_object()) {
+                o.extend(extra.clone());
+            }
+            attributes_changing(&pvc(spec, s))
+        };
+        // A 1.20 claim: neither field.
+        assert!(!with(json!({}), json!({})));
+        // Asked for, not yet current; then in progress; then landed.
+        assert!(with(
+            json!({ "volumeAttributesClassName": "fast" }),
+            json!({})
+        ));
+        assert!(with(
+            json!({ "volumeAttributesClassName": "fast" }),
+            json!({ "currentVolumeAttributesClassName": "slow",
+                    "modifyVolumeStatus": { "status": "InProgress", "targetVolumeAttributesClassName": "fast" } })
+        ));
+        assert!(with(
+            json!({ "volumeAttributesClassName": "fast" }),
+            json!({ "currentVolumeAttributesClassName": "fast",
+                    "modifyVolumeStatus": { "status": "Pending" } })
+        ));
+        assert!(!with(
+            json!({ "volumeAttributesClassName": "fast" }),
+            json!({ "currentVolumeAttributesClassName": "fast" })
+        ));
     }
 
     const TIMEOUT: SignedDuration = SignedDuration::from_mins(30);

@@ -322,6 +322,7 @@ impl Prepared {
             capacity_unknown: self.capacity_unknown,
             node_draining: s.node_draining,
             restoring: self.restoring || wal.is_some_and(|w| w.detail.restoring_backup),
+            attributes_changing: claim::attributes_changing(s.pvc),
             // Sharing, the volume's size is its members' (this claim's included).
             group_size: match &self.shared {
                 Some(sh) => Some(sh.logical.size),

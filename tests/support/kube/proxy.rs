@@ -6,7 +6,8 @@
 //! stalls before a request reaches the server, and open watch streams closed at a chosen moment.
 //! Requests are logged twice, on arrival and when answered, for tests that count calls.
 //!
-//! Fields newer than the 1.20 server (`allocatedResourceStatuses`, KEP-1790) are scripted by
+//! Fields newer than the 1.20 server (`allocatedResourceStatuses`, KEP-1790, KEP-3751's
+//! VolumeAttributesClass fields) are scripted by
 //! [`super::v1_34`], applied to the answers passing through here.
 //!
 //! The proxy runs on a thread and runtime of its own: a test that blocks its own thread never

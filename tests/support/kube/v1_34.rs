@@ -10,6 +10,10 @@
 //!   write sets one: a lowering to above the capacity then reaches 1.20 as growth, which it
 //!   accepts. Without the feature nothing is scripted: 1.20 refuses any decrease itself, as
 //!   every server before 1.34 does.
+//! - KEP-3751 VolumeAttributesClass (GA in 1.34, [`Attributes`]): the class a claim asks for
+//!   (`spec.volumeAttributesClassName`), the one it has (`status.currentVolumeAttributesClassName`)
+//!   and the modification in flight (`status.modifyVolumeStatus`); 1.20 has none of these
+//!   fields, so the mock adds them to every answer carrying the claim, as it does the statuses.
 //!
 //! Everything else about these claims (admission, resourceVersions, watches) is the real
 //! server's.
@@ -29,9 +33,21 @@ pub struct Features {
     pub recover_from_expansion_failure: bool,
 }
 
+/// A claim's VolumeAttributesClass as 1.34 shows it (KEP-3751): `None` leaves a field absent.
+#[derive(Debug, Clone, Default)]
+pub struct Attributes {
+    /// `spec.volumeAttributesClassName`.
+    pub wanted: Option<String>,
+    /// `status.currentVolumeAttributesClassName`.
+    pub current: Option<String>,
+    /// `status.modifyVolumeStatus` (`{"status": "InProgress", "targetVolumeAttributesClassName": ...}`).
+    pub modify_status: Option<Value>,
+}
+
 #[derive(Debug, Default)]
 struct Scripted {
     allocated_resource_statuses: Option<Value>,
+    attributes: Option<Attributes>,
     /// (request shown, status.capacity): a request above capacity that 1.20 cannot hold.
     held: Option<(String, u128)>,
 }
@@ -89,6 +105,15 @@ fn bytes(q: &str) -> Option<u128> {
     n.checked_mul(unit)
 }
 
+/// Sets `field` of the object `obj` to `value`, or removes it for `None` (not an object: left).
+fn set(obj: &mut Value, field: &str, value: Option<Value>) {
+    let Some(o) = obj.as_object_mut() else { return };
+    match value {
+        Some(v) => o.insert(field.to_string(), v),
+        None => o.remove(field),
+    };
+}
+
 fn storage<'a>(obj: &'a Value, at: &str) -> Option<&'a str> {
     obj.pointer(at)?.as_str()
 }
@@ -108,6 +133,15 @@ impl V134 {
             .entry((namespace.into(), name.into()))
             .or_default()
             .allocated_resource_statuses = Some(statuses);
+    }
+
+    /// Claim `namespace/name` shows these VolumeAttributesClass fields from now on (answers only:
+    /// a watching client sees them with the claim's next change on the server).
+    pub fn volume_attributes(&mut self, namespace: &str, name: &str, attributes: Attributes) {
+        self.claims
+            .entry((namespace.into(), name.into()))
+            .or_default()
+            .attributes = Some(attributes);
     }
 
     /// Claim `namespace/name`, stored by the 1.20 server at `capacity`, shows `request` until a
@@ -197,6 +231,24 @@ impl V134 {
             && claim["status"].is_object()
         {
             claim["status"]["allocatedResourceStatuses"] = statuses.clone();
+        }
+        if let Some(a) = &s.attributes {
+            set(
+                &mut claim["spec"],
+                "volumeAttributesClassName",
+                a.wanted.clone().map(Value::from),
+            );
+            let current = a.current.clone().map(Value::from);
+            set(
+                &mut claim["status"],
+                "currentVolumeAttributesClassName",
+                current,
+            );
+            set(
+                &mut claim["status"],
+                "modifyVolumeStatus",
+                a.modify_status.clone(),
+            );
         }
         if let Some((request, _)) = &s.held
             && claim["spec"]["resources"]["requests"].is_object()
