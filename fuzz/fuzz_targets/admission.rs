@@ -117,6 +117,7 @@ fuzz_target!(|data: &[u8]| {
                 .as_ref()
                 .and_then(|s| s.storage_class_name.as_deref()),
             class.as_ref(),
+            None,
             &central,
         );
         let ctx = Context {

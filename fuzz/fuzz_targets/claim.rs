@@ -266,6 +266,7 @@ fuzz_target!(|data: &[u8]| {
         fill_rate: number::<f64>(&r, "rate"),
         quotas: &[],
         quota_refused: false,
+        eviction_refused: None,
     };
     let e = evaluate(&s, wal, now);
     assert!(

@@ -4,7 +4,8 @@
 //! csi-addons' reclaim schedule on the claim, StorageClass, Namespace and CSIDriver), the claim's
 //! `spec.resources.limits.storage`, and a policy file as `headroom validate` reads one.
 //!
-//! Input: NUL-separated records: `pvc.<annotation>=`, `sc.<annotation>=`, `ns.<annotation>=`,
+//! Input: NUL-separated records: `pvc.<annotation>=`, `label.<claim label>=`, `sc.<annotation>=`,
+//! `ns.<annotation>=` (the claim's Namespace, a layer of its own),
 //! `driver.<annotation>=`, `cm.<data key>=`, `class=` (the StorageClass's name; none without
 //! it), `provisioner=`, `size=` (the claim's request), `limit=` (its spec limit), `file=` (a
 //! policy file).
@@ -13,7 +14,7 @@
 //! values are within the ranges the documentation states.
 #![no_main]
 
-use headroom::policy::merge::{effective_with_limits, parse_configmap};
+use headroom::policy::merge::{ClaimObjects, effective_for, parse_configmap};
 use headroom::policy::reclaim::{Objects, resolve_objects};
 use headroom::policy::validate::{Context, Validation, parse_policy_yaml, validate};
 use headroom::policy::{Policy, drivers};
@@ -69,27 +70,28 @@ fuzz_target!(|data: &[u8]| {
     for f in central.all_problems() {
         assert!(!f.field.is_empty(), "unnamed ConfigMap finding {f:?}");
     }
-    let merged = effective_with_limits(
-        "db/data-pg-0",
-        &pvc,
-        class.map(|c| (c, &sc)),
-        value(&r, "limit"),
-        &central,
-    );
+    let labels = map_of(&r, "label.");
+    let claim = ClaimObjects {
+        pvc: "db/data-pg-0",
+        pvc_annotations: &pvc,
+        pvc_namespace: "db",
+        pvc_labels: &labels,
+        namespace: Some(("db", &ns)),
+        storage_class: class.map(|c| (c, &sc)),
+        spec_limit: value(&r, "limit"),
+    };
+    let merged = effective_for(&claim, &central);
     let ctx = Context {
         current_size: size,
         wal_has_own_volume: None,
-        driver_interval: drivers::modification_interval(provisioner),
+        driver_rule: drivers::rule(provisioner),
         min_available_source: merged.min_available_source(),
     };
     check(&validate(&merged.spec, &ctx), "merged");
     let _ = merged.wants_enabled();
     let _ = resolve_objects(
         &Objects {
-            pvc: "db/data-pg-0",
-            pvc_annotations: &pvc,
-            namespace: Some(("db", &ns)),
-            storage_class: class.map(|c| (c, &sc)),
+            claim,
             driver: Some((provisioner, Some(&driver))),
         },
         &central,
