@@ -86,6 +86,8 @@ fn sink(server: &Sink, format: Format, s: Settings, count: Count) -> Notifier {
     Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)])
 }
 
+// The sink records a body before it answers, and the notifier counts `sent` only once it has
+// read the answer: a test waits for both, never reads the counter right after the body arrives.
 fn wait(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -117,8 +119,8 @@ fn json_and_slack_payloads_arrive_in_order_once_each() {
     for c in ["a", "b", "c"] {
         n.send(message(c));
     }
-    wait("3 messages", Duration::from_secs(10), || {
-        server.received().len() == 3
+    wait("3 messages counted sent", Duration::from_secs(10), || {
+        server.received().len() == 3 && total(&seen, NotificationOutcome::Sent) == 3
     });
     let claims: Vec<_> = server
         .received()
@@ -158,8 +160,8 @@ fn a_slow_sink_within_its_deadline_gets_everything() {
     for c in ["a", "b", "c", "d"] {
         n.send(message(c));
     }
-    wait("4 messages", Duration::from_secs(10), || {
-        server.received().len() == 4
+    wait("4 messages counted sent", Duration::from_secs(10), || {
+        server.received().len() == 4 && total(&seen, NotificationOutcome::Sent) == 4
     });
     assert_eq!(total(&seen, NotificationOutcome::Sent), 4);
     assert_eq!(
@@ -176,9 +178,11 @@ fn answers_of_500_are_retried_with_backoff_until_delivered() {
     let started = Instant::now();
     n.send(message("a"));
     n.send(message("b"));
-    wait("both messages", Duration::from_secs(10), || {
-        server.received().len() == 2
-    });
+    wait(
+        "both messages counted sent",
+        Duration::from_secs(10),
+        || server.received().len() == 2 && total(&seen, NotificationOutcome::Sent) == 2,
+    );
     // 3 failures then success: waits of 50, 100, 200 ms before the 4th try.
     assert!(
         started.elapsed() >= Duration::from_millis(350),
@@ -234,8 +238,8 @@ fn a_hanging_sink_costs_only_its_queue_and_loses_nothing_that_fits() {
         server.attempts() >= 3
     });
     server.set_mode(Mode::Ok);
-    wait("the 4 kept", Duration::from_secs(10), || {
-        server.received().len() == 4
+    wait("the 4 kept counted sent", Duration::from_secs(10), || {
+        server.received().len() == 4 && total(&seen, NotificationOutcome::Sent) == 4
     });
     let claims: Vec<_> = server
         .received()
@@ -281,9 +285,11 @@ fn tls_with_a_private_ca_is_verified() {
         count.clone(),
     );
     n.send(message("a"));
-    wait("the message over TLS", Duration::from_secs(10), || {
-        server.received().len() == 1
-    });
+    wait(
+        "the message over TLS counted sent",
+        Duration::from_secs(10),
+        || server.received().len() == 1 && total(&seen, NotificationOutcome::Sent) == 1,
+    );
     assert_eq!(total(&seen, NotificationOutcome::Sent), 1);
 
     // Another CA than the one that signed the server's certificate: never delivered.
