@@ -276,6 +276,10 @@ pub struct AgentArgs {
     /// terminationGracePeriodSeconds.
     #[arg(long, env = "HEADROOM_SHUTDOWN_GRACE", default_value = "20s")]
     pub shutdown_grace: String,
+    /// A restored or cloned peer claim still Pending this long after its creation, below its
+    /// group's size, gets a `RestoreTooSmall` Warning Event naming the fix.
+    #[arg(long, env = "HEADROOM_RESTORE_PENDING_AFTER", default_value = "1m")]
+    pub restore_pending_after: String,
     /// Serve the claim admission webhook (HTTPS) on this address, e.g. 0.0.0.0:9443; unset: off.
     #[arg(long, env = "HEADROOM_WEBHOOK_LISTEN")]
     pub webhook_listen: Option<String>,

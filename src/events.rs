@@ -313,6 +313,63 @@ impl Publisher {
             tracing::warn!(error = %e, reason = n.reason, "could not publish event");
         }
     }
+
+    /// Creates one Event about `pvc` named `name`, within `deadline`. The name is the same on
+    /// every agent that would say it, so the agents that see one claim post one Event between
+    /// them: the API server refuses the others' creates with 409.
+    pub async fn publish_named(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        name: &str,
+        n: &Notice,
+        deadline: std::time::Duration,
+    ) -> Named {
+        use k8s_openapi::api::events::v1::Event as K8sEvent;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+        let regarding = pvc.object_ref(&());
+        let event = K8sEvent {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: regarding.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            action: Some("Report".into()),
+            reason: Some(n.reason.into()),
+            note: Some(n.note.clone()),
+            type_: Some(if n.warning { "Warning" } else { "Normal" }.into()),
+            event_time: Some(MicroTime(jiff::Timestamp::now())),
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: self.reporter.instance.clone(),
+            regarding: Some(regarding),
+            ..K8sEvent::default()
+        };
+        let ns = pvc.metadata.namespace.as_deref().unwrap_or_default();
+        let api: kube::Api<K8sEvent> = kube::Api::namespaced(self.client.clone(), ns);
+        let params = kube::api::PostParams::default();
+        let create = api.create(&params, &event);
+        match tokio::time::timeout(deadline, create).await {
+            Ok(Ok(_)) => Named::Created,
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => Named::AlreadyExists,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, reason = n.reason, event = name, "could not create event");
+                Named::Failed
+            }
+            Err(_) => {
+                tracing::warn!(reason = n.reason, event = name, "creating event timed out");
+                Named::Failed
+            }
+        }
+    }
+}
+
+/// What became of an Event created under a name of its own ([`Publisher::publish_named`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    Created,
+    /// An Event of that name exists: another agent created it.
+    AlreadyExists,
+    /// Refused, or not answered within the deadline (logged).
+    Failed,
 }
 
 /// Publishes notices, remembering the last one per claim.
@@ -353,6 +410,11 @@ impl Events {
     /// Publishes unconditionally (actions are each worth an Event).
     pub async fn publish(&self, pvc: &PersistentVolumeClaim, n: Notice) {
         self.publisher.publish(pvc, &n, "Resize").await;
+    }
+
+    /// [`Publisher::publish_named`].
+    pub fn publisher(&self) -> &Publisher {
+        &self.publisher
     }
 
     /// Forgets claims no longer on this node.

@@ -255,6 +255,9 @@ const TYPES: &[(&str, &str)] = &[
     ("Namespace", "namespaces"),
     ("CSIDriver", "csidrivers"),
     ("ConfigMap", "configmaps"),
+    // events.k8s.io/v1 Event created under a name of its own (src/events.rs, publish_named),
+    // named apart from kube-runtime's Event.
+    ("K8sEvent", "events"),
 ];
 
 type Grant = (String, String, String, String);

@@ -82,6 +82,9 @@ pub struct AgentConfig {
     pub measure_interval: Option<Duration>,
     pub listen: String,
     pub shutdown_grace: Duration,
+    /// How long a restored or cloned peer claim may stay Pending below its group's size before
+    /// it gets a `RestoreTooSmall` Event.
+    pub restore_pending_after: SignedDuration,
     /// The claim admission webhook, when served.
     pub webhook: Option<crate::webhook::WebhookConfig>,
 }
@@ -103,6 +106,13 @@ fn positive(flag: &'static str, text: &str, d: SignedDuration) -> Result<Duratio
             flag,
             message: format!("'{text}' must be more than zero"),
         })
+}
+
+fn signed(flag: &'static str, d: Duration) -> Result<SignedDuration, AgentError> {
+    SignedDuration::try_from(d).map_err(|e| AgentError::Flag {
+        flag,
+        message: e.to_string(),
+    })
 }
 
 /// A duration that may be counted in days (`90d`), each of 24 hours: a certificate's validity.
@@ -144,12 +154,7 @@ impl AgentConfig {
                 }),
             interval: duration("interval", &a.interval)?,
             dry_run: a.dry_run,
-            resize_timeout: SignedDuration::try_from(resize_timeout).map_err(|e| {
-                AgentError::Flag {
-                    flag: "resize-timeout",
-                    message: e.to_string(),
-                }
-            })?,
+            resize_timeout: signed("resize-timeout", resize_timeout)?,
             api_timeout: duration("api-timeout", &a.api_timeout)?,
             claim_watches: usize::from(a.claim_watches),
             probe_timeout: duration("probe-timeout", &a.probe_timeout)?,
@@ -159,6 +164,10 @@ impl AgentConfig {
             },
             listen: a.listen.clone(),
             shutdown_grace: duration("shutdown-grace", &a.shutdown_grace)?,
+            restore_pending_after: signed(
+                "restore-pending-after",
+                duration("restore-pending-after", &a.restore_pending_after)?,
+            )?,
             webhook: webhook_config(a)?,
         })
     }

@@ -4,6 +4,7 @@
 
 mod claim;
 mod crossed;
+mod pending;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use super::world::World;
 use super::{AgentConfig, MeasuredBy, VolumeReport};
 use crate::events::Events;
 use crate::http::AdminState;
+use crate::k8s::roles;
 use crate::metrics::labels::VolumeLabels;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
@@ -45,6 +47,8 @@ pub struct Scanner {
     watchlist: Arc<Watchlist>,
     /// The last full scan's volumes, with the fresher numbers of those decided on since.
     volumes: Vec<Volume>,
+    /// The `RestoreTooSmall` Events created for the peers of the groups mounted here.
+    pending: pending::PendingClaims,
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
@@ -93,6 +97,7 @@ impl Scanner {
             running: HashMap::new(),
             last: HashMap::new(),
             volumes: Vec::new(),
+            pending: Default::default(),
         }
     }
 
@@ -118,6 +123,7 @@ impl Scanner {
             .decide(world, &volumes, &rates, Scope { only: None, blind }, now)
             .await;
         self.cross_check(&decided.reports, &decided.kubelet);
+        (self.pending).check(world, &decided.groups, &decided.common, &self.work);
         self.reclaim(decided.reclaims, &decided.common).await;
         self.forget_gone(&decided.reports, &volumes, &rates);
         self.volumes = volumes;
@@ -165,6 +171,7 @@ impl Scanner {
         let mut started = Vec::new();
         let mut reclaims = Vec::new();
         let mut reports = Vec::new();
+        let mut groups = pending::Groups::new();
         for (pv, vols) in by_pv(volumes) {
             if scope.only.is_some_and(|only| !only.contains(pv)) {
                 continue;
@@ -173,6 +180,10 @@ impl Scanner {
                 continue;
             };
             reclaims.push(claim.reclaim_target(world));
+            if let Some(key) = roles::group_key(&claim.pvc, Some(&claim.pod)) {
+                let ns = claim.pvc.metadata.namespace.clone().unwrap_or_default();
+                groups.insert((ns, key));
+            }
             if let Some(report) = self.collect_running(&claim.key).await {
                 // Still busy from an earlier scan: its last word stands, nothing new starts.
                 reports.extend(report);
@@ -197,6 +208,7 @@ impl Scanner {
             reclaims,
             common,
             kubelet,
+            groups,
         }
     }
 
@@ -380,6 +392,8 @@ struct Decided {
     reclaims: Vec<ReclaimTarget>,
     common: Common,
     kubelet: ByClaim,
+    /// The groups of the claims decided on (their peers may be left Pending, too small).
+    groups: pending::Groups,
 }
 
 /// What every volume of one scan shares.

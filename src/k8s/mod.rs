@@ -9,6 +9,7 @@ pub mod logical;
 pub mod quota;
 pub mod roles;
 pub mod scope;
+pub mod source;
 pub mod state;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;

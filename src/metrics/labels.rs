@@ -213,6 +213,46 @@ impl LabelSet<2> for NotificationLabels {
     }
 }
 
+/// What became of one `RestoreTooSmall` Event an agent tried to create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PendingEventOutcome {
+    /// Created.
+    Posted,
+    /// Another agent had created it (409): the claim has its one Event.
+    AlreadyPosted,
+    /// Refused or not answered in time; tried again at a later scan.
+    Failed,
+}
+
+impl PendingEventOutcome {
+    pub const ALL: [PendingEventOutcome; 3] = [
+        PendingEventOutcome::Posted,
+        PendingEventOutcome::AlreadyPosted,
+        PendingEventOutcome::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingEventOutcome::Posted => "posted",
+            PendingEventOutcome::AlreadyPosted => "already_posted",
+            PendingEventOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// `headroom_restore_too_small_events_total`: by outcome. Not by claim: the claims are the
+/// tenants' to create, one series each would grow without bound.
+pub struct PendingEventLabels {
+    pub outcome: PendingEventOutcome,
+}
+
+impl LabelSet<1> for PendingEventLabels {
+    const NAMES: [&'static str; 1] = ["outcome"];
+    fn values(&self) -> [Cow<'_, str>; 1] {
+        [Cow::Borrowed(self.outcome.as_str())]
+    }
+}
+
 /// A counter family whose label set is the type `L`.
 pub struct Counters<L, const N: usize> {
     vec: IntCounterVec,

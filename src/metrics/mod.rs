@@ -25,7 +25,8 @@ mod volume;
 
 use labels::{
     ApiRequestLabels, ClaimWatchLabels, Counters, Gauges, NotificationLabels, NotificationOutcome,
-    ResizeLabels, ResizeResult, VolumeLabels, WatchEventLabels, WatchLabels,
+    PendingEventLabels, PendingEventOutcome, ResizeLabels, ResizeResult, VolumeLabels,
+    WatchEventLabels, WatchLabels,
 };
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
@@ -76,6 +77,7 @@ pub struct Metrics {
     watch_events: Counters<WatchEventLabels, 1>,
     claim_watches: Gauges<ClaimWatchLabels, 1>,
     notifications: Counters<NotificationLabels, 2>,
+    restore_too_small: Counters<PendingEventLabels, 1>,
     internal_errors: prometheus::IntCounter,
     scan_failures: prometheus::IntCounter,
     stuck_calls: prometheus::Gauge,
@@ -179,6 +181,14 @@ impl Metrics {
             "headroom_notifications_total",
             "Notifications to each configured sink, by outcome: sent (2xx), dropped (its queue was full), failed (refused, or not delivered within retryFor).",
         )?;
+        let restore_too_small = Counters::new(
+            &b,
+            "headroom_restore_too_small_events_total",
+            "RestoreTooSmall Events on a restored or cloned claim left Pending below its group's size, by outcome: posted, already_posted (another agent had, 409), failed.",
+        )?;
+        for outcome in PendingEventOutcome::ALL {
+            restore_too_small.inc_by(&PendingEventLabels { outcome }, 0);
+        }
         let internal_errors = prometheus::IntCounter::new(
             "headroom_internal_errors_total",
             "Claim evaluations that panicked (a bug); each left its claim blocked with internal_error.",
@@ -217,6 +227,7 @@ impl Metrics {
             watch_events,
             claim_watches,
             notifications,
+            restore_too_small,
             internal_errors,
             scan_failures,
             stuck_calls,
@@ -333,6 +344,11 @@ impl Metrics {
             outcome,
         };
         self.notifications.inc_by(&labels, n);
+    }
+
+    /// One `RestoreTooSmall` Event tried, and what became of it.
+    pub fn restore_too_small(&self, outcome: PendingEventOutcome) {
+        self.restore_too_small.inc(&PendingEventLabels { outcome });
     }
 
     /// An object received on a watch of `resource`.

@@ -6,6 +6,7 @@
 pub mod evaluate;
 pub mod inflight;
 pub mod logical;
+pub mod pending;
 pub mod restart;
 pub mod trigger;
 

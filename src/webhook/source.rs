@@ -12,83 +12,15 @@ use serde_json::Value;
 
 use super::size::{SourceSize, pvc_label};
 use crate::k8s::claim;
-
-pub const SNAPSHOT_GROUP: &str = "snapshot.storage.k8s.io";
+pub use crate::k8s::source::{SNAPSHOT_GROUP, Source, source_of};
 
 /// Longer than any quantity a size is written as: not parsed, not echoed.
 const MAX_QUANTITY: usize = 64;
-
-/// What a claim's `dataSourceRef` (else its `dataSource`) names, when it is a source the webhook
-/// sizes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    Snapshot(String),
-    Claim(String),
-    /// A `dataSourceRef` into another namespace (CrossNamespaceVolumeDataSource): never read.
-    OtherNamespace {
-        kind: String,
-        reference: String,
-    },
-    /// A name the API server would never have given an object (a path, say): never read.
-    BadName {
-        kind: String,
-        name: String,
-    },
-}
 
 /// VolumeSnapshot, `snapshot.storage.k8s.io/v1`.
 pub fn snapshot_resource() -> ApiResource {
     let gvk = GroupVersionKind::gvk(SNAPSHOT_GROUP, "v1", "VolumeSnapshot");
     ApiResource::from_gvk_with_plural(&gvk, "volumesnapshots")
-}
-
-/// An object name the API server accepts (a DNS subdomain), so that it is a name in a URL and
-/// never a path.
-fn is_object_name(name: &str) -> bool {
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    name.len() <= 253
-        && edge(name.chars().next())
-        && edge(name.chars().last())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-}
-
-/// The source `pvc` is created from, when it is a VolumeSnapshot or a claim.
-pub fn source_of(pvc: &PersistentVolumeClaim) -> Option<Source> {
-    let spec = pvc.spec.as_ref()?;
-    let (group, kind, name, namespace) = match (&spec.data_source_ref, &spec.data_source) {
-        (Some(r), _) => (&r.api_group, &r.kind, &r.name, r.namespace.as_deref()),
-        (None, Some(s)) => (&s.api_group, &s.kind, &s.name, None),
-        (None, None) => return None,
-    };
-    let group = group.as_deref().unwrap_or("");
-    let sized = (group == SNAPSHOT_GROUP && kind == "VolumeSnapshot")
-        || (group.is_empty() && kind == "PersistentVolumeClaim");
-    if !sized {
-        return None;
-    }
-    let own = pvc.metadata.namespace.as_deref().unwrap_or("");
-    if let Some(ns) = namespace.filter(|ns| !ns.is_empty() && *ns != own) {
-        let clip = |s: &str| s.chars().take(MAX_QUANTITY).collect::<String>();
-        let reference = format!("{}/{}", clip(ns), clip(name));
-        return Some(Source::OtherNamespace {
-            kind: kind.clone(),
-            reference,
-        });
-    }
-    if !is_object_name(name) {
-        let name = name.chars().take(MAX_QUANTITY).collect();
-        return Some(Source::BadName {
-            kind: kind.clone(),
-            name,
-        });
-    }
-    Some(if kind == "VolumeSnapshot" {
-        Source::Snapshot(name.clone())
-    } else {
-        Source::Claim(name.clone())
-    })
 }
 
 /// What VolumeSnapshot `what` (its JSON) requires: its `status.restoreSize`, a quantity or a

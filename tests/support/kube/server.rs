@@ -27,6 +27,11 @@ rules:
       - group: ""
         resources: ["persistentvolumeclaims"]
     verbs: ["patch", "update", "create"]
+  - level: Request
+    resources:
+      - group: "events.k8s.io"
+        resources: ["events"]
+    verbs: ["create"]
   - level: Metadata
 "#;
 
