@@ -15,9 +15,12 @@ mod support {
 
 use std::time::Duration;
 
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::Api;
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::http::{free_port, metric};
 use support::kube::block;
@@ -100,6 +103,34 @@ fn told(admins: &[u16], outcome: &str) -> f64 {
             .unwrap_or(0.0)
         })
         .sum()
+}
+
+/// Whether the agent may create events in the test's namespace, as the server's authorizer says.
+fn agent_may_create_events(c: &KubeCluster) -> bool {
+    let review: SubjectAccessReview = serde_json::from_value(json!({
+        "spec": {
+            "user": AGENT_USER,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:headroom", "system:authenticated"],
+            "resourceAttributes": {
+                "group": "events.k8s.io", "resource": "events", "verb": "create", "namespace": c.ns,
+            },
+        },
+    }))
+    .expect("review");
+    let api: Api<SubjectAccessReview> = Api::all(c.admin.0.clone());
+    let answer = block(async move {
+        api.create(&PostParams::default(), &review)
+            .await
+            .expect("SubjectAccessReview")
+    });
+    answer.status.is_some_and(|s| s.allowed)
+}
+
+/// The agent's ClusterRole's rules, as the server holds them.
+fn agent_rules(c: &KubeCluster) -> Value {
+    let api: Api<ClusterRole> = Api::all(c.admin.0.clone());
+    let role = block(async move { api.get("headroom").await.expect("the agent's ClusterRole") });
+    serde_json::to_value(role.rules).expect("rules")
 }
 
 #[test]
@@ -205,4 +236,42 @@ fn a_restore_left_pending_below_its_group_gets_one_event_from_the_agents_that_se
     for name in ["pg-3", "pg-4", "pg-5", "other-2", "lone"] {
         assert_eq!(c.claim_writes(name).len(), 0, "{name}");
     }
+
+    // The agents may no longer create Events (an RBAC edited by hand): a new claim's Event is
+    // tried once by each agent, counted failed, and not tried again every scan.
+    let rules = agent_rules(&c);
+    let without: Vec<Value> = rules
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter(|r| r["apiGroups"] != json!(["events.k8s.io"]))
+        .cloned()
+        .collect();
+    c.patch_cluster::<ClusterRole>("headroom", json!({ "rules": without }));
+    wait_for(Duration::from_secs(10), "the grant to be gone", || {
+        (!agent_may_create_events(&c)).then_some(())
+    });
+    new("pg-6", 64, &policy, cnpg("pg"));
+    wait_for(
+        Duration::from_secs(30),
+        "both agents to fail on pg-6",
+        || (told(&admins, "failed") >= 2.0).then_some(()),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let uid = c.get("pg-6").metadata.uid.expect("uid");
+    let name = format!("headroom-restore-too-small.{uid}");
+    // A refused create is logged without its body: every refused one is pg-6's.
+    let refused = c
+        .agent_requests()
+        .into_iter()
+        .filter(|e| e.resource() == "events" && e.verb == "create" && e.code() == 403)
+        .count();
+    assert_eq!(refused, 2, "one create per agent");
+    assert_eq!(creates(&c, &name), Vec::<u16>::new(), "none got through");
+    assert_eq!(told(&admins, "failed"), 2.0);
+    assert_eq!(events(&c, "pg-6", REASON), vec![]);
+    c.patch_cluster::<ClusterRole>("headroom", json!({ "rules": rules }));
+    wait_for(Duration::from_secs(10), "the grant to be back", || {
+        agent_may_create_events(&c).then_some(())
+    });
 }
