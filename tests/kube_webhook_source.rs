@@ -22,7 +22,6 @@ mod support {
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -31,7 +30,7 @@ use serde_json::{Value, json};
 use support::http::metric;
 use support::kube::block;
 use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY};
-use support::kube::server::{self, AGENT_USER};
+use support::kube::server;
 use support::kube::webhook::{
     agent_calls, create_claim, create_claim_with, headroom_annotations, overlay_docs,
     serving_agent, webhook_cluster,
@@ -141,26 +140,9 @@ fn from_claim(name: &str) -> Value {
     json!({"dataSource": {"kind": "PersistentVolumeClaim", "name": name}})
 }
 
-/// Whether the agent may get volumesnapshots in `ns`, as the server's authorizer says.
+/// Whether the agent may get volumesnapshots in the test's namespace.
 fn agent_may_get_snapshots(c: &KubeCluster) -> bool {
-    let review: SubjectAccessReview = serde_json::from_value(json!({
-        "spec": {
-            "user": AGENT_USER,
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:headroom", "system:authenticated"],
-            "resourceAttributes": {
-                "group": "snapshot.storage.k8s.io", "resource": "volumesnapshots",
-                "verb": "get", "namespace": c.ns,
-            },
-        },
-    }))
-    .expect("review");
-    let api: Api<SubjectAccessReview> = Api::all(c.admin.0.clone());
-    let answer = block(async move {
-        api.create(&PostParams::default(), &review)
-            .await
-            .expect("SubjectAccessReview")
-    });
-    answer.status.is_some_and(|s| s.allowed)
+    c.agent_may("snapshot.storage.k8s.io", "volumesnapshots", "get")
 }
 
 /// The webhook's ClusterRole with `rules` (a merge patch replaces the list whole).

@@ -449,6 +449,29 @@ impl KubeCluster {
             .collect()
     }
 
+    /// Whether the agent's service account may `verb` `resource` of API `group` in this test's
+    /// namespace, as the server's authorizer says (a SubjectAccessReview).
+    pub fn agent_may(&self, group: &str, resource: &str, verb: &str) -> bool {
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        let review: SubjectAccessReview = serde_json::from_value(json!({
+            "spec": {
+                "user": AGENT_USER,
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:headroom", "system:authenticated"],
+                "resourceAttributes": {
+                    "group": group, "resource": resource, "verb": verb, "namespace": self.ns,
+                },
+            },
+        }))
+        .expect("review");
+        let api: Api<SubjectAccessReview> = Api::all(self.admin.0.clone());
+        let answer = block(async move {
+            api.create(&PostParams::default(), &review)
+                .await
+                .expect("SubjectAccessReview")
+        });
+        answer.status.is_some_and(|s| s.allowed)
+    }
+
     /// The agent's requests about objects in this test's namespace, from the audit log.
     pub fn agent_requests(&self) -> Vec<audit::Entry> {
         audit::read(&self.server.audit_log())
