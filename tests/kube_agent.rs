@@ -477,3 +477,53 @@ fn a_claim_held_by_a_drain_is_grown_at_the_emergency_line_before_the_next_scan()
     );
     c.assert_resize_patches("data", 1);
 }
+
+/// A claim past its line whose grow is held by its modification interval is grown when the
+/// interval ends, by the fast loop's wake at that time (`Decision::held_until`): `/volumes`'
+/// `scanned_at` unchanged says no full scan ran (`--interval 60s`), whatever its numbers did.
+#[test]
+fn a_claim_held_by_its_modification_interval_is_grown_when_it_ends_before_the_next_scan() {
+    if !server::available(
+        "a_claim_held_by_its_modification_interval_is_grown_when_it_ends_before_the_next_scan",
+    ) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    // Steps of 16Mi exactly (not widened to last the interval), one grow per 20 s.
+    let policy = [
+        POLICY,
+        &[
+            ("modification-interval", "20s"),
+            ("min-step", "1Mi"),
+            ("max-step", "16Mi"),
+        ],
+    ]
+    .concat();
+    let mount = c.claim("data", &c.fast.clone(), 64, &policy);
+    let _csi = c.csi(&[("data", mount.clone())], 100);
+    let port = support::http::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = c.agent("60s", &["--listen", &listen]);
+    let (scanned, _) = wait_for(Duration::from_secs(20), "data reported", || {
+        volumes(port).filter(|(_, v)| v.contains_key("data"))
+    });
+    // 87.5 %: grown by the fast loop, and the resize lands.
+    fill(&mount, 56 * MI);
+    c.wait_capacity("data", 80 * MI);
+    // 90 % of 80Mi, inside the interval: held.
+    fill(&mount, 72 * MI);
+    c.wait_blocked("data", "modification_interval");
+    c.assert_resize_patches("data", 1);
+    // The interval ends 20 s after the first grow: grown then, before the next scan.
+    wait_for(Duration::from_secs(40), "the grow at the interval's end", || {
+        (request_of(&c.get("data")) >= 96 * MI).then_some(())
+    });
+    let (scanned_after, after) =
+        wait_for(Duration::from_secs(5), "data's report", || volumes(port));
+    assert_eq!(
+        scanned_after, scanned,
+        "a full scan ran: {:#}",
+        after["data"]
+    );
+    c.assert_resize_patches("data", 2);
+}

@@ -12,7 +12,10 @@
 //! not a tick more. A volume wakes the loop once per crossing of each level ([`Level`]: its line,
 //! then the emergency line, which a claim held past its line is still watched for), and once when
 //! its size changes (a resize landed: the scan that follows records how long it took); the scan
-//! that follows decides and arms its trigger afresh.
+//! that follows decides and arms its trigger afresh. A claim whose grow is held until a time
+//! (the storage's rule, the window, the budget: `Decision::held_until`) wakes the loop once
+//! when that time comes, whatever its numbers, so it is decided on then and not at the next
+//! scan.
 //!
 //! The loop also says which volumes woke it ([`Watchlist::take_crossed`]): the reconcile loop
 //! decides on those at once, without walking the node, and leaves the rest to the next scan.
@@ -22,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use jiff::Timestamp;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -31,16 +35,50 @@ use crate::probe::statfs::FsStats;
 use crate::probe::{Prober, Target, Volume};
 use crate::resolve::trigger::{Level, Trigger};
 
+/// What a volume's last decision leaves the fast loop to watch for: its trigger's lines, and
+/// when a hold on its grow ends by time alone (`Decision::held_until`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Armed {
+    pub trigger: Trigger,
+    pub held_until: Option<Timestamp>,
+}
+
+impl Armed {
+    /// Lines alone, no hold.
+    pub fn lines(trigger: Trigger) -> Armed {
+        Armed {
+            trigger,
+            held_until: None,
+        }
+    }
+
+    /// The loop's instant at which the hold ends; `None` without one, or past the clock's range.
+    fn hold_ends(&self) -> Option<Instant> {
+        let wait = self.held_until?.duration_since(Timestamp::now());
+        // Already over (a negative wait): due at once.
+        let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+        Instant::now().checked_add(wait)
+    }
+}
+
 struct Watched {
     target: Target,
     trigger: Trigger,
     due: Instant,
+    /// When the hold on its grow ends: the loop wakes for it then, once (until re-armed).
+    hold_ends: Option<Instant>,
     /// The level the last decision (or the last wake) saw: the loop wakes when the numbers
     /// reach a higher one, once (until the next scan re-arms it).
     decided: Level,
     /// The last measurement's size and usage (a size change is a resize landing).
     capacity: u64,
     used: u64,
+}
+
+impl Watched {
+    fn hold_ended(&self, now: Instant) -> bool {
+        self.hold_ends.is_some_and(|t| t <= now)
+    }
 }
 
 /// Looked up once per volume per pass; see [`crate::probe::bounded`] for the hasher.
@@ -72,7 +110,7 @@ impl Watchlist {
     pub fn set(
         &self,
         volumes: &[Volume],
-        triggers: &HashMap<PathBuf, Trigger>,
+        triggers: &HashMap<PathBuf, Armed>,
         rates: &HashMap<PathBuf, f64>,
     ) {
         let now = Instant::now();
@@ -83,13 +121,15 @@ impl Watchlist {
         let watched: WatchMap = volumes
             .iter()
             .filter_map(|v| {
-                let trigger = *triggers.get(&v.path)?;
+                let armed = triggers.get(&v.path)?;
+                let trigger = armed.trigger;
                 let m = v.measurement?;
                 let rate = rates.get(v.path.as_path()).copied();
                 let w = Watched {
                     target: v.target()?,
                     trigger,
                     due: due(&v.path),
+                    hold_ends: armed.hold_ends(),
                     decided: trigger.level(&m, rate),
                     capacity: m.capacity_bytes,
                     used: m.used_bytes,
@@ -103,21 +143,22 @@ impl Watchlist {
     }
 
     /// After a scan of some volumes alone: each of `measured` is watched again with the trigger
-    /// its decision set, armed for the levels above the one the numbers that scan decided on
-    /// reach.
+    /// and hold its decision set, armed for the levels above the one the numbers that scan
+    /// decided on reach.
     pub fn rearm(
         &self,
         measured: &[(&Path, crate::decide::Measurement)],
-        triggers: &HashMap<PathBuf, Trigger>,
+        triggers: &HashMap<PathBuf, Armed>,
         rates: &HashMap<PathBuf, f64>,
     ) {
         let mut watched = self.lock();
         for (path, m) in measured {
-            let (Some(w), Some(trigger)) = (watched.get_mut(*path), triggers.get(*path)) else {
+            let (Some(w), Some(armed)) = (watched.get_mut(*path), triggers.get(*path)) else {
                 continue;
             };
-            w.trigger = *trigger;
-            w.decided = trigger.level(m, rates.get(*path).copied());
+            w.trigger = armed.trigger;
+            w.hold_ends = armed.hold_ends();
+            w.decided = armed.trigger.level(m, rates.get(*path).copied());
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
         }
     }
@@ -161,7 +202,7 @@ impl Watchlist {
         let due: Vec<Target> = self
             .lock()
             .values()
-            .filter(|w| w.due <= now)
+            .filter(|w| w.due <= now || w.hold_ended(now))
             .map(|w| w.target.clone())
             .collect();
         if due.is_empty() {
@@ -188,6 +229,8 @@ impl Watchlist {
                     tracing::debug!(path = %path.display(), error = %e, "re-measurement failed");
                     if let Some(w) = watched.get_mut(&**path) {
                         w.due = now + every;
+                        // Not measured, not decided on: the next scan decides on its hold.
+                        w.hold_ends = None;
                     }
                     continue;
                 }
@@ -204,7 +247,11 @@ impl Watchlist {
             w.due = now + w.trigger.period(&m, w.used, rate, every);
             let resized = m.capacity_bytes != w.capacity;
             (w.capacity, w.used) = (m.capacity_bytes, m.used_bytes);
-            if fired || resized {
+            let released = w.hold_ended(now);
+            if released {
+                w.hold_ends = None;
+            }
+            if fired || resized || released {
                 crossed.push((w.target.clone(), stats));
             }
         }
@@ -288,8 +335,10 @@ mod tests {
         let mut p = Policy::with_limit(1 << 30);
         p.enabled = true;
         p.usage_threshold = Some(99);
-        let triggers =
-            HashMap::from([(vols[0].path.clone(), Trigger::for_policy(&p, None).unwrap())]);
+        let triggers = HashMap::from([(
+            vols[0].path.clone(),
+            Armed::lines(Trigger::for_policy(&p, None).unwrap()),
+        )]);
         let list = Watchlist::new(Arc::new(Samples::default()));
         list.set(&vols, &triggers, &HashMap::new());
         let every = Duration::from_secs(1);
@@ -321,7 +370,10 @@ mod tests {
         p.enabled = true;
         p.usage_threshold = Some(99);
         let path = vols[0].path.clone();
-        let triggers = HashMap::from([(path.clone(), Trigger::for_policy(&p, None).unwrap())]);
+        let triggers = HashMap::from([(
+            path.clone(),
+            Armed::lines(Trigger::for_policy(&p, None).unwrap()),
+        )]);
         // As if the scan had seen the volume one byte smaller: the next look is a resize.
         let mut smaller = real;
         smaller.capacity_bytes -= 1;
@@ -349,5 +401,87 @@ mod tests {
         assert_eq!(list.pass(&prober, every, t0 + every * 3).await, 1);
         list.set(&vols, &triggers, &HashMap::new());
         assert!(list.take_crossed().is_empty());
+    }
+
+    /// A volume held until a time wakes the loop on the first tick after that time, once,
+    /// though its numbers have not moved; re-armed by its decision with a new end, it wakes
+    /// again then.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hold_that_ends_wakes_the_loop_once_at_its_end() {
+        let Some(dir) = OwnTmpfs::new() else {
+            return;
+        };
+        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
+        std::fs::create_dir_all(vol.join("mount")).unwrap();
+        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
+        let vols = prober.probe().await.unwrap();
+        let m = vols[0].measurement.unwrap();
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = Some(99);
+        let path = vols[0].path.clone();
+        let trigger = Trigger::for_policy(&p, None).unwrap();
+        let held = |secs: i64| Armed {
+            trigger,
+            held_until: Some(Timestamp::now() + jiff::SignedDuration::from_secs(secs)),
+        };
+        let list = Watchlist::new(Arc::new(Samples::default()));
+        // Due for its period only in an hour: only the hold's end makes it measured sooner.
+        let every = Duration::from_secs(3600);
+        list.set(
+            &vols,
+            &HashMap::from([(path.clone(), held(2))]),
+            &HashMap::new(),
+        );
+        let t0 = Instant::now();
+        assert_eq!(list.pass(&prober, every, t0).await, 1, "new: due at once");
+        assert!(
+            list.take_crossed().is_empty(),
+            "nothing moved, the hold not over"
+        );
+        assert_eq!(
+            list.pass(&prober, every, t0 + Duration::from_secs(1)).await,
+            0
+        );
+        assert_eq!(
+            list.pass(&prober, every, t0 + Duration::from_secs(3)).await,
+            1
+        );
+        let crossed = list.take_crossed();
+        assert_eq!(crossed.len(), 1, "{crossed:?}");
+        assert_eq!(&*crossed[0].0.path, path.as_path());
+        // Once: not again on the next tick.
+        assert_eq!(
+            list.pass(&prober, every, t0 + Duration::from_secs(4)).await,
+            0
+        );
+        assert!(list.take_crossed().is_empty());
+        // Its decision holds it again, for longer: the loop wakes at the new end, not before.
+        list.rearm(
+            &[(path.as_path(), m)],
+            &HashMap::from([(path.clone(), held(10))]),
+            &HashMap::new(),
+        );
+        assert_eq!(
+            list.pass(&prober, every, t0 + Duration::from_secs(8)).await,
+            0
+        );
+        assert_eq!(
+            list.pass(&prober, every, t0 + Duration::from_secs(12))
+                .await,
+            1
+        );
+        assert_eq!(list.take_crossed().len(), 1);
+        // No hold: nothing to wake for.
+        list.rearm(
+            &[(path.as_path(), m)],
+            &HashMap::from([(path.clone(), Armed::lines(trigger))]),
+            &HashMap::new(),
+        );
+        assert_eq!(
+            list.pass(&prober, every, t0 + Duration::from_secs(30))
+                .await,
+            0
+        );
     }
 }

@@ -12,6 +12,7 @@ use super::act::{Actor, Applied};
 use super::contain::contain;
 use super::evict::{Memos, claim_key};
 use super::kubelet_stats::KubeletVolume;
+use super::measure::Armed;
 use super::pgconn::Credentials;
 use super::samples::Samples;
 use super::shutdown::Shutdown;
@@ -38,8 +39,8 @@ pub(super) struct Work {
     pub(super) shutdown: Shutdown,
     pub(super) prober: probe::Prober,
     pub(super) retried: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Each evaluated volume's trigger (by mount path), for the fast measurement loop.
-    pub(super) triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Trigger>>,
+    /// Each evaluated volume's trigger and hold (by mount path), for the fast measurement loop.
+    pub(super) triggers: std::sync::Mutex<HashMap<std::path::PathBuf, Armed>>,
     /// Each volume's recent usage, from scans and the fast loop: its fill rate.
     pub(super) samples: Arc<Samples>,
     /// What earlier scans saw of each data directory's replication slots.
@@ -209,7 +210,11 @@ impl Work {
             .policy
             .as_ref()
             .and_then(|p| Trigger::for_policy(p, learned))
-            .map(|t| if restoring { t.without_prediction() } else { t });
+            .map(|t| if restoring { t.without_prediction() } else { t })
+            .map(|trigger| Armed {
+                trigger,
+                held_until: eval.report.decision.held_until,
+            });
         let mut t = self
             .triggers
             .lock()

@@ -7,6 +7,8 @@ use super::inputs::{Action, GrowKind};
 use crate::policy::{Mode, Policy};
 
 pub const WINDOW: SignedDuration = SignedDuration::from_hours(24);
+/// Minimum time between two non-emergency actions in convergent mode.
+pub const COOLDOWN: SignedDuration = SignedDuration::from_hours(1);
 /// How far in the future a history entry may be dated and still count: another node's clock may
 /// run a little fast. Entries beyond it are not an action anyone took; they are ignored (and
 /// reported) instead of blocking the claim for as long as the date says.

@@ -189,6 +189,12 @@ pub struct Decision {
     /// less than the interval ago).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_grow: Option<Timestamp>,
+    /// When the hold on a needed grow ends by time alone ([`super::held`]): the storage's rule,
+    /// the maintenance window, the cooldown, the daily budget, a refused eviction's retry. The
+    /// fast measurement loop decides on the claim again then, not at the next scan. `None` when
+    /// nothing holds it or what does has no end in time (a drain, WAL health, a quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<Timestamp>,
     /// Convergent mode: the volume is past the emergency line (the RFC's `Emergency` state),
     /// whatever the verdict.
     pub emergency: bool,
@@ -226,6 +232,7 @@ impl Decision {
             predicted: false,
             emergency: false,
             next_grow: None,
+            held_until: None,
             budget: Default::default(),
             effective_bytes: None,
             notes: Vec::new(),

@@ -6,9 +6,7 @@
 //! computed from the measurement; gates that only matter when growth is needed (in flight, WAL
 //! safety, limit, drain, window, cooldown, budget) come after.
 
-use jiff::SignedDuration;
-
-use super::budget::{self, Budget};
+use super::budget::{self, Budget, COOLDOWN};
 use super::decision::{BlockReason, Decision, Note, State, Verdict};
 use super::inputs::{FailureCause, GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
@@ -17,8 +15,6 @@ use super::{deadline, interval, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, round_size};
 
-/// Minimum time between two non-emergency actions in convergent mode.
-pub const COOLDOWN: SignedDuration = SignedDuration::from_hours(1);
 /// Convergent mode ignores a target less than this fraction above the current size.
 pub const MIN_CHANGE_PERCENT: u64 = 5;
 /// Convergent mode reports NeedsShrink only when free space exceeds targetBuffer by this much.
@@ -83,6 +79,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
         predicted: false,
         emergency: false,
         next_grow: None,
+        held_until: None,
         budget: budget.view(),
         effective_bytes: None,
         notes: Vec::new(),
@@ -104,6 +101,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
     }
     decision.verdict = verdict(inputs, policy, &budget, &mut decision);
     decision.restart = super::restart::restart(inputs, policy, is_critical(inputs, policy));
+    decision.held_until = super::held::held_until(inputs, &budget, &decision);
     if let Verdict::Grow {
         kind: GrowKind::GroupGrow,
         ..

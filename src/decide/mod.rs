@@ -4,6 +4,7 @@ pub mod budget;
 pub mod deadline;
 pub mod decision;
 mod engine;
+pub mod held;
 pub mod inputs;
 pub mod interval;
 pub mod lines;
@@ -17,10 +18,10 @@ pub mod restart;
 mod restart_facts;
 mod wal;
 
-pub use budget::BudgetView;
+pub use budget::{BudgetView, COOLDOWN};
 pub use decision::{BlockReason, Decision, Note, State, Verdict};
 pub use engine::{
-    COOLDOWN, EMERGENCY_MAX_BYTES, EMERGENCY_MIN_BYTES, EMERGENCY_MIN_PERCENT, MIN_CHANGE_PERCENT,
+    EMERGENCY_MAX_BYTES, EMERGENCY_MIN_BYTES, EMERGENCY_MIN_PERCENT, MIN_CHANGE_PERCENT,
     SHRINK_MARGIN_POINTS, decide,
 };
 pub use inputs::*;
@@ -31,6 +32,8 @@ pub use rate::{FillRate, Sample};
 mod convergent_tests;
 #[cfg(test)]
 mod extreme_tests;
+#[cfg(test)]
+mod held_tests;
 #[cfg(test)]
 mod interval_tests;
 #[cfg(test)]

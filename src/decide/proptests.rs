@@ -376,6 +376,36 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
     Ok(())
 }
 
+/// A hold that says when it ends is no shorter than it says: a second before that, the claim is
+/// still not grown (nor its pod evicted), so the fast loop's wake at the end comes no later than
+/// the grow could. Ends over a year away (saturated sums) are not decided at.
+fn check_hold_ends(i: &Inputs, d: &Decision) -> Result<(), TestCaseError> {
+    let Some(until) = d.held_until else {
+        return Ok(());
+    };
+    prop_assert!(
+        until > i.now,
+        "a hold ending at {until}, not after {}",
+        i.now
+    );
+    let Some(before) = until.checked_sub(SignedDuration::from_secs(1)).ok() else {
+        return Ok(());
+    };
+    if before <= i.now || until.duration_since(i.now) > SignedDuration::from_hours(400 * 24) {
+        return Ok(());
+    }
+    let then = decide(&Inputs { now: before, ..*i });
+    let evicts = matches!(then.restart, Some(super::restart::Restart::Evict { .. }));
+    prop_assert!(
+        then.grow_to().is_none() && !evicts,
+        "held until {until} ({:?}), yet a second before: {:?} {:?}",
+        d.verdict,
+        then.verdict,
+        then.restart
+    );
+    Ok(())
+}
+
 /// Threshold mode's grow is the step, widened at most to what the fill needs: during the lead
 /// time (predictive) or until the next grow is possible (an interval), and then within maxStep
 /// (or the step, when larger). Rounded up to a whole Gi (Mi under 1Gi) and capped at the limit.
@@ -459,6 +489,7 @@ proptest! {
         };
         let d = decide(&inputs);
         check_one(&p, &inputs, &d)?;
+        check_hold_ends(&inputs, &d)?;
         if d.predicted {
             prop_assert!(p.predictive.enabled && rate.is_some_and(|(r, _)| r > 0.0 && r.is_finite()));
         }

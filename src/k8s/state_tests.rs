@@ -251,6 +251,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
             predicted: false,
             emergency: false,
             next_grow: None,
+            held_until: None,
             budget: BudgetView {
                 actions_last_24h: 2,
                 reserved_for_emergency: 1,

@@ -73,6 +73,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
             predicted: false,
             emergency: false,
             next_grow: None,
+            held_until: None,
             budget: Default::default(),
             effective_bytes: None,
             notes: vec![],
