@@ -12,7 +12,11 @@
 //! the line, instead of the last small write of a volume already near it). `-- --bench --held`
 //! cordons the node first and starts every volume at 85 %, past its line, its grow held by the
 //! drain; the crossing write takes it to 97 %, past the emergency line, which lets the grow
-//! through. `--hanging-sink` configures a notification sink (tests/support/sink.rs) that takes
+//! through. `-- --bench --held-interval` starts every volume at 85 %, its grow held by
+//! `modificationInterval: 2h` after a last grow (in its history) dated so that each claim's
+//! interval ends at its own moment, spread uniformly over four scan intervals once the agent has
+//! started; it times each claim from the end of its interval to its PATCH (no write: the hold's
+//! end is a time, not a line). `--hanging-sink` configures a notification sink (tests/support/sink.rs) that takes
 //! every request and never answers, so each grow's message waits on it: the reaction must not
 //! change. Without `--bench` (e.g. `cargo test --benches`) it runs a smoke pass of two crossings
 //! at a 1 s interval.
@@ -25,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -98,9 +103,91 @@ fn main() -> ExitCode {
             held: false,
         }
     };
-    let samples = measure(&plan, &levels);
-    report(&plan, &levels, samples);
+    let (what, samples) = if std::env::args().any(|a| a == "--held-interval") {
+        let title = format!("end of a {HELD_INTERVAL} modification interval (at 85 %)");
+        (title, hold_ends(&plan))
+    } else {
+        let crossing = if levels.held {
+            "emergency crossing of a claim held by a drain"
+        } else {
+            "threshold crossing"
+        };
+        let title = format!("{crossing} ({} % -> {} %)", levels.before, levels.after);
+        (title, measure(&plan, &levels))
+    };
+    report(&plan, &what, samples);
     ExitCode::SUCCESS
+}
+
+/// `--held-interval`'s modification interval: long enough that the last grows dated inside it
+/// are hours old, nothing like a grow the agent could have made.
+const HELD_INTERVAL: &str = "2h";
+
+/// Every claim past its line (85 %) and held by its modification interval, each interval ending
+/// at its own moment (uniform over the rounds' scan intervals, after a lead for the agent's start
+/// and first scan); the delay from each end to the claim's PATCH.
+fn hold_ends(plan: &Plan) -> Vec<Duration> {
+    let mut c = KubeCluster::new();
+    let fast = c.fast.clone();
+    let total = plan.per_round * plan.rounds;
+    let names: Vec<String> = (0..total).map(|i| format!("h-{i}")).collect();
+    let policy = [POLICY, &[("modification-interval", HELD_INTERVAL)]].concat();
+    for n in &names {
+        let mount = c.claim(n, &fast, SIZE_MI, &policy);
+        fill(&mount, SIZE_MI * MI * 85 / 100);
+    }
+    let lead = plan.interval * 3 + Duration::from_secs(20);
+    let span_ms = (plan.interval * plan.rounds as u32).as_millis() as u64;
+    let interval: SignedDuration = HELD_INTERVAL.parse().expect("interval");
+    let mut rng = SplitMix(0x686f_6c64_656e_6473);
+    let (t0, wall0) = (Instant::now(), Timestamp::now());
+    let ends: Vec<Instant> = names
+        .iter()
+        .map(|n| {
+            let end = lead + Duration::from_millis(rng.next() % span_ms);
+            let at = wall0 + SignedDuration::try_from(end).expect("end") - interval;
+            let last = json!([{
+                "at": at, "kind": "Grow", "from": (SIZE_MI - 2) * MI, "to": SIZE_MI * MI,
+                "fs_before": (SIZE_MI - 2) * MI, "landed": at + SignedDuration::from_secs(60),
+                "result": "Succeeded",
+            }]);
+            let history =
+                json!({"metadata": {"annotations": {"headroom.dev/history": last.to_string()}}});
+            c.patch_claim(n, history);
+            t0 + end
+        })
+        .collect();
+    let extra: Vec<String> = std::env::args()
+        .skip_while(|a| a != "--measure-interval")
+        .take(2)
+        .collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let agent = c.agent(plan.interval_arg, &extra);
+    let first_end = *ends.iter().min().expect("claims");
+    wait_for(lead, "every claim held by its interval", || {
+        names
+            .iter()
+            .all(|n| c.status_field(n, "blockedReason").as_deref() == Some("modification_interval"))
+            .then_some(())
+    });
+    assert!(
+        Instant::now() < first_end,
+        "the first hold ended before every claim was seen held: a longer lead is needed"
+    );
+    let patched: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
+    spawn_recorder(&c, &names, patched.clone());
+    let last_end = *ends.iter().max().expect("claims");
+    let wait = last_end.saturating_duration_since(Instant::now()) + Duration::from_secs(120);
+    wait_for(wait, "every claim patched", || {
+        let p = patched.lock().expect("patched");
+        p.iter().all(Option::is_some).then_some(())
+    });
+    drop(agent);
+    let p = patched.lock().expect("patched");
+    ends.iter()
+        .zip(p.iter())
+        .map(|(end, at)| at.expect("patched").saturating_duration_since(*end))
+        .collect()
 }
 
 fn measure(plan: &Plan, levels: &Levels) -> Vec<Duration> {
@@ -233,7 +320,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[rank - 1]
 }
 
-fn report(plan: &Plan, levels: &Levels, mut samples: Vec<Duration>) {
+fn report(plan: &Plan, what: &str, mut samples: Vec<Duration>) {
     samples.sort();
     let secs = |d: Duration| d.as_secs_f64();
     let mean = samples.iter().map(|d| secs(*d)).sum::<f64>() / samples.len() as f64;
@@ -247,14 +334,7 @@ fn report(plan: &Plan, levels: &Levels, mut samples: Vec<Duration>) {
         measure
     };
     println!(
-        "{} to PVC patch ({} % -> {} %), interval {:?}, {} crossings, {}",
-        if levels.held {
-            "emergency crossing of a claim held by a drain"
-        } else {
-            "threshold crossing"
-        },
-        levels.before,
-        levels.after,
+        "{what} to PVC patch, interval {:?}, {} claims, {}",
         plan.interval,
         samples.len(),
         if measure.is_empty() {

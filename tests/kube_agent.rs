@@ -515,9 +515,11 @@ fn a_claim_held_by_its_modification_interval_is_grown_when_it_ends_before_the_ne
     c.wait_blocked("data", "modification_interval");
     c.assert_resize_patches("data", 1);
     // The interval ends 20 s after the first grow: grown then, before the next scan.
-    wait_for(Duration::from_secs(40), "the grow at the interval's end", || {
-        (request_of(&c.get("data")) >= 96 * MI).then_some(())
-    });
+    wait_for(
+        Duration::from_secs(40),
+        "the grow at the interval's end",
+        || (request_of(&c.get("data")) >= 96 * MI).then_some(()),
+    );
     let (scanned_after, after) =
         wait_for(Duration::from_secs(5), "data's report", || volumes(port));
     assert_eq!(
