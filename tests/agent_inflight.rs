@@ -166,3 +166,53 @@ fn a_landing_whose_write_meets_a_conflict_is_written_at_once() {
     );
     assert_eq!(c.resize_patches("data"), 1);
 }
+
+/// The kubelet grows the filesystem, then writes `status.capacity` carrying the resourceVersion
+/// it read (kubelet 1.20's addResourceVersion). The agent sees the filesystem grown in between
+/// and writes nothing to the claim, so that write is not refused (409) and retried a reconcile
+/// later; it stamps the landing once the status shows it too, within moments, not at the next
+/// scan a minute later.
+#[test]
+fn nothing_is_written_between_the_filesystem_growing_and_the_kubelets_status_write() {
+    if !available(
+        "nothing_is_written_between_the_filesystem_growing_and_the_kubelets_status_write",
+        &[],
+    ) {
+        return;
+    }
+    let mut c = Cluster::new();
+    let mount_point = c.claim("data", &c.fast.clone(), 64, ENABLED);
+    let _agent = c.agent("60s");
+    wait_for(WAIT, "the first status", || {
+        status_field(&c.get("data"), "state")
+    });
+    fill(&mount_point, 60 * MI);
+    wait_for(WAIT, "the grow", || {
+        (request_of(&c.get("data")) == 80 * MI).then_some(())
+    });
+    // What the grow's decision wrote is written; the kubelet reads the claim.
+    std::thread::sleep(Duration::from_secs(2));
+    let read = c
+        .get("data")
+        .metadata
+        .resource_version
+        .expect("resourceVersion");
+    remount(&mount_point, 80 * MI);
+    // The fast loop sees the filesystem grown (several looks) before the status write.
+    std::thread::sleep(Duration::from_secs(3));
+    let written = jiff::Timestamp::now();
+    c.patch_status::<PersistentVolumeClaim>(
+        "data",
+        &json!({"metadata": {"resourceVersion": read}, "status": {"capacity": {"storage": "80Mi"}}}),
+    );
+    let landed = wait_for(WAIT, "the landing in the history", || {
+        history(&c.get("data"))
+            .iter()
+            .find_map(|e| e.get("landed")?.as_str()?.parse::<jiff::Timestamp>().ok())
+    });
+    assert!(
+        landed >= written,
+        "stamped at {landed}, before the status showed it at {written}"
+    );
+    assert_eq!(c.resize_patches("data"), 1);
+}

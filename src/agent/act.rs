@@ -231,7 +231,10 @@ impl Actor<'_> {
         // what the predictive trigger learns this claim's lead time from; a failed one is
         // marked so.
         let history = eval.history_changed.then_some(eval.history.as_slice());
-        if self.dry_run || (unchanged && history.is_none()) {
+        // Not between the kubelet's growing the filesystem and its status write: the claim is
+        // looked at again in a moment (the fast loop) and written then.
+        let kubelet_writing = crate::resolve::inflight::awaits_capacity(eval);
+        if self.dry_run || (unchanged && history.is_none()) || kubelet_writing {
             return Applied::Done;
         }
         let body = match state::status_patch(Some(&rv), status, history) {

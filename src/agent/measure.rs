@@ -15,7 +15,8 @@
 //! that follows decides and arms its trigger afresh. A claim whose grow is held until a time
 //! (the storage's rule, the window, the budget: `Decision::held_until`) wakes the loop once
 //! when that time comes, whatever its numbers, so it is decided on then and not at the next
-//! scan.
+//! scan; so does one whose filesystem has grown while its `status.capacity` has not yet (its
+//! landing is stamped once both show it), a moment later.
 //!
 //! The loop also says which volumes woke it ([`Watchlist::take_crossed`]): the reconcile loop
 //! decides on those at once, without walking the node, and leaves the rest to the next scan.
@@ -36,11 +37,12 @@ use crate::probe::{Prober, Target, Volume};
 use crate::resolve::trigger::{Level, Trigger};
 
 /// What a volume's last decision leaves the fast loop to watch for: its trigger's lines, and
-/// when a hold on its grow ends by time alone (`Decision::held_until`).
+/// when to decide on it again whatever its numbers (its hold's end, `Decision::held_until`, or
+/// soon while its landing waits for `status.capacity`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Armed {
     pub trigger: Trigger,
-    pub held_until: Option<Timestamp>,
+    pub wake_at: Option<Timestamp>,
 }
 
 impl Armed {
@@ -48,13 +50,13 @@ impl Armed {
     pub fn lines(trigger: Trigger) -> Armed {
         Armed {
             trigger,
-            held_until: None,
+            wake_at: None,
         }
     }
 
-    /// The loop's instant at which the hold ends; `None` without one, or past the clock's range.
+    /// The loop's instant for `wake_at`; `None` without one, or past the clock's range.
     fn hold_ends(&self) -> Option<Instant> {
-        let wait = self.held_until?.duration_since(Timestamp::now());
+        let wait = self.wake_at?.duration_since(Timestamp::now());
         // Already over (a negative wait): due at once.
         let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
         Instant::now().checked_add(wait)
@@ -65,7 +67,7 @@ struct Watched {
     target: Target,
     trigger: Trigger,
     due: Instant,
-    /// When the hold on its grow ends: the loop wakes for it then, once (until re-armed).
+    /// When to decide on it again whatever its numbers (`Armed::wake_at`): once, until re-armed.
     hold_ends: Option<Instant>,
     /// The level the last decision (or the last wake) saw: the loop wakes when the numbers
     /// reach a higher one, once (until the next scan re-arms it).
@@ -423,7 +425,7 @@ mod tests {
         let trigger = Trigger::for_policy(&p, None).unwrap();
         let held = |secs: i64| Armed {
             trigger,
-            held_until: Some(Timestamp::now() + jiff::SignedDuration::from_secs(secs)),
+            wake_at: Some(Timestamp::now() + jiff::SignedDuration::from_secs(secs)),
         };
         let list = Watchlist::new(Arc::new(Samples::default()));
         // Due for its period only in an hour: only the hold's end makes it measured sooner.

@@ -118,7 +118,7 @@ impl Work {
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
             attempt += 1;
-            self.note_trigger(&ctx.vol.path, &eval);
+            self.note_trigger(&ctx.vol.path, &eval, now);
             match actor.apply(&pvc, &eval, now).await {
                 Applied::Done => return eval.report,
                 Applied::Conflict if attempt < CONFLICT_RETRIES => {
@@ -203,7 +203,7 @@ impl Work {
         self.evictions.get(&claim_key(key, request)).refused
     }
 
-    fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation) {
+    fn note_trigger(&self, path: &std::path::Path, eval: &Evaluation, now: Timestamp) {
         let learned = inflight::learned_lead(&eval.history);
         let restoring = eval.report.decision.restoring().is_some();
         let trigger = eval
@@ -213,7 +213,7 @@ impl Work {
             .map(|t| if restoring { t.without_prediction() } else { t })
             .map(|trigger| Armed {
                 trigger,
-                held_until: eval.report.decision.held_until,
+                wake_at: wake_at(eval, now),
             });
         let mut t = self
             .triggers
@@ -223,6 +223,21 @@ impl Work {
             Some(trigger) => t.insert(path.to_path_buf(), trigger),
             None => t.remove(path),
         };
+    }
+}
+
+/// A resize whose filesystem growth is seen but whose `status.capacity` is not
+/// ([`inflight::awaits_capacity`]): looked at again this soon.
+const LANDING_RECHECK: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
+
+/// When the fast loop decides on the volume again whatever its numbers: when its hold ends, or
+/// soon while its landing waits for `status.capacity` (stamped once both show it).
+fn wake_at(eval: &Evaluation, now: Timestamp) -> Option<Timestamp> {
+    let landing =
+        inflight::awaits_capacity(eval).then(|| crate::decide::budget::plus(now, LANDING_RECHECK));
+    match (eval.report.decision.held_until, landing) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

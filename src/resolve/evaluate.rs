@@ -213,7 +213,12 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
     let last_write = history.iter().map(|a| a.at).max();
     let seen = inflight::usable(s.volume.measurement, s.kubelet, block_mode, last_write, now);
-    let landed = inflight::stamp_landing(&mut history, seen.as_ref(), s.watching_since);
+    let landed = inflight::stamp_landing(
+        &mut history,
+        seen.as_ref(),
+        claim.capacity_bytes,
+        s.watching_since,
+    );
     let fill_rate = s.fill_rate.map(|bytes_per_second| FillRate {
         bytes_per_second,
         resize_lead: inflight::learned_lead(&history),

@@ -68,19 +68,23 @@ fn shows_growth(a: &Action, seen: &Seen) -> Option<bool> {
     })
 }
 
-/// Stamps the newest action `landed` when this is the first measurement to show its growth;
-/// `true` when it did (the history then needs writing, once per resize). An action older than
+/// Stamps the newest action `landed` when this is the first measurement to show its growth and
+/// the claim's `status.capacity` (`capacity`) has reached its size too; `true` when it did (the
+/// history then needs writing, once per resize). Not before: the kubelet writes
+/// `status.capacity` after growing the filesystem, carrying the claim's resourceVersion, and a
+/// history write in between makes its write conflict and wait a reconcile. An action older than
 /// `watching_since` (when this agent began measuring) landed unwatched: any time before.
 pub fn stamp_landing(
     history: &mut [Action],
     seen: Option<&Seen>,
+    capacity: u64,
     watching_since: Timestamp,
 ) -> bool {
     let Some(a) = history.iter_mut().max_by_key(|a| a.at) else {
         return false;
     };
     match seen {
-        Some(s) if a.landed.is_none() && shows_growth(a, s) == Some(true) => {
+        Some(s) if a.landed.is_none() && capacity >= a.to && shows_growth(a, s) == Some(true) => {
             a.landed = Some(s.at);
             a.landed_unwatched = a.at < watching_since;
             // Entries written before results were kept stay without one.
@@ -91,6 +95,34 @@ pub fn stamp_landing(
         }
         _ => false,
     }
+}
+
+/// The evaluation's newest action has grown the filesystem but not yet the claim's
+/// `status.capacity`: the kubelet writes that within moments of growing the filesystem, carrying
+/// the claim's resourceVersion as it read it, so a write to the claim now would make its write
+/// conflict (and retry a reconcile later). The claim is written once the status shows it, and is
+/// worth a fresh look soon rather than at the next scan.
+pub fn awaits_capacity(eval: &super::Evaluation) -> bool {
+    let r = &eval.report;
+    let seen = (r.measurement.zip(r.measured_at)).map(|(measurement, at)| Seen {
+        measurement,
+        by: r.measured_by,
+        at,
+    });
+    growth_awaits_capacity(&eval.history, seen.as_ref(), &r.claim)
+}
+
+/// [`awaits_capacity`] from the history, the measurement and the claim. Not once the resize
+/// has failed (a status that never comes).
+fn growth_awaits_capacity(history: &[Action], seen: Option<&Seen>, claim: &ClaimState) -> bool {
+    let Some(a) = history.iter().max_by_key(|a| a.at) else {
+        return false;
+    };
+    let failed = matches!(claim.resize, ResizeState::Failed { .. });
+    a.landed.is_none()
+        && !failed
+        && claim.capacity_bytes < a.to
+        && seen.is_some_and(|s| shows_growth(a, s) == Some(true))
 }
 
 /// Marks the newest action `Failed` when the claim's resize failed (the storage refused it, or

@@ -335,17 +335,89 @@ fn the_first_measurement_showing_growth_stamps_the_landing_once() {
     let t = |s| at + SignedDuration::from_secs(s);
     let since = at - SignedDuration::from_hours(3);
     // Not grown yet, and a measurement from before the write: nothing to stamp.
-    assert!(!stamp_landing(&mut h, Some(&seen(10 * GI, t(30))), since));
-    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(-1))), since));
-    assert!(!stamp_landing(&mut h, None, since));
-    assert!(stamp_landing(&mut h, Some(&seen(12 * GI, t(45))), since));
+    assert!(!stamp_landing(
+        &mut h,
+        Some(&seen(10 * GI, t(30))),
+        12 * GI,
+        since
+    ));
+    assert!(!stamp_landing(
+        &mut h,
+        Some(&seen(12 * GI, t(-1))),
+        12 * GI,
+        since
+    ));
+    assert!(!stamp_landing(&mut h, None, 12 * GI, since));
+    assert!(stamp_landing(
+        &mut h,
+        Some(&seen(12 * GI, t(45))),
+        12 * GI,
+        since
+    ));
     assert_eq!(h[1].landed, Some(t(45)));
     assert!(!h[1].landed_unwatched);
     assert_eq!(h[0].landed, None, "only the newest action");
     // Later measurements do not move it.
-    assert!(!stamp_landing(&mut h, Some(&seen(12 * GI, t(90))), since));
+    assert!(!stamp_landing(
+        &mut h,
+        Some(&seen(12 * GI, t(90))),
+        12 * GI,
+        since
+    ));
     assert_eq!(learned_lead(&h), Some(SignedDuration::from_secs(45)));
-    assert!(!stamp_landing(&mut [], Some(&seen(12 * GI, t(45))), since));
+    assert!(!stamp_landing(
+        &mut [],
+        Some(&seen(12 * GI, t(45))),
+        12 * GI,
+        since
+    ));
+}
+
+/// The filesystem grown before the kubelet wrote `status.capacity`: no landing yet (a history
+/// write now would make the kubelet's status write, which carries the claim's resourceVersion,
+/// conflict) and the claim is worth a look again soon; the first measurement once the capacity
+/// shows it stamps it, at that time.
+#[test]
+fn a_landing_is_stamped_once_status_capacity_shows_it_too() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let mut h = vec![grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let t = |s| at + SignedDuration::from_secs(s);
+    let since = at - SignedDuration::from_hours(1);
+    let (waiting, landed) = (idle(12 * GI, 10 * GI), idle(12 * GI, 12 * GI));
+    // Neither grown yet: nothing waits for the status.
+    assert!(!growth_awaits_capacity(
+        &h,
+        Some(&seen(10 * GI, t(10))),
+        &waiting
+    ));
+    let grown = seen(12 * GI, t(20));
+    assert!(!stamp_landing(&mut h, Some(&grown), 10 * GI, since));
+    assert_eq!(h[0].landed, None);
+    assert!(growth_awaits_capacity(&h, Some(&grown), &waiting));
+    let failed = ClaimState {
+        resize: ResizeState::Failed {
+            cause: FailureCause::Stuck,
+            detail: String::new(),
+        },
+        ..waiting.clone()
+    };
+    assert!(
+        !growth_awaits_capacity(&h, Some(&grown), &failed),
+        "a status that never comes"
+    );
+    assert!(stamp_landing(
+        &mut h,
+        Some(&seen(12 * GI, t(25))),
+        12 * GI,
+        since
+    ));
+    assert_eq!(h[0].landed, Some(t(25)));
+    assert_eq!(learned_lead(&h), Some(SignedDuration::from_secs(25)));
+    assert!(!growth_awaits_capacity(
+        &h,
+        Some(&seen(12 * GI, t(30))),
+        &landed
+    ));
 }
 
 /// An agent started (restarted, upgraded) after the PATCH first sees the growth hours later:
@@ -367,6 +439,7 @@ fn a_landing_first_seen_by_an_agent_started_after_the_patch_teaches_no_lead_time
     assert!(stamp_landing(
         &mut h,
         Some(&seen(12 * GI, first_look)),
+        12 * GI,
         started
     ));
     assert_eq!(
@@ -389,7 +462,7 @@ fn a_lowered_request_has_no_landing() {
     let at = ts("2026-03-01T12:00:00Z");
     let mut h = vec![grow(at, 12 * GI, 10 * GI, Some(10 * GI))];
     let later = seen(12 * GI, at + SignedDuration::from_secs(5));
-    assert!(!stamp_landing(&mut h, Some(&later), at));
+    assert!(!stamp_landing(&mut h, Some(&later), 12 * GI, at));
 }
 
 /// A resize waiting for the pod's restart has not failed: its entry stays `Requested`, and the

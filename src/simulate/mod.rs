@@ -142,7 +142,8 @@ impl World {
             at: now,
         };
         // The simulated agent measures throughout: every landing is watched.
-        inflight::stamp_landing(&mut self.history, Some(&seen), Timestamp::UNIX_EPOCH);
+        let since = Timestamp::UNIX_EPOCH;
+        inflight::stamp_landing(&mut self.history, Some(&seen), self.capacity, since);
         let claim = ClaimState {
             request_bytes: self.request,
             capacity_bytes: self.capacity,
