@@ -106,6 +106,23 @@ fn capacity_set_before_the_filesystem_grows_is_one_grow() {
     assert_eq!(c.resize_patches("data"), 2);
 }
 
+/// A 64Mi claim filled to 60Mi and grown to 80Mi by an agent whose scans are a minute apart:
+/// the fill, and what follows the grow, are seen by the fast loop alone. The resize has not
+/// landed.
+fn grown_between_scans() -> (Cluster, std::path::PathBuf, support::node::Agent) {
+    let mut c = Cluster::new();
+    let mount_point = c.claim("data", &c.fast.clone(), 64, ENABLED);
+    let agent = c.agent("60s");
+    wait_for(WAIT, "the first status", || {
+        status_field(&c.get("data"), "state")
+    });
+    fill(&mount_point, 60 * MI);
+    wait_for(WAIT, "the grow", || {
+        (request_of(&c.get("data")) == 80 * MI).then_some(())
+    });
+    (c, mount_point, agent)
+}
+
 /// The landing of a resize is written when it is seen, even when the claim changed in that very
 /// moment (the CSI driver setting its capacity while the agent reads it): the 409 on that write
 /// is re-read and written again, not left for the next scan a whole interval later, which would
@@ -119,17 +136,7 @@ fn a_landing_whose_write_meets_a_conflict_is_written_at_once() {
     ) {
         return;
     }
-    let mut c = Cluster::new();
-    let mount_point = c.claim("data", &c.fast.clone(), 64, ENABLED);
-    // Scans a minute apart: the fill and the landing are seen by the fast loop alone.
-    let _agent = c.agent("60s");
-    wait_for(WAIT, "the first status", || {
-        status_field(&c.get("data"), "state")
-    });
-    fill(&mount_point, 60 * MI);
-    wait_for(WAIT, "the grow", || {
-        (request_of(&c.get("data")) == 80 * MI).then_some(())
-    });
+    let (c, mount_point, _agent) = grown_between_scans();
     // The agent's next write to the claim (the landing's) meets a change it has not seen.
     let path = format!("/api/v1/namespaces/{}/persistentvolumeclaims/data", c.ns);
     c.proxy.fail_next_matching(1, 409, "PATCH", &path);
@@ -180,16 +187,7 @@ fn nothing_is_written_between_the_filesystem_growing_and_the_kubelets_status_wri
     ) {
         return;
     }
-    let mut c = Cluster::new();
-    let mount_point = c.claim("data", &c.fast.clone(), 64, ENABLED);
-    let _agent = c.agent("60s");
-    wait_for(WAIT, "the first status", || {
-        status_field(&c.get("data"), "state")
-    });
-    fill(&mount_point, 60 * MI);
-    wait_for(WAIT, "the grow", || {
-        (request_of(&c.get("data")) == 80 * MI).then_some(())
-    });
+    let (c, mount_point, _agent) = grown_between_scans();
     // What the grow's decision wrote is written; the kubelet reads the claim.
     std::thread::sleep(Duration::from_secs(2));
     let read = c

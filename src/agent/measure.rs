@@ -312,6 +312,20 @@ mod tests {
         }
     }
 
+    /// The volume directory of one claim on `dir`, the prober that found it, what the walk
+    /// found, and a trigger at 99 % used.
+    async fn one_volume(dir: &OwnTmpfs) -> (PathBuf, Prober, Vec<Volume>, Trigger) {
+        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
+        std::fs::create_dir_all(vol.join("mount")).unwrap();
+        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
+        let vols = prober.probe().await.unwrap();
+        assert_eq!(vols.len(), 1, "{vols:#?}");
+        let mut p = Policy::with_limit(1 << 30);
+        p.enabled = true;
+        p.usage_threshold = Some(99);
+        (vol, prober, vols, Trigger::for_policy(&p, None).unwrap())
+    }
+
     impl Drop for OwnTmpfs {
         fn drop(&mut self) {
             let _ = nix::mount::umount2(self.0.path(), nix::mount::MntFlags::MNT_DETACH);
@@ -329,18 +343,8 @@ mod tests {
         let Some(dir) = OwnTmpfs::new() else {
             return;
         };
-        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
-        std::fs::create_dir_all(vol.join("mount")).unwrap();
-        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
-        let vols = prober.probe().await.unwrap();
-        assert_eq!(vols.len(), 1, "{vols:#?}");
-        let mut p = Policy::with_limit(1 << 30);
-        p.enabled = true;
-        p.usage_threshold = Some(99);
-        let triggers = HashMap::from([(
-            vols[0].path.clone(),
-            Armed::lines(Trigger::for_policy(&p, None).unwrap()),
-        )]);
+        let (vol, prober, vols, trigger) = one_volume(&dir).await;
+        let triggers = HashMap::from([(vols[0].path.clone(), Armed::lines(trigger))]);
         let list = Watchlist::new(Arc::new(Samples::default()));
         list.set(&vols, &triggers, &HashMap::new());
         let every = Duration::from_secs(1);
@@ -363,19 +367,10 @@ mod tests {
         let Some(dir) = OwnTmpfs::new() else {
             return;
         };
-        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
-        std::fs::create_dir_all(vol.join("mount")).unwrap();
-        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
-        let mut vols = prober.probe().await.unwrap();
+        let (_, prober, mut vols, trigger) = one_volume(&dir).await;
         let real = vols[0].measurement.unwrap();
-        let mut p = Policy::with_limit(1 << 30);
-        p.enabled = true;
-        p.usage_threshold = Some(99);
         let path = vols[0].path.clone();
-        let triggers = HashMap::from([(
-            path.clone(),
-            Armed::lines(Trigger::for_policy(&p, None).unwrap()),
-        )]);
+        let triggers = HashMap::from([(path.clone(), Armed::lines(trigger))]);
         // As if the scan had seen the volume one byte smaller: the next look is a resize.
         let mut smaller = real;
         smaller.capacity_bytes -= 1;
@@ -413,16 +408,9 @@ mod tests {
         let Some(dir) = OwnTmpfs::new() else {
             return;
         };
-        let vol = dir.path().join("pods/u1/volumes/kubernetes.io~csi/pv-a");
-        std::fs::create_dir_all(vol.join("mount")).unwrap();
-        let prober = Prober::new(dir.path().to_path_buf(), Duration::from_secs(30));
-        let vols = prober.probe().await.unwrap();
+        let (_, prober, vols, trigger) = one_volume(&dir).await;
         let m = vols[0].measurement.unwrap();
-        let mut p = Policy::with_limit(1 << 30);
-        p.enabled = true;
-        p.usage_threshold = Some(99);
         let path = vols[0].path.clone();
-        let trigger = Trigger::for_policy(&p, None).unwrap();
         let held = |secs: i64| Armed {
             trigger,
             wake_at: Some(Timestamp::now() + jiff::SignedDuration::from_secs(secs)),

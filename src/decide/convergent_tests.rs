@@ -24,6 +24,17 @@ fn minimal(request: u64, limit: u64) -> Policy {
 }
 
 fn decide_at(p: &Policy, size: u64, used: u64, history: &[Action], now: Timestamp) -> Decision {
+    decide_with(p, (size, used), history, now, VolumeFacts::default())
+}
+
+/// A claim of `size` with `used` bytes, at its request, expandable, with `facts` otherwise.
+pub(super) fn decide_with(
+    p: &Policy,
+    (size, used): (u64, u64),
+    history: &[Action],
+    now: Timestamp,
+    facts: VolumeFacts,
+) -> Decision {
     let claim = ClaimState {
         request_bytes: size,
         capacity_bytes: size,
@@ -43,7 +54,7 @@ fn decide_at(p: &Policy, size: u64, used: u64, history: &[Action], now: Timestam
         wal: None,
         facts: VolumeFacts {
             expandable: true,
-            ..VolumeFacts::default()
+            ..facts
         },
         now,
         fill_rate: None,

@@ -31,30 +31,7 @@ fn decide_with(
 ) -> Decision {
     let size = 100 * GI;
     let used = size / 100 * used_percent;
-    let claim = ClaimState {
-        request_bytes: size,
-        capacity_bytes: size,
-        resize: ResizeState::Idle,
-    };
-    decide(&Inputs {
-        logical: None,
-        policy: PolicyInput::Valid(p),
-        measurement: Measurement {
-            capacity_bytes: size,
-            used_bytes: used,
-            available_bytes: size - used,
-            ..Default::default()
-        },
-        claim: &claim,
-        history,
-        wal: None,
-        facts: VolumeFacts {
-            expandable: true,
-            ..facts
-        },
-        now: ts(now),
-        fill_rate: None,
-    })
+    super::convergent_tests::decide_with(p, (size, used), history, ts(now), facts)
 }
 
 fn grew(at: &str, kind: GrowKind) -> Action {
