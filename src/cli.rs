@@ -49,6 +49,9 @@ pub enum Command {
     /// with your kubeconfig, like kubectl); with --policy, each claim's effective policy and
     /// where every key came from.
     Status(StatusArgs),
+    /// Approve the grow headroom recommends for one claim (`enforcement: approve`): reads the
+    /// claim's recommendation, sets `headroom.dev/approve` to its id, and prints what will happen.
+    Approve(ApproveArgs),
     /// Trim (FITRIM, like fstrim) one mounted filesystem and print what it reclaimed. Needs CAP_SYS_ADMIN.
     Trim(TrimArgs),
 }
@@ -191,6 +194,21 @@ pub struct StatusArgs {
     pub selector: Option<String>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The claim whose recommendation to approve.
+    pub name: String,
+    /// Its namespace (default: the kubeconfig context's namespace).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,

@@ -22,7 +22,8 @@
 //!   admission webhook (new group members created at size); notifications to HTTP sinks
 //! - `cli`: the command line's arguments
 //! - `agent`: the node agent (watch stores, scan loop, act)
-//! - `cmd`: the one-shot commands (`validate`, `simulate`, `scan`, `wal-health`, `status`, `trim`)
+//! - `cmd`: the one-shot commands (`validate`, `simulate`, `scan`, `wal-health`, `status`,
+//!   `approve`, `trim`)
 
 pub mod agent;
 pub mod ca;

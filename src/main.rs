@@ -35,6 +35,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Scan(args) => Ok(cmd::scan::run(&args)?),
         Command::WalHealth(args) => Ok(cmd::wal_health::run(&args)?),
         Command::Status(args) => Ok(cmd::status::run(&args)?),
+        Command::Approve(args) => Ok(cmd::approve::run(&args)?),
         Command::Trim(args) => Ok(cmd::trim::run(&args)?),
     }
 }

@@ -94,5 +94,9 @@ pub struct VolumeReport {
     /// The logical volume whose budget and history the claim shares, when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logical: Option<crate::decide::logical::LogicalView>,
+    /// `enforcement: recommend | approve`: the grow held for a person, the last approval and
+    /// what became of it; `None` under `act`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enforced: Option<crate::decide::recommend::Enforced>,
     pub evaluated_at: Timestamp,
 }

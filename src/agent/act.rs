@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::evict::{self, Memos, Outcome};
 use super::shutdown::Shutdown;
 use crate::decide::restart::Restart;
-use crate::decide::{Action, ActionResult, BlockReason, GrowKind, Verdict};
+use crate::decide::{Action, ActionResult, Approval, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
@@ -26,6 +26,7 @@ use crate::resolve::Evaluation;
 /// The merge patch of a grow decided by `eval`: the new request, the history with this action
 /// (and the filesystem's size when it was decided, which ends the resize once a later
 /// measurement exceeds it), the status.
+#[cfg(test)]
 pub fn grow_body(
     eval: &Evaluation,
     resource_version: &str,
@@ -34,8 +35,30 @@ pub fn grow_body(
     status: &StatusAnnotation,
     now: Timestamp,
 ) -> Result<Value, crate::k8s::KubeError> {
+    approved_grow_body(
+        eval,
+        resource_version,
+        (to, kind),
+        node,
+        status,
+        (now, None),
+    )
+}
+
+/// [`grow_body`] with the approval it carries out recorded on its history entry.
+pub(super) fn approved_grow_body(
+    eval: &Evaluation,
+    resource_version: &str,
+    (to, kind): (u64, GrowKind),
+    node: &str,
+    status: &StatusAnnotation,
+    (now, approval): (Timestamp, Option<Approval>),
+) -> Result<Value, crate::k8s::KubeError> {
     let from = eval.report.claim.current_bytes();
-    let action = recorded(eval, (now, kind), (from, to), node);
+    let action = Action {
+        approval,
+        ..recorded(eval, (now, kind), (from, to), node)
+    };
     let history = state::append(&eval.history, action, now);
     state::grow_patch(resource_version, to, &history, status)
 }
@@ -101,7 +124,7 @@ pub struct Actor<'a> {
     pub evictions: &'a Memos,
 }
 
-enum PatchError {
+pub(super) enum PatchError {
     Conflict,
     /// 403 from the `ResourceQuota` admission plugin.
     Quota(String),
@@ -121,7 +144,11 @@ fn refusal(e: kube::Error) -> PatchError {
 }
 
 impl Actor<'_> {
-    async fn patch(&self, name: &str, body: &Value) -> Result<PersistentVolumeClaim, PatchError> {
+    pub(super) async fn patch(
+        &self,
+        name: &str,
+        body: &Value,
+    ) -> Result<PersistentVolumeClaim, PatchError> {
         // Shutting down: start nothing new (a patch already sent is awaited by the caller).
         if self.shutdown.is_stopping() {
             return Err(PatchError::Other(
@@ -174,6 +201,9 @@ impl Actor<'_> {
             self.events.update(&key, pvc, notice_for(report)).await;
             return self.restart(pvc, eval, status, switchover, now).await;
         }
+        if let Some(e) = &report.enforced {
+            return self.enforce(&key, pvc, eval, e, &status, now).await;
+        }
         let Some((to, kind)) = report.decision.grow_to() else {
             self.announce_block(&key, pvc, report, now).await;
             return self.write_status(&key, pvc, eval, &status).await;
@@ -182,7 +212,7 @@ impl Actor<'_> {
     }
 
     /// A block's Event and notification, once per change of what there is to say.
-    async fn announce_block(
+    pub(super) async fn announce_block(
         &self,
         key: &str,
         pvc: &PersistentVolumeClaim,
@@ -215,7 +245,7 @@ impl Actor<'_> {
     /// driver setting its capacity, often in the very moment the landing is seen) is re-read and
     /// decided again: the landing's time must be written when it was seen, not a scan interval
     /// later, or the lead time learned from it is that much too long.
-    async fn write_status(
+    pub(super) async fn write_status(
         &self,
         key: &str,
         pvc: &PersistentVolumeClaim,
@@ -260,9 +290,23 @@ impl Actor<'_> {
         key: &str,
         pvc: &PersistentVolumeClaim,
         eval: &Evaluation,
-        (to, kind): (u64, GrowKind),
+        grow: (u64, GrowKind),
         status: &StatusAnnotation,
         now: Timestamp,
+    ) -> Applied {
+        self.grow_approved(key, pvc, eval, grow, status, (now, None))
+            .await
+    }
+
+    /// [`Self::grow`], carrying out `approval` when there is one.
+    pub(super) async fn grow_approved(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        (to, kind): (u64, GrowKind),
+        status: &StatusAnnotation,
+        (now, approval): (Timestamp, Option<Approval>),
     ) -> Applied {
         let report = &eval.report;
         let name = report.pvc.as_str();
@@ -272,13 +316,15 @@ impl Actor<'_> {
             tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
             return Applied::Done;
         }
-        let body = match grow_body(eval, &rv, (to, kind), self.node, status, now) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(pvc = %key, error = %e, "could not encode the resize patch");
-                return Applied::Done;
-            }
-        };
+        let approved = approval.as_ref().map(|a| a.id.clone());
+        let body =
+            match approved_grow_body(eval, &rv, (to, kind), self.node, status, (now, approval)) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(pvc = %key, error = %e, "could not encode the resize patch");
+                    return Applied::Done;
+                }
+            };
         let result = self.patch(name, &body).await;
         let label = match &result {
             Ok(_) => ResizeResult::Success,
@@ -301,11 +347,14 @@ impl Actor<'_> {
                     _ => None,
                 });
                 let note = format!(
-                    "{} {} -> {}{used}{}",
+                    "{} {} -> {}{used}{}{}",
                     kind.as_str(),
                     quantity::format(from),
                     quantity::format(to),
-                    cut.unwrap_or_default()
+                    cut.unwrap_or_default(),
+                    approved
+                        .map(|id| format!(" (approved recommendation {id})"))
+                        .unwrap_or_default()
                 );
                 tracing::info!(pvc = %key, %note, "resized");
                 // WAL health is gathered for exactly the volumes that hold WAL (a WAL volume, a

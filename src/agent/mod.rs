@@ -5,6 +5,7 @@ pub mod api_metrics;
 pub mod claim_watch;
 pub mod client;
 mod contain;
+mod enforce;
 mod evict;
 mod heap;
 #[cfg(test)]

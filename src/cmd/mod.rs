@@ -1,6 +1,7 @@
 //! The one-shot commands (`headroom validate`, `simulate`, `scan`, `wal-health`, `status`,
-//! `trim`): the top layer, next to [`crate::cli`], so the modules they drive never import the CLI.
+//! `approve`, `trim`): the top layer, next to [`crate::cli`], so the modules they drive never import the CLI.
 
+pub mod approve;
 pub mod output;
 pub mod scan;
 pub mod simulate;

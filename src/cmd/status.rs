@@ -98,15 +98,24 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, StatusError> {
 }
 
 async fn client(args: &StatusArgs) -> Result<(kube::Client, String), StatusError> {
+    connect(args.kubeconfig.as_deref(), args.context.as_deref()).await
+}
+
+/// A client from the kubeconfig given (else `$KUBECONFIG`, `~/.kube/config`, in-cluster) and
+/// its context's namespace, as kubectl would.
+pub(super) async fn connect(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<(kube::Client, String), StatusError> {
     let options = KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_string),
         ..Default::default()
     };
     let kubeconfig_err = |path: &str, e: &dyn std::fmt::Display| StatusError::Kubeconfig {
         path: path.to_string(),
         message: e.to_string(),
     };
-    let config = match &args.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let shown = path.display().to_string();
             let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_err(&shown, &e))?;
@@ -114,7 +123,7 @@ async fn client(args: &StatusArgs) -> Result<(kube::Client, String), StatusError
                 .await
                 .map_err(|e| kubeconfig_err(&shown, &e))?
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
             .map_err(|e| kubeconfig_err("(default)", &e))?,
         None => kube::Config::infer()
@@ -222,7 +231,11 @@ fn cells(row: &Row, now: Timestamp) -> [String; COLUMNS] {
     };
     let state = match st {
         Some(s) if s.restoring.is_some() => format!("{} (restoring)", s.state),
-        Some(s) => s.state.clone(),
+        // What a person approves: the size and the id.
+        Some(s) => match &s.recommendation {
+            Some(r) => format!("{} {} ({})", s.state, quantity::format(r.to_bytes), r.id),
+            None => s.state.clone(),
+        },
         None if !row.errors.is_empty() => "Error".into(),
         None => dash(),
     };
@@ -326,6 +339,27 @@ mod tests {
             s.restoring = Some("restoring a base backup".into());
         }
         assert_eq!(cells(&row, now)[7], "Growing (restoring)");
+    }
+
+    #[test]
+    fn a_recommendation_shows_its_size_and_id() {
+        let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
+        let status: StatusAnnotation = serde_json::from_value(serde_json::json!({
+            "node": "n1", "updatedAt": now, "effectiveSizeBytes": 1, "state": "Recommended",
+            "lastDecision": "test", "budgetLeft": 1,
+            "recommendation": {"id": "0123456789ab", "kind": "Grow", "fromBytes": 67108864,
+                "toBytes": 83886080, "madeAt": now, "staleAt": now},
+        }))
+        .expect("status");
+        let row = Row {
+            namespace: "db".into(),
+            name: "pg-2".into(),
+            size_bytes: None,
+            status: Some(status),
+            last_action: None,
+            errors: Vec::new(),
+        };
+        assert_eq!(cells(&row, now)[7], "Recommended 80Mi (0123456789ab)");
     }
 
     #[test]

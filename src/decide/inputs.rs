@@ -185,6 +185,26 @@ pub struct Action {
     /// The fill rate (bytes per second, whole) the grow was decided on, when one was estimated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_per_second: Option<u64>,
+    /// The person's approval this grow carried out (`enforcement: approve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// The longest field manager an [`Approval`] keeps (client-chosen text).
+pub const APPROVER_CHARS: usize = 64;
+
+/// An approval carried out, as its history entry records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// The recommendation's id, as `headroom.dev/approve` named it.
+    pub id: String,
+    /// When the agent saw it and grew.
+    pub at: Timestamp,
+    /// The field manager that set `headroom.dev/approve` (the client, e.g. `kubectl-annotate`;
+    /// the API server's audit log names the person), when the claim's managedFields say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A percent as the history keeps it, with one decimal. Only finite values are made (and JSON
@@ -292,6 +312,7 @@ impl Action {
             predicted: false,
             used_percent: None,
             bytes_per_second: None,
+            approval: None,
         }
     }
 

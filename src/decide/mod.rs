@@ -13,6 +13,7 @@ pub mod lsn;
 pub mod predictive;
 pub mod quota;
 pub mod rate;
+pub mod recommend;
 pub mod recover;
 pub mod restart;
 mod restart_facts;

@@ -66,6 +66,7 @@ prop_compose! {
             } else {
                 crate::policy::OfflineExpansion::Off
             },
+            enforcement: crate::policy::Enforcement::Act,
             usage_threshold,
             min_available: crate::policy::MinAvailable::Bytes(min_available),
             inode_threshold,

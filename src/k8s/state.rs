@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::{KubeError, pvc_name};
 use crate::decide::logical::LogicalView;
 use crate::decide::quota::QuotaView;
+use crate::decide::recommend::{ApprovalNote, Recommendation};
 use crate::decide::{
     Action, BudgetView, Decision, Lsn, PositionSource, State, Verdict, WalHealth, WalPosition,
 };
@@ -19,8 +20,9 @@ pub const HISTORY: &str = "headroom.dev/history";
 pub const STATUS: &str = "headroom.dev/status";
 
 /// History entries kept: the CloudNativePG auto-resize RFC's 50, an audit of what happened
-/// (the budget needs only the last 24 h, at most 10 entries). An entry with every field is
-/// under 300 bytes, so 50 stay under 15 KiB of the 256 KiB annotations share per object.
+/// (the budget needs only the last 24 h, at most 10 entries). An entry with every field (an
+/// approval's included) is under 650 bytes, so 50 stay under 32 KiB of the 256 KiB annotations
+/// share per object.
 pub const MAX_ENTRIES: usize = 50;
 
 fn annotation<'a>(pvc: &'a PersistentVolumeClaim, key: &str) -> Option<&'a str> {
@@ -126,6 +128,12 @@ pub struct StatusAnnotation {
     /// A resize waiting for a remount: what headroom does about the pod, and why it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<crate::decide::restart::Restart>,
+    /// `enforcement: recommend | approve`: the grow waiting for a person, with its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<Recommendation>,
+    /// The last approval given (`headroom.dev/approve`) and what became of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalNote>,
 }
 
 /// The WAL block: the position slots' retention was measured from, and each slot not known to
@@ -220,6 +228,9 @@ fn condition(kind: &str, status: bool, reason: &str) -> Condition {
     }
 }
 
+/// The state of a claim whose grow waits for a person (`enforcement: recommend | approve`).
+pub const RECOMMENDED: &str = "Recommended";
+
 /// The state the annotation shows: the engine's, `Growing` while a grow is made, `Blocked`, and
 /// the RFC's `Emergency` for a convergent volume past the critical line that is not growing
 /// this instant (its `blockedReason` says why).
@@ -298,8 +309,21 @@ impl StatusAnnotation {
     pub fn from_report(report: &VolumeReport, now: Timestamp) -> Self {
         let d = &report.decision;
         let size = crate::quantity::format;
-        let state = state_of(d);
+        let enforced = report.enforced.as_ref();
+        let held = enforced.filter(|e| e.hold);
+        let state = if held.is_some() {
+            RECOMMENDED
+        } else {
+            state_of(d)
+        };
         let last_decision = match d.verdict {
+            Verdict::Grow { to, kind } if held.is_some() => format!(
+                "recommended: {}{} {} -> {}",
+                kind.as_str(),
+                if d.predicted { " (predicted)" } else { "" },
+                size(report.claim.current_bytes()),
+                size(to)
+            ),
             Verdict::Grow { to, kind } => format!(
                 "{}{} {} -> {}",
                 kind.as_str(),
@@ -338,6 +362,8 @@ impl StatusAnnotation {
             limit_in_seconds: d.seconds_to_limit.and_then(deadline::bucket),
             restoring: d.restoring().map(ToString::to_string),
             restart: d.restart,
+            recommendation: enforced.and_then(|e| e.recommendation.clone()),
+            approval: enforced.and_then(|e| e.approval.clone()),
         }
     }
 

@@ -152,12 +152,18 @@ fn fifty_full_entries_fit_the_annotation_budget() {
         predicted: true,
         used_percent: crate::decide::Percent::of(99.96),
         bytes_per_second: Some(u64::MAX),
+        approval: Some(crate::decide::Approval {
+            id: "0123456789ab".into(),
+            at: now() - SignedDuration::from_hours(i),
+            by: Some("m".repeat(crate::decide::APPROVER_CHARS)),
+        }),
     };
     let h: Vec<Action> = (1..=60).map(full).collect();
     let out = append(&h, full(0), now());
     assert_eq!(out.len(), MAX_ENTRIES);
     let text = serde_json::to_string(&out).expect("encode");
-    assert!(text.len() < 24 * 1024, "{} bytes", text.len());
+    // An eighth of the 256 KiB all annotations of an object share.
+    assert!(text.len() < 32 * 1024, "{} bytes", text.len());
     assert_eq!(
         read_history(&pvc(json!({ HISTORY: text }))).expect("reads back"),
         out
@@ -269,6 +275,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         last_action: None,
         fill_rate: None,
         quota: None,
+        enforced: None,
         evaluated_at: now(),
     }
 }

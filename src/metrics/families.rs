@@ -258,7 +258,14 @@ pub(super) const RESTART: Family<1> = Family {
     extra: ["restart"],
 };
 
-pub(super) const FAMILIES: [Meta; 32] = [
+pub(super) const RECOMMENDED: Family<0> = Family {
+    index: 32,
+    name: "headroom_volume_recommended_bytes",
+    help: "enforcement recommend or approve: the size of the grow waiting for a person (the claim's status annotation has its id); absent when none waits.",
+    extra: [],
+};
+
+pub(super) const FAMILIES: [Meta; 33] = [
     INFO.meta(),
     CAPACITY.meta(),
     USED.meta(),
@@ -291,4 +298,5 @@ pub(super) const FAMILIES: [Meta; 32] = [
     QUOTA_LEFT.meta(),
     SECONDS_TO_LIMIT.meta(),
     RESTART.meta(),
+    RECOMMENDED.meta(),
 ];

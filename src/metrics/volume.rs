@@ -131,6 +131,8 @@ impl ScanSeries {
             self.put(&EFFECTIVE_SIZE, [], size as f64);
         }
         self.put_opt(&TARGET_SIZE, r.decision.target_bytes.map(|b| b as f64));
+        let waiting = r.enforced.as_ref().and_then(|e| e.recommendation.as_ref());
+        self.put_opt(&RECOMMENDED, waiting.map(|w| w.to_bytes as f64));
         // From the claim's own history, so a restarted agent or a moved pod still says it.
         if let Some((a, landed)) = r
             .last_action

@@ -18,6 +18,8 @@ pub const RESERVED: &[&str] = &[
     "headroom.dev/reclaim",
     "headroom.dev/postgres-role",
     "headroom.dev/group",
+    // A person's approval of one recommendation (`enforcement: approve`).
+    "headroom.dev/approve",
 ];
 pub fn is_reserved(key: &str) -> bool {
     RESERVED.contains(&key)
@@ -99,6 +101,7 @@ mod tests {
             modification_interval: r(),
             logical_volume: r(),
             offline_expansion: r(),
+            enforcement: r(),
             trigger: TriggerSpec {
                 predictive: r(),
                 resize_lead_time: r(),
@@ -206,6 +209,39 @@ mod tests {
             v.errors[0]
                 .message
                 .contains("did you mean headroom.dev/usage-threshold?"),
+            "{}",
+            v.errors[0].message
+        );
+    }
+
+    #[test]
+    fn enforcement_is_read_and_an_approval_is_not_a_policy_key() {
+        use crate::policy::Enforcement;
+        let a = map(&[
+            ("headroom.dev/limit", "10Gi"),
+            ("headroom.dev/enforcement", "approve"),
+            // Whatever a person writes here, the claim's policy stays valid.
+            ("headroom.dev/approve", "{not an id"),
+        ]);
+        let v = validate(&from_annotations(&a, "PVC db/data"), &Context::default());
+        assert_eq!(v.errors, []);
+        assert_eq!(v.policy.expect("valid").enforcement, Enforcement::Approve);
+        let none = validate(
+            &from_annotations(&map(&[("headroom.dev/limit", "10Gi")]), "PVC db/data"),
+            &Context::default(),
+        );
+        assert_eq!(none.policy.expect("valid").enforcement, Enforcement::Act);
+        let bad = map(&[
+            ("headroom.dev/limit", "10Gi"),
+            ("headroom.dev/enforcement", "dry-run"),
+        ]);
+        let v = validate(&from_annotations(&bad, "PVC db/data"), &Context::default());
+        assert_eq!(v.errors.len(), 1);
+        assert_eq!(v.errors[0].field, "enforcement");
+        assert!(
+            v.errors[0]
+                .message
+                .contains("write act, recommend or approve"),
             "{}",
             v.errors[0].message
         );

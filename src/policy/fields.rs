@@ -35,6 +35,7 @@ pub const FIELDS: &[Field] = &[
     f("modificationInterval", "headroom.dev/modification-interval"),
     f("logicalVolume", "headroom.dev/logical-volume"),
     f("offlineExpansion", "headroom.dev/offline-expansion"),
+    f("enforcement", "headroom.dev/enforcement"),
     f("trigger.predictive", "headroom.dev/trigger-predictive"),
     f(
         "trigger.resizeLeadTime",
@@ -175,6 +176,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "modificationInterval" => MODIFICATION_INTERVAL.to_string(),
         "logicalVolume" => "auto".to_string(),
         "offlineExpansion" => "off".to_string(),
+        "enforcement" => "act".to_string(),
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),

@@ -45,6 +45,7 @@ fn kind(path: &str) -> Option<Kind> {
         "mode" => Enum(&["threshold", "convergent"]),
         "logicalVolume" => Enum(&["auto", "on", "off"]),
         "offlineExpansion" => Enum(&["off", "evict"]),
+        "enforcement" => Enum(&["act", "recommend", "approve"]),
         "minAvailable" => Floor,
         "limit"
         | "minStep"

@@ -90,6 +90,21 @@ pub enum OfflineExpansion {
     Evict,
 }
 
+/// `enforcement`: how much of a grow is delegated to headroom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcement {
+    /// Grow as decided.
+    Act,
+    /// Decide as `act` would, patch nothing: the status annotation, an Event and a metric hold
+    /// the recommendation.
+    Recommend,
+    /// Recommend, and grow only to a recommendation a person approved by its id
+    /// (`headroom.dev/approve`); past the emergency line with `emergencyGrow.enabled`, grow
+    /// without one.
+    Approve,
+}
+
 /// How much one threshold-mode action adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -232,6 +247,8 @@ pub struct Policy {
     /// Whether a resize waiting for a remount is finished by evicting the pod (see
     /// [`OfflineExpansion`]).
     pub offline_expansion: OfflineExpansion,
+    /// Whether a grow is made, recommended, or made once approved (see [`Enforcement`]).
+    pub enforcement: Enforcement,
     /// Grow when this percent is used; `None`: no percent trigger (`minAvailable` alone, or
     /// `usageThreshold: 0`).
     pub usage_threshold: Option<u8>,
@@ -274,6 +291,7 @@ pub mod defaults {
     pub const LOGICAL_VOLUME: LogicalVolume = LogicalVolume::Auto;
     /// Opt-in: a pod is restarted only when its claim's policy says so.
     pub const OFFLINE_EXPANSION: OfflineExpansion = OfflineExpansion::Off;
+    pub const ENFORCEMENT: Enforcement = Enforcement::Act;
     pub const USAGE_THRESHOLD: u8 = 80;
     pub const MIN_AVAILABLE: MinAvailable = MinAvailable::OFF;
     pub const INODE_THRESHOLD: u8 = 90;
@@ -323,6 +341,7 @@ impl Policy {
             limit,
             logical_volume: LOGICAL_VOLUME,
             offline_expansion: OFFLINE_EXPANSION,
+            enforcement: ENFORCEMENT,
             usage_threshold: Some(USAGE_THRESHOLD),
             min_available: MIN_AVAILABLE,
             inode_threshold: INODE_THRESHOLD,

@@ -136,6 +136,8 @@ pub struct PolicySpec {
     pub logical_volume: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
     pub offline_expansion: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub enforcement: Option<Raw>,
     #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
     pub trigger: TriggerSpec,
     #[serde(skip_serializing_if = "WindowSpec::is_empty")]
@@ -198,6 +200,7 @@ macro_rules! slot {
             "modificationInterval" => Some($($r)+ $s.modification_interval),
             "logicalVolume" => Some($($r)+ $s.logical_volume),
             "offlineExpansion" => Some($($r)+ $s.offline_expansion),
+            "enforcement" => Some($($r)+ $s.enforcement),
             "trigger.predictive" => Some($($r)+ $s.trigger.predictive),
             "trigger.resizeLeadTime" => Some($($r)+ $s.trigger.resize_lead_time),
             "trigger.margin" => Some($($r)+ $s.trigger.margin),

@@ -51,6 +51,9 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let offline_expansion = c
         .value("offlineExpansion", value::offline_expansion)
         .unwrap_or(OFFLINE_EXPANSION);
+    let enforcement = c
+        .value("enforcement", value::enforcement)
+        .unwrap_or(ENFORCEMENT);
 
     let limit = limit(&mut c);
     let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
@@ -122,6 +125,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.mode = mode;
             p.logical_volume = logical_volume;
             p.offline_expansion = offline_expansion;
+            p.enforcement = enforcement;
             p.usage_threshold = usage_threshold;
             p.min_available = min_available;
             p.inode_threshold = inode_threshold;

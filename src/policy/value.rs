@@ -1,7 +1,7 @@
 //! Parsing one value's text. Every error message quotes the text and says what to write instead;
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
-use super::{LogicalVolume, MinAvailable, Mode, OfflineExpansion, Step};
+use super::{Enforcement, LogicalVolume, MinAvailable, Mode, OfflineExpansion, Step};
 use crate::quantity::{self, QuantityError};
 
 pub fn boolean(text: &str) -> Result<bool, String> {
@@ -39,6 +39,17 @@ pub fn offline_expansion(text: &str) -> Result<OfflineExpansion, String> {
         "evict" => Ok(OfflineExpansion::Evict),
         other => Err(format!(
             "'{other}' is not an offlineExpansion setting; write off or evict"
+        )),
+    }
+}
+
+pub fn enforcement(text: &str) -> Result<Enforcement, String> {
+    match text.trim() {
+        "act" => Ok(Enforcement::Act),
+        "recommend" => Ok(Enforcement::Recommend),
+        "approve" => Ok(Enforcement::Approve),
+        other => Err(format!(
+            "'{other}' is not an enforcement setting; write act, recommend or approve"
         )),
     }
 }

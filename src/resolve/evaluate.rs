@@ -390,6 +390,14 @@ impl Prepared {
         let action = self
             .shared
             .map(|sh| decision.joins.clone().unwrap_or(sh.new_action));
+        let enforced = super::enforce::enforced(
+            s.pvc,
+            self.policy.as_ref(),
+            &decision,
+            self.seen.map(|m| m.measurement).as_ref(),
+            (self.claim.request_bytes, &self.history),
+            now,
+        );
         let report = VolumeReport {
             namespace: s.pvc.metadata.namespace.clone().unwrap_or_default(),
             pvc: s.pvc.metadata.name.clone().unwrap_or_default(),
@@ -426,6 +434,7 @@ impl Prepared {
             fill_rate: self.fill_rate,
             quota: self.quota,
             logical,
+            enforced,
             evaluated_at: now,
         };
         Evaluation {
@@ -486,6 +495,7 @@ pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluatio
         fill_rate: None,
         quota: None,
         logical: None,
+        enforced: None,
         evaluated_at: now,
     };
     Evaluation {

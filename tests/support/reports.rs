@@ -106,6 +106,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
         last_action: None,
         fill_rate: None,
         quota: None,
+        enforced: None,
         evaluated_at: at("2025-03-01T10:00:00Z"),
     }
 }
@@ -174,6 +175,7 @@ pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
         predicted: false,
         used_percent: None,
         bytes_per_second: None,
+        approval: None,
     });
     r.limit_bytes = Some(10 * GI);
     r.decision.verdict = Verdict::Grow {
