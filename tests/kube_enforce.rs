@@ -3,7 +3,8 @@
 //! patched while its `act` twin grows, and recommends what the twin grew; an approval given with
 //! `headroom approve` is carried out once and recorded with its field manager (from the
 //! server's managedFields); a stale or invalid approval is refused with its reason and never
-//! carried out later; a claim that did not opt in is never written, approval or not.
+//! carried out later; a claim that did not opt in is never written, approval or not. Each new
+//! recommendation is one notification to a real HTTP sink.
 
 mod support {
     pub mod http;
@@ -11,6 +12,8 @@ mod support {
     pub mod node;
     pub mod ports;
     pub mod root;
+    pub mod sink;
+    pub mod sink_kube;
 }
 
 use std::time::Duration;
@@ -19,6 +22,7 @@ use serde_json::json;
 use support::kube::cluster::{KubeCluster, POLICY, annotation};
 use support::kube::server;
 use support::node::{MI, fill, request_of, wait_for};
+use support::sink::{Mode, Sink};
 
 /// [`POLICY`] with `enforcement` set.
 fn policy(enforcement: &'static str) -> Vec<(&'static str, &'static str)> {
@@ -282,4 +286,33 @@ fn an_approval_on_a_claim_that_did_not_opt_in_is_ignored() {
     let (ok, out) = headroom_approve(&c, "quiet");
     assert!(!ok, "approved a claim with no recommendation: {out}");
     assert!(out.contains("has no recommendation waiting"), "{out}");
+}
+
+#[test]
+fn each_recommendation_is_one_notification() {
+    if !server::available("each_recommendation_is_one_notification") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let sink = Sink::http(Mode::Ok);
+    let cm = support::sink_kube::configure(&c, &sink.url(), "json", "");
+    let mount = c.claim("data", &c.fast.clone(), 64, &policy("recommend"));
+    let _agent = c.agent("500ms", &["--configmap", &cm]);
+    fill(&mount, 56 * MI);
+    let id = wait_recommendation(&c, "data")["id"].clone();
+    wait_for(Duration::from_secs(20), "the message", || {
+        (!sink.received().is_empty()).then_some(())
+    });
+    // Ten more scans over the same recommendation: nothing new to say.
+    std::thread::sleep(Duration::from_secs(5));
+    let got = sink.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got[0]["kind"], "recommended");
+    assert_eq!(got[0]["reason"], "GrowRecommended");
+    assert_eq!(got[0]["recommendation"], id);
+    assert_eq!(
+        (got[0]["fromBytes"].as_u64(), got[0]["toBytes"].as_u64()),
+        (Some(64 * MI), Some(80 * MI))
+    );
+    c.assert_resize_patches("data", 0);
 }

@@ -59,6 +59,7 @@ fn message(claim: &str) -> Message {
         limit_bytes: None,
         full_at: None,
         until: None,
+        recommendation: None,
         time: "2026-01-01T00:00:00Z".parse().expect("time"),
     }
 }

@@ -10,7 +10,9 @@ use crate::decide::Approval;
 use crate::decide::recommend::{Enforced, Recommendation};
 use crate::events::Notice;
 use crate::k8s::state::{self, StatusAnnotation};
+use crate::notify::Message;
 use crate::quantity::format as q;
+use crate::report::VolumeReport;
 use crate::resolve::Evaluation;
 use crate::resolve::enforce::approver;
 
@@ -49,7 +51,8 @@ impl Actor<'_> {
             }
         };
         if matches!(applied, Applied::Done) && !self.dry_run {
-            self.announce(key, pvc, before.as_ref(), e).await;
+            self.announce(key, pvc, (report, before.as_ref()), e, now)
+                .await;
         }
         applied
     }
@@ -60,8 +63,9 @@ impl Actor<'_> {
         &self,
         key: &str,
         pvc: &PersistentVolumeClaim,
-        before: Option<&StatusAnnotation>,
+        (report, before): (&VolumeReport, Option<&StatusAnnotation>),
         e: &Enforced,
+        now: Timestamp,
     ) {
         let shown = before
             .and_then(|b| b.recommendation.as_ref())
@@ -72,9 +76,13 @@ impl Actor<'_> {
                 reason: "GrowRecommended",
                 note: recommended(rec),
             };
-            self.events
+            if self
+                .events
                 .update(&format!("{key}#recommend"), pvc, Some(notice))
-                .await;
+                .await
+            {
+                self.notifier.send(Message::recommended(report, rec, now));
+            }
         }
         let said = before.and_then(|b| b.approval.as_ref());
         if let Some(a) = e.approval.as_ref().filter(|a| Some(*a) != said)

@@ -115,6 +115,11 @@ pub fn gate(
     if approve && policy.emergency_grow.enabled && past_emergency_line(policy, measurement) {
         return Some(out);
     }
+    // A member raised to the size its logical volume was already grown to follows that grow:
+    // one approval covers every member.
+    if approve && kind == GrowKind::GroupGrow && decision.joins.is_some() {
+        return Some(out);
+    }
     out.hold = true;
     out.recommendation = Some(
         match standing.filter(|r| Some(&r.id) != withdrawn.as_ref()) {

@@ -212,6 +212,27 @@ fn a_refused_approval_is_handled_once() {
 }
 
 #[test]
+fn a_member_following_its_logical_volumes_grow_needs_no_approval_of_its_own() {
+    let follow = |joins: Option<&str>| Decision {
+        joins: joins.map(|j| crate::decide::ActionId::new(j, t0())),
+        ..Decision::bare(Verdict::Grow {
+            to: 12 * GI,
+            kind: GrowKind::GroupGrow,
+        })
+    };
+    let p = policy(Enforcement::Approve);
+    let e = gate(&p, &follow(Some("peer")), None, &claim(None, None), t0()).expect("gated");
+    assert!(!e.hold);
+    // A raise that is no grow already made (a new member at a size set by hand) waits.
+    let e = gate(&p, &follow(None), None, &claim(None, None), t0()).expect("gated");
+    assert!(e.hold);
+    // recommend makes nothing, following or not.
+    let r = policy(Enforcement::Recommend);
+    let e = gate(&r, &follow(Some("peer")), None, &claim(None, None), t0()).expect("gated");
+    assert!(e.hold);
+}
+
+#[test]
 fn approve_grows_past_the_emergency_line_only_when_the_policy_lets_it() {
     let p = policy(Enforcement::Approve);
     // 99 % used is past the default 95 % line.

@@ -8,7 +8,7 @@
 //!     format: slack                # or json
 //!     urlSecret: { name: headroom-notifications, key: db-team }
 //!     caBundle: { configMap: corp-ca, key: ca.crt }   # optional: a private CA
-//!     events: [grown, blocked, resizeFailed]           # default: all
+//!     events: [grown, blocked, resizeFailed]           # default: all (recommended too)
 //!     queue: 100                   # messages held while the sink is slow or down
 //!     timeout: 5s                  # deadline of one request
 //!     retryFor: 1h                 # a message not delivered by then is counted failed

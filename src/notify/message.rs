@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::{Format, Kind};
+use crate::decide::recommend::Recommendation;
 use crate::decide::{BlockReason, GrowKind};
 use crate::quantity;
 use crate::report::VolumeReport;
@@ -40,6 +41,9 @@ pub struct Message {
     /// When the block lifts by itself (the next budget slot, the window, modificationInterval).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub until: Option<Timestamp>,
+    /// The recommendation's id, what a person approves (`headroom.dev/approve`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<String>,
     pub time: Timestamp,
 }
 
@@ -63,6 +67,7 @@ impl Message {
             limit_bytes: report.limit_bytes,
             full_at,
             until: None,
+            recommendation: None,
             time: now,
         }
     }
@@ -78,6 +83,19 @@ impl Message {
             from_bytes: Some(from),
             to_bytes: Some(to),
             ..Message::of(report, Kind::Grown, "Resized", now)
+        }
+    }
+
+    /// A grow held for a person (the `GrowRecommended` Event), with its deadline and id.
+    pub fn recommended(report: &VolumeReport, rec: &Recommendation, now: Timestamp) -> Self {
+        Message {
+            grow: Some(rec.kind.as_str()),
+            from_bytes: Some(rec.from_bytes),
+            to_bytes: Some(rec.to_bytes),
+            full_at: rec.full_at,
+            until: Some(rec.stale_at),
+            recommendation: Some(rec.id.clone()),
+            ..Message::of(report, Kind::Recommended, "GrowRecommended", now)
         }
     }
 
@@ -136,6 +154,15 @@ impl Message {
                 "a resize of {who} failed: {}; headroom will not grow it until this is resolved",
                 self.reason
             ),
+            Kind::Recommended => format!(
+                "headroom recommends growing {who} from {} to {} ({}), recommendation {}; approve with headroom approve -n {} {}",
+                size(self.from_bytes),
+                size(self.to_bytes),
+                self.grow.unwrap_or("grow"),
+                self.recommendation.as_deref().unwrap_or("?"),
+                self.namespace,
+                self.claim
+            ),
         };
         if let Some(l) = self.limit_bytes {
             line.push_str(&format!(", limit {}", quantity::format(l)));
@@ -144,7 +171,11 @@ impl Message {
             line.push_str(&format!("; full at {t} at the current rate"));
         }
         if let Some(t) = self.until {
-            line.push_str(&format!("; until {t}"));
+            let until = match self.kind {
+                Kind::Recommended => "stale at",
+                _ => "until",
+            };
+            line.push_str(&format!("; {until} {t}"));
         }
         line
     }

@@ -40,16 +40,25 @@ pub enum Kind {
     Blocked,
     /// The storage did not carry out a resize (infeasible, stuck, filesystem not expanded).
     ResizeFailed,
+    /// A grow waits for a person (`enforcement: recommend | approve`; the `GrowRecommended`
+    /// Event).
+    Recommended,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Grown, Kind::Blocked, Kind::ResizeFailed];
+    pub const ALL: [Kind; 4] = [
+        Kind::Grown,
+        Kind::Blocked,
+        Kind::ResizeFailed,
+        Kind::Recommended,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Grown => "grown",
             Kind::Blocked => "blocked",
             Kind::ResizeFailed => "resizeFailed",
+            Kind::Recommended => "recommended",
         }
     }
 }

@@ -158,6 +158,36 @@ fn a_grow_message_has_names_sizes_and_time_in_both_formats() {
 }
 
 #[test]
+fn a_recommendation_carries_its_id_deadline_and_when_it_goes_stale() {
+    use crate::decide::recommend::Recommendation;
+    let r = report("data-pg-1", Some(9 * GI));
+    let rec = Recommendation {
+        id: "3f1c9a0b27de".into(),
+        kind: crate::decide::GrowKind::Grow,
+        predicted: false,
+        from_bytes: 10 * GI,
+        to_bytes: 12 * GI,
+        full_at: Some(at() + jiff::SignedDuration::from_hours(6)),
+        used_percent: Some(90),
+        made_at: at(),
+        stale_at: at() + jiff::SignedDuration::from_hours(1),
+    };
+    let m = Message::recommended(&r, &rec, at());
+    assert_eq!(m.kind, Kind::Recommended);
+    let json: serde_json::Value = serde_json::from_slice(&m.payload(Format::Json)).expect("json");
+    assert_eq!(json["kind"], "recommended");
+    assert_eq!(json["reason"], "GrowRecommended");
+    assert_eq!(json["recommendation"], "3f1c9a0b27de");
+    assert_eq!(json["toBytes"], 12 * GI);
+    assert_eq!(json["fullAt"], "2023-11-15T04:13:20Z");
+    assert_eq!(json["until"], "2023-11-14T23:13:20Z");
+    assert_eq!(
+        m.text(),
+        "headroom recommends growing db/data-pg-1 (node n1) from 10Gi to 12Gi (Grow), recommendation 3f1c9a0b27de; approve with headroom approve -n db data-pg-1, limit 100Gi; full at 2023-11-15T04:13:20Z at the current rate; stale at 2023-11-14T23:13:20Z"
+    );
+}
+
+#[test]
 fn a_block_says_its_reason_and_when_it_lifts_and_a_failed_resize_is_its_own_kind() {
     let mut r = report("data-pg-1", Some(9 * GI));
     r.decision.verdict = Verdict::Blocked {
