@@ -138,6 +138,7 @@ fn exported() -> BTreeSet<String> {
             wal_at_limit("shop", "pgwal-orders-1"),
             hung,
             awaiting_remount("shop", "pgdata-orders-2"),
+            recommended("shop", "pgdata-orders-3"),
         ],
         Duration::from_millis(50),
         at("2025-03-01T10:00:00Z"),

@@ -75,6 +75,15 @@ fn count_events(c: &KubeCluster, name: &str, reason: &str) -> usize {
         .count()
 }
 
+/// The agent publishes an Event after the write it tells of: wait for it to be there.
+fn wait_event(c: &KubeCluster, name: &str, reason: &str) {
+    wait_for(
+        Duration::from_secs(10),
+        &format!("{name}'s {reason} Event"),
+        || (count_events(c, name, reason) > 0).then_some(()),
+    );
+}
+
 #[test]
 fn recommend_never_patches_and_recommends_what_its_act_twin_grew() {
     if !server::available("recommend_never_patches_and_recommends_what_its_act_twin_grew") {
@@ -173,6 +182,7 @@ fn an_approval_is_carried_out_once_and_recorded_with_its_field_manager() {
         (a["id"].clone(), a["executed"].clone()),
         (json!(id), json!(true))
     );
+    wait_event(&c, "data", "Resized");
     c.assert_one_event(
         "data",
         "Resized",
@@ -233,6 +243,7 @@ fn stale_approvals_are_refused_with_the_reason_and_never_carried_out_later() {
         });
         assert_eq!(a["executed"], json!(false), "{a}");
         assert!(a["refused"].as_str().expect("reason").contains(why), "{a}");
+        wait_event(&c, name, "ApprovalRefused");
         c.assert_one_event(name, "ApprovalRefused", "Warning", why);
     }
     // The limit raised again: the refused approval, still on the claim, is not carried out.

@@ -11,7 +11,7 @@ use super::floor::{self, Floor};
 use super::sections::{emergency_grow, modification_interval, predictive, wal_safety, window};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, size};
-use super::{Fallback, MinAvailable, Mode, OfflineExpansion, Policy, Source, Step};
+use super::{Enforcement, Fallback, MinAvailable, Mode, OfflineExpansion, Policy, Source, Step};
 use crate::quantity::format as q;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -86,7 +86,8 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         );
     }
     step_warnings(&mut c, step, min_step, limit);
-    mode_warnings(&mut c, mode, offline_expansion == OfflineExpansion::Evict);
+    let evicts = offline_expansion == OfflineExpansion::Evict;
+    mode_warnings(&mut c, mode, (evicts, enforcement == Enforcement::Approve));
     if wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
         c.warn(
             "walSafety.acknowledgeWALRisk",
@@ -241,8 +242,9 @@ fn size_warnings(
 }
 
 /// Keys of one mode written in the other. `offlineExpansion: evict` uses the window and
-/// `emergencyGrow.enabled` in either mode (when a pod may be restarted).
-fn mode_warnings(c: &mut Checker<'_>, mode: Mode, evicts: bool) {
+/// `emergencyGrow.enabled` in either mode (when a pod may be restarted), `enforcement: approve`
+/// the latter (whether a grow past the emergency line waits for an approval).
+fn mode_warnings(c: &mut Checker<'_>, mode: Mode, (evicts, approves): (bool, bool)) {
     let (other, this, other_name) = match mode {
         Mode::Threshold => (CONVERGENT_ONLY, "threshold", "convergent"),
         Mode::Convergent => (THRESHOLD_ONLY, "convergent", "threshold"),
@@ -250,7 +252,9 @@ fn mode_warnings(c: &mut Checker<'_>, mode: Mode, evicts: bool) {
     for f in FIELDS {
         let top = f.path.split('.').next().unwrap_or(f.path);
         let restarts = evicts && (top == "maintenanceWindow" || f.path == "emergencyGrow.enabled");
-        let unused = (other.contains(&top) || other.contains(&f.path)) && !restarts;
+        // `enforcement: approve` grows past the emergency line without approval only with it.
+        let approval = approves && f.path == "emergencyGrow.enabled";
+        let unused = (other.contains(&top) || other.contains(&f.path)) && !restarts && !approval;
         if unused && c.spec.get(f.path).is_some() {
             c.warn(
                 f.path,

@@ -738,3 +738,13 @@ fn a_floor_the_claim_cannot_meet_at_its_size_is_said() {
         v.warnings
     );
 }
+
+#[test]
+fn emergency_grow_enabled_is_used_in_threshold_mode_by_approve() {
+    let yaml = "limit: 10Gi\nemergencyGrow:\n  enabled: false\n";
+    let v = check(yaml);
+    assert_eq!(warning_fields(&v), ["emergencyGrow.enabled"]);
+    let v = check(&format!("{yaml}enforcement: approve\n"));
+    assert_eq!(warning_fields(&v), Vec::<&str>::new());
+    assert!(!v.policy.expect("valid").emergency_grow.enabled);
+}

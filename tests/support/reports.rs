@@ -151,6 +151,32 @@ pub fn awaiting_remount(ns: &str, pvc: &str) -> VolumeReport {
     r
 }
 
+/// A data volume under `enforcement: recommend` whose grow to 12Gi waits for a person.
+pub fn recommended(ns: &str, pvc: &str) -> VolumeReport {
+    let mut r = pg_data(ns, pvc);
+    let made = at("2025-03-01T10:00:00Z");
+    r.decision.verdict = Verdict::Grow {
+        to: 12 * GI,
+        kind: GrowKind::Grow,
+    };
+    r.enforced = Some(headroom::decide::recommend::Enforced {
+        recommendation: Some(headroom::decide::recommend::Recommendation {
+            id: "3f1c9a0b27de".into(),
+            kind: GrowKind::Grow,
+            predicted: false,
+            from_bytes: 10 * GI,
+            to_bytes: 12 * GI,
+            full_at: None,
+            used_percent: Some(90),
+            made_at: made,
+            stale_at: made + jiff::SignedDuration::from_hours(1),
+        }),
+        hold: true,
+        ..Default::default()
+    });
+    r
+}
+
 /// A WAL volume at its limit, growing (the agent is about to resize it); its previous grow
 /// landed an hour ago.
 pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
