@@ -318,6 +318,17 @@ mod tests {
         assert_eq!(ago(-5), "future");
     }
 
+    fn row_of(status: StatusAnnotation) -> Row {
+        Row {
+            namespace: "db".into(),
+            name: "pg-2".into(),
+            size_bytes: None,
+            status: Some(status),
+            last_action: None,
+            errors: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_restoring_claim_says_so_after_its_state() {
         let now: Timestamp = "2026-03-01T12:00:00Z".parse().expect("ts");
@@ -326,14 +337,7 @@ mod tests {
             "lastDecision": "test", "budgetLeft": 1,
         }))
         .expect("status");
-        let mut row = Row {
-            namespace: "db".into(),
-            name: "pg-2".into(),
-            size_bytes: None,
-            status: Some(status),
-            last_action: None,
-            errors: Vec::new(),
-        };
+        let mut row = row_of(status);
         assert_eq!(cells(&row, now)[7], "Growing");
         if let Some(s) = row.status.as_mut() {
             s.restoring = Some("restoring a base backup".into());
@@ -351,14 +355,7 @@ mod tests {
                 "toBytes": 83886080, "madeAt": now, "staleAt": now},
         }))
         .expect("status");
-        let row = Row {
-            namespace: "db".into(),
-            name: "pg-2".into(),
-            size_bytes: None,
-            status: Some(status),
-            last_action: None,
-            errors: Vec::new(),
-        };
+        let row = row_of(status);
         assert_eq!(cells(&row, now)[7], "Recommended 80Mi (0123456789ab)");
     }
 
