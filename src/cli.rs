@@ -1,8 +1,11 @@
 //! Command-line definitions (clap derive). Every agent flag also reads an environment variable.
+//! Run as `kubectl-headroom`, the same commands answer as `kubectl headroom` ([`plugin`]).
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+pub mod plugin;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -1,11 +1,10 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-use headroom::cli::{Cli, Command, LogFormat};
+use headroom::cli::{Command, LogFormat};
 use headroom::cmd;
 
 fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = headroom::cli::plugin::parse(std::env::args_os());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
