@@ -204,3 +204,105 @@ fn kubectl_runs_headroom_as_a_plugin_with_its_context_namespace_and_kubeconfig()
     let (ok, out, err) = k.run(&["headroom", "validate", policy.to_str().expect("utf-8")]);
     assert!(ok, "kubectl headroom validate: {out}{err}");
 }
+
+/// scripts/kubectl-plugin.sh packs the binary as `kubectl-headroom` and fills krew's manifest from
+/// plugins/headroom.yaml: the archive's sha256, the version, the URI given; the unpacked archive
+/// on PATH is `kubectl headroom` to kubectl 1.30.
+#[test]
+fn the_release_script_packs_the_plugin_and_its_krew_manifest() {
+    let test = "the_release_script_packs_the_plugin_and_its_krew_manifest";
+    let Some(kubectl) = kubectl_bin(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let archive = out.join(format!(
+        "kubectl-headroom_v{}_linux_amd64.tar.gz",
+        env!("CARGO_PKG_VERSION")
+    ));
+    let uri = format!("file://{}", archive.display());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = Command::new(root.join("scripts/kubectl-plugin.sh"))
+        .arg(&uri)
+        .env("HEADROOM_PLUGIN_BINARY", env!("CARGO_BIN_EXE_headroom"))
+        .env("HEADROOM_PLUGIN_OUT", &out)
+        .output()
+        .expect("run scripts/kubectl-plugin.sh");
+    let printed = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let manifest_path = out.join("headroom.yaml");
+    assert_eq!(
+        printed.lines().collect::<Vec<_>>(),
+        [
+            archive.display().to_string(),
+            manifest_path.display().to_string()
+        ]
+    );
+
+    let text = std::fs::read_to_string(&manifest_path).expect("read the manifest");
+    assert!(!text.contains('@'), "a placeholder left: {text}");
+    let m: serde_json::Value = serde_saphyr::from_str(&text).expect("the manifest is YAML");
+    assert_eq!(
+        m["apiVersion"],
+        "krew.googlecontainertools.github.com/v1alpha2"
+    );
+    assert_eq!(m["kind"], "Plugin");
+    // krew: the name is the manifest's file name and what `kubectl <name>` runs.
+    assert_eq!(m["metadata"]["name"], "headroom");
+    assert_eq!(
+        m["spec"]["version"],
+        format!("v{}", env!("CARGO_PKG_VERSION"))
+    );
+    let platform = &m["spec"]["platforms"][0];
+    assert_eq!(
+        platform["selector"]["matchLabels"],
+        json!({"os": "linux", "arch": "amd64"})
+    );
+    assert_eq!(platform["uri"], uri);
+    assert_eq!(platform["bin"], "kubectl-headroom");
+    let bytes = std::fs::read(&archive).expect("read the archive");
+    let sha: String = ring::digest::digest(&ring::digest::SHA256, &bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(platform["sha256"], sha);
+
+    // The archive holds the binary alone, under the name krew links and kubectl runs.
+    let unpacked = dir.path().join("unpacked");
+    std::fs::create_dir_all(&unpacked).expect("mkdir");
+    let tar = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .expect("run tar");
+    assert!(tar.success());
+    let names: Vec<_> = std::fs::read_dir(&unpacked)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, ["kubectl-headroom"]);
+    assert!(
+        std::fs::read(unpacked.join("kubectl-headroom")).expect("read")
+            == std::fs::read(env!("CARGO_BIN_EXE_headroom")).expect("read"),
+        "the archive's binary is not the one given"
+    );
+    let help = Command::new(&kubectl)
+        .args(["headroom", "--help"])
+        .env_clear()
+        .env("PATH", &unpacked)
+        .env("HOME", dir.path())
+        .output()
+        .expect("run kubectl");
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success() && text.contains("Usage: kubectl headroom"),
+        "{text}"
+    );
+}
