@@ -20,7 +20,7 @@
 //! - `simulate`: the engine and the resize in flight over a synthetic trace (pure)
 //! - `reclaim`, `http`, `webhook`, `notify`: fstrim on schedule; the admin endpoint; the claim
 //!   admission webhook (new group members created at size); notifications to HTTP sinks
-//! - `cli`: the command line's arguments
+//! - `cli`: the command line's arguments, also as the kubectl plugin `kubectl headroom`
 //! - `agent`: the node agent (watch stores, scan loop, act)
 //! - `cmd`: the one-shot commands (`validate`, `simulate`, `scan`, `wal-health`, `status`,
 //!   `approve`, `trim`)
