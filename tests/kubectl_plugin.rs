@@ -13,9 +13,13 @@ mod support {
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use headroom::k8s::state::StatusAnnotation;
+use headroom::quantity::MI;
+use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use support::cluster::Cluster;
 use support::kube::server::{self, ADMIN_TOKEN};
+use support::node::ClaimStore;
 
 /// kubectl 1.30 from scripts/helm-kubectl.sh (`HEADROOM_KUBECTL_130`); None (after saying why) to
 /// skip, and a panic under CI.
@@ -43,6 +47,21 @@ fn kubeconfig(server: &str, current: &str, path: &Path) {
         "current-context": current,
     });
     std::fs::write(path, serde_json::to_string(&kc).expect("encode")).expect("write kubeconfig");
+}
+
+/// A status annotation holding a recommendation waiting for approval (`enforcement: approve`).
+fn waiting() -> String {
+    let now = Timestamp::now();
+    let status: StatusAnnotation = serde_json::from_value(json!({
+        "node": "worker-2", "updatedAt": now, "effectiveSizeBytes": 64 * MI,
+        "state": "Balanced", "lastDecision": "grow recommended", "budgetLeft": 1,
+        "recommendation": {
+            "id": "3f1c9a0b27de", "kind": "Grow", "fromBytes": 64 * MI, "toBytes": 80 * MI,
+            "madeAt": now, "staleAt": now + SignedDuration::from_hours(1),
+        },
+    }))
+    .expect("a status annotation");
+    serde_json::to_string(&status).expect("encode")
 }
 
 struct Plugin {
@@ -101,7 +120,14 @@ fn kubectl_runs_headroom_as_a_plugin_with_its_context_namespace_and_kubeconfig()
     }
     c.pvc_in("db", "data-pg-1", "fast-ssd", 64, &[], |_| {});
     c.pvc_in("db", "data-pg-2", "fast-ssd", 64, &[], |_| {});
-    c.pvc_in("apps", "uploads", "fast-ssd", 64, &[], |_| {});
+    c.pvc_in(
+        "apps",
+        "uploads",
+        "fast-ssd",
+        64,
+        &[("status", &waiting())],
+        |_| {},
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = dir.path().join("bin");
@@ -171,6 +197,30 @@ fn kubectl_runs_headroom_as_a_plugin_with_its_context_namespace_and_kubeconfig()
             "status"
         ]),
         ["db/data-pg-1", "db/data-pg-2"]
+    );
+
+    // headroom approve as a plugin command, with kubectl's flags before it: the claim in the
+    // context's namespace, approved.
+    let (ok, out, err) = k.run(&["headroom", "--context", "apps", "approve", "uploads"]);
+    assert!(ok, "kubectl headroom approve: {err}");
+    assert!(
+        out.contains("approved recommendation 3f1c9a0b27de for PersistentVolumeClaim apps/uploads"),
+        "{out}"
+    );
+    let uploads = c
+        .admin
+        .claim("apps", "uploads")
+        .expect("claim apps/uploads");
+    let annotations = uploads.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get("headroom.dev/approve").map(String::as_str),
+        Some("3f1c9a0b27de")
+    );
+    let (ok, _, err) = k.run(&["headroom", "-n", "db", "approve", "data-pg-1"]);
+    assert!(!ok);
+    assert!(
+        err.contains("PersistentVolumeClaim db/data-pg-1 has no recommendation waiting"),
+        "{err}"
     );
 
     // kubectl itself keeps its flags from a plugin written after them.

@@ -48,6 +48,24 @@ fn kubectl_flags_are_taken_before_and_after_the_subcommand() {
 }
 
 #[test]
+fn every_client_command_takes_kubectls_flags_the_same_way() {
+    match try_parse_plugin(argv(
+        "--kubeconfig /k --context prod -n db approve data-pg-1",
+    )) {
+        Ok(crate::cli::Cli {
+            command: Command::Approve(a),
+            ..
+        }) => {
+            assert_eq!(a.kubeconfig, Some(PathBuf::from("/k")));
+            assert_eq!(a.context.as_deref(), Some("prod"));
+            assert_eq!(a.namespace.as_deref(), Some("db"));
+            assert_eq!(a.name, "data-pg-1");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn only_a_binary_named_kubectl_headroom_is_the_plugin() {
     assert!(is_plugin(Some(&OsString::from("kubectl-headroom"))));
     assert!(is_plugin(argv("").first()));
