@@ -1,14 +1,38 @@
 //! The fill rate of a volume and how soon it reaches a line, from recent samples. Pure: the
 //! agent (or `simulate`) keeps the samples and passes them in.
 //!
-//! The estimate is the interquartile mean of the per-interval slopes since the lowest recent
-//! usage. Slopes rather than a least-squares line: one burst is one interval, and trimming the top
-//! quarter drops it, so a bulk load that then stops does not keep predicting a fill. Starting at
-//! the lowest usage: a delete starts the estimate afresh instead of dragging it negative for the
-//! whole window (and the fill that follows a delete is the one that matters). Until that fill
-//! is more than twice the largest delete in the window, it may be the same cycle again (temporary
-//! files written and removed, WAL recycled at each checkpoint): no estimate, so a cycling
-//! volume is never grown ahead of a fill that is about to be deleted.
+//! The estimate is the slope of a least-squares line through the usage since the lowest recent
+//! sample, with the first interval and the bursts left out.
+//!
+//! - A line, not an average of per-interval slopes: a writer that writes in chunks (Postgres WAL
+//!   in 16 MiB segments, a copy in 256 KiB buffers) makes each interval see a whole number of
+//!   chunks, one more or one less, and trimming the faster intervals (the interquartile mean this
+//!   replaced) read 1.33 MiB/s in 256 KiB chunks at 200 ms samples 11-17 % low, and 16 MiB
+//!   segments seconds apart as 0. A line through the staircase is within 5 % once the window
+//!   holds five chunks (tested at several rates, chunk sizes and sampling periods).
+//! - A sustained fill and a one-off write (a file copied in, a restore, a bulk load) differ in
+//!   how the rise is spread: a fill's rise comes chunk after chunk across the window, a one-off's
+//!   sits in one interval or a few consecutive ones, much faster than the window's mean pace. A
+//!   burst is a run of consecutive intervals each over four times the mean pace of the intervals
+//!   kept, that together carry more than a quarter of their rise. The largest is left out (its
+//!   time with it) and the rest is looked at again, until none is left: a write or two into a
+//!   still volume leave no rate at all (once one is out, the next carries all that is left), a
+//!   bulk load during a steady fill leaves the steady fill, and chunks are kept, none carrying a
+//!   quarter of the rise while there are five or more. Fewer than five chunks in the window
+//!   cannot be told from one-off writes and read as no fill.
+//! - The first interval is left out: the lowest sample is the last before the rise, so the first
+//!   interval holds whatever started it (a chunk, a write before a fill's pace) at no known time.
+//! - The costs are not symmetric, and both are bounded elsewhere: a rate too high widens the
+//!   step (`predictive::step`, `interval::lasting_growth`) and grows a claim early, a rate too
+//!   low lets the threshold trigger take over later. A one-off read as a fill would grow a claim
+//!   again right after a grow (the write is still in the window), so a burst is left out whole.
+//! - Starting at the lowest usage: a delete starts the estimate afresh instead of dragging it
+//!   negative for the whole window (and the fill that follows a delete is the one that matters).
+//!   Until that fill is more than twice the largest delete in the window, it may be the same
+//!   cycle again (temporary files written and removed, WAL recycled at each checkpoint): no
+//!   estimate, so a cycling volume is never grown ahead of a fill that is about to be deleted.
+
+use std::ops::Range;
 
 use jiff::SignedDuration;
 use serde::Serialize;
@@ -17,6 +41,10 @@ use serde::Serialize;
 pub const MAX_SAMPLES: usize = 120;
 /// An estimate needs at least this many intervals since the last delete.
 pub const MIN_INTERVALS: usize = 4;
+/// An interval this many times faster than the mean pace may be part of a burst...
+const BURST_SPEED: f64 = 4.0;
+/// ...which it is when its run of such intervals carries more than this share of the rise.
+const BURST_SHARE: f64 = 0.25;
 
 /// One measurement of used bytes at a time (seconds on any fixed origin).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,18 +105,89 @@ pub fn estimate(samples: &[Sample]) -> Option<f64> {
     if deleted > 0 && rise <= deleted.saturating_mul(2) {
         return None;
     }
-    let mut slopes: Vec<f64> = since
+    fit(since)
+}
+
+/// One interval between two samples.
+#[derive(Clone, Copy)]
+struct Step {
+    seconds: f64,
+    bytes: f64,
+}
+
+/// The slope of the least-squares line through the usage of `since` (its first sample the
+/// lowest) with its first interval and its bursts left out, each kept interval joined to the one
+/// kept before it; `None` with fewer than [`MIN_INTERVALS`] intervals of finite slope.
+fn fit(since: &[Sample]) -> Option<f64> {
+    let steps: Vec<Step> = since
         .windows(2)
-        .map(|w| (w[1].used_bytes as f64 - w[0].used_bytes as f64) / (w[1].seconds - w[0].seconds))
-        .filter(|s| s.is_finite())
+        .map(|w| Step {
+            seconds: w[1].seconds - w[0].seconds,
+            bytes: w[1].used_bytes as f64 - w[0].used_bytes as f64,
+        })
+        .filter(|s| (s.bytes / s.seconds).is_finite())
         .collect();
-    if slopes.len() < MIN_INTERVALS {
+    if steps.len() < MIN_INTERVALS {
         return None;
     }
-    slopes.sort_by(f64::total_cmp);
-    let cut = slopes.len() / 4;
-    let kept = &slopes[cut..slopes.len() - cut];
-    Some(kept.iter().sum::<f64>() / kept.len() as f64)
+    let mut kept = vec![true; steps.len()];
+    kept[0] = false;
+    // Each pass leaves out at least one interval, and never the slowest: this ends.
+    while let Some(run) = burst(&steps, &kept) {
+        kept[run].fill(false);
+    }
+    let slope = least_squares(steps.iter().zip(&kept).filter(|(_, k)| **k).map(|(s, _)| s));
+    slope.is_finite().then_some(slope)
+}
+
+/// The next burst to leave out of the `kept` steps (see the module's comment): the run of
+/// consecutive kept steps, each over [`BURST_SPEED`] times their mean pace, that carries the
+/// most, if it carries more than [`BURST_SHARE`] of their rise.
+fn burst(steps: &[Step], kept: &[bool]) -> Option<Range<usize>> {
+    let (mut rise, mut seconds) = (0.0, 0.0);
+    for (s, _) in steps.iter().zip(kept).filter(|(_, k)| **k) {
+        rise += s.bytes.max(0.0);
+        seconds += s.seconds;
+    }
+    let pace = rise / seconds;
+    if pace.is_nan() || pace <= 0.0 {
+        return None;
+    }
+    let fast = |i: usize| kept[i] && steps[i].bytes > BURST_SPEED * pace * steps[i].seconds;
+    let mut largest: Option<(f64, Range<usize>)> = None;
+    let mut start = 0;
+    while start < steps.len() {
+        let end = start + (start..steps.len()).take_while(|&i| fast(i)).count();
+        let carried: f64 = steps[start..end].iter().map(|s| s.bytes).sum();
+        if end > start && largest.as_ref().is_none_or(|(most, _)| carried > *most) {
+            largest = Some((carried, start..end));
+        }
+        start = end + 1;
+    }
+    largest
+        .filter(|(carried, _)| *carried > BURST_SHARE * rise)
+        .map(|(_, run)| run)
+}
+
+/// The slope of the least-squares line through the usage after each of `steps`, from 0 bytes
+/// at 0 s; not finite with no step.
+fn least_squares<'a>(steps: impl Iterator<Item = &'a Step>) -> f64 {
+    let (mut t, mut y) = (0.0, 0.0);
+    let mut points = vec![(t, y)];
+    for s in steps {
+        t += s.seconds;
+        y += s.bytes;
+        points.push((t, y));
+    }
+    let n = points.len() as f64;
+    let mean_t = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let (mut sty, mut stt) = (0.0, 0.0);
+    for (t, y) in points {
+        sty += (t - mean_t) * (y - mean_y);
+        stt += (t - mean_t) * (t - mean_t);
+    }
+    sty / stt
 }
 
 /// The samples with a finite time, each later than the one kept before it.
@@ -128,213 +227,5 @@ pub fn learned_lead_time(observed: &[SignedDuration]) -> Option<SignedDuration> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn trace(points: &[(f64, u64)]) -> Vec<Sample> {
-        points
-            .iter()
-            .map(|&(seconds, used_bytes)| Sample {
-                seconds,
-                used_bytes,
-            })
-            .collect()
-    }
-
-    fn linear(n: usize, rate: u64) -> Vec<Sample> {
-        (0..n)
-            .map(|i| Sample {
-                seconds: i as f64,
-                used_bytes: 1_000 + rate * i as u64,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn steady_fill_is_measured_exactly() {
-        assert_eq!(estimate(&linear(10, 500)), Some(500.0));
-    }
-
-    #[test]
-    fn too_few_samples_say_nothing() {
-        assert_eq!(estimate(&linear(MIN_INTERVALS, 500)), None);
-        assert_eq!(estimate(&[]), None);
-    }
-
-    #[test]
-    fn one_burst_is_trimmed() {
-        let s = trace(&[
-            (0.0, 0),
-            (1.0, 10),
-            (2.0, 20),
-            (3.0, 1_000_000),
-            (4.0, 1_000_010),
-            (5.0, 1_000_020),
-            (6.0, 1_000_030),
-        ]);
-        assert_eq!(estimate(&s), Some(10.0));
-    }
-
-    #[test]
-    fn a_delete_starts_afresh() {
-        // Filling at 1000/s, a delete of 19_900, then filling at 10/s: only the slow fill
-        // counts, once it has written more than the delete took away or the delete has left
-        // the window of samples.
-        let mut s = linear(20, 1_000);
-        let t0 = 20.0;
-        for i in 0..200 {
-            s.push(Sample {
-                seconds: t0 + i as f64,
-                used_bytes: 100 + 10 * i,
-            });
-        }
-        assert_eq!(estimate(&s[..30]), None, "refilling what was deleted");
-        assert_eq!(
-            estimate(&s[..139]),
-            None,
-            "the delete is still in the window"
-        );
-        assert_eq!(estimate(&s), Some(10.0));
-        // Right after the delete there is not enough to say.
-        assert_eq!(estimate(&s[..22]), None);
-    }
-
-    #[test]
-    fn a_cycle_is_not_a_fill() {
-        // 20 s of 100/s, then deleted, again and again (temporary files, WAL recycled at each
-        // checkpoint): every tooth looks like a fast fill from its own low.
-        let s: Vec<Sample> = (0..120)
-            .map(|i| Sample {
-                seconds: i as f64,
-                used_bytes: 10_000 + 100 * (i % 25).min(20),
-            })
-            .collect();
-        for n in 30..=120 {
-            assert_eq!(estimate(&s[..n]), None, "after {n} samples");
-        }
-        // The first tooth, before any delete, is a fill as far as anyone can tell.
-        assert_eq!(estimate(&s[..10]), Some(100.0));
-        // A fill that goes past twice the teeth is one.
-        let mut s = s;
-        for i in 0..60 {
-            s.push(Sample {
-                seconds: 120.0 + i as f64,
-                used_bytes: 10_000 + 100 * i,
-            });
-        }
-        assert_eq!(estimate(&s), Some(100.0));
-    }
-
-    #[test]
-    fn hostile_times_are_skipped() {
-        let mut s = linear(8, 100);
-        s.insert(
-            3,
-            Sample {
-                seconds: f64::NAN,
-                used_bytes: 0,
-            },
-        );
-        s.insert(
-            5,
-            Sample {
-                seconds: 1.0,
-                used_bytes: u64::MAX,
-            },
-        );
-        assert_eq!(estimate(&s), Some(100.0));
-    }
-
-    #[test]
-    fn lead_time_is_the_longest_recent() {
-        let s = SignedDuration::from_secs;
-        assert_eq!(learned_lead_time(&[]), None);
-        assert_eq!(
-            learned_lead_time(&[s(300), s(40), s(50), s(45)]),
-            Some(s(50))
-        );
-        assert_eq!(learned_lead_time(&[s(-5), s(0), s(90_000)]), None);
-    }
-
-    #[test]
-    fn seconds_for_refuses_non_numbers() {
-        let r = |b| FillRate {
-            bytes_per_second: b,
-            resize_lead: None,
-        };
-        assert_eq!(r(100.0).seconds_for(1_000), Some(10.0));
-        assert_eq!(r(0.0).seconds_for(1_000), None);
-        assert_eq!(r(f64::NAN).seconds_for(1_000), None);
-        assert_eq!(r(-3.0).seconds_for(1_000), None);
-    }
-
-    /// The estimate as it was before it looked for the lowest sample without copying: the
-    /// reference the faster one must agree with on any input.
-    fn reference(samples: &[Sample]) -> Option<f64> {
-        let recent = &samples[samples.len().saturating_sub(MAX_SAMPLES)..];
-        let mut clean: Vec<Sample> = Vec::new();
-        for s in recent {
-            if s.seconds.is_finite() && clean.last().is_none_or(|p| s.seconds > p.seconds) {
-                clean.push(*s);
-            }
-        }
-        let low = clean
-            .iter()
-            .enumerate()
-            .min_by(|(ia, a), (ib, b)| a.used_bytes.cmp(&b.used_bytes).then(ib.cmp(ia)))
-            .map(|(i, _)| i)?;
-        let since = &clean[low..];
-        if since.len() <= MIN_INTERVALS {
-            return None;
-        }
-        let rise = since[since.len() - 1].used_bytes - since[0].used_bytes;
-        let deleted = largest_drop(&clean);
-        if deleted > 0 && rise <= deleted.saturating_mul(2) {
-            return None;
-        }
-        let mut slopes: Vec<f64> = since
-            .windows(2)
-            .map(|w| {
-                (w[1].used_bytes as f64 - w[0].used_bytes as f64) / (w[1].seconds - w[0].seconds)
-            })
-            .filter(|s| s.is_finite())
-            .collect();
-        if slopes.len() < MIN_INTERVALS {
-            return None;
-        }
-        slopes.sort_by(f64::total_cmp);
-        let cut = slopes.len() / 4;
-        let kept = &slopes[cut..slopes.len() - cut];
-        Some(kept.iter().sum::<f64>() / kept.len() as f64)
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn the_estimate_agrees_with_its_reference(
-            raw in proptest::collection::vec(
-                (
-                    proptest::prop_oneof![
-                        8 => 0.0f64..500.0,
-                        1 => proptest::sample::select(vec![f64::NAN, f64::INFINITY, 0.0, 7.0]),
-                    ],
-                    proptest::prop_oneof![3 => 0u64..4, 1 => 0u64..u64::MAX],
-                ),
-                0..160,
-            ),
-            sorted in proptest::bool::ANY,
-        ) {
-            let mut samples: Vec<Sample> = raw
-                .into_iter()
-                .map(|(seconds, used_bytes)| Sample { seconds, used_bytes })
-                .collect();
-            if sorted {
-                samples.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-            }
-            let (got, want) = (estimate(&samples), reference(&samples));
-            proptest::prop_assert!(
-                got == want || got.zip(want).is_some_and(|(g, w)| g.is_nan() && w.is_nan()),
-                "{got:?} != {want:?}"
-            );
-        }
-    }
-}
+#[path = "rate_tests.rs"]
+mod tests;
