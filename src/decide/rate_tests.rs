@@ -164,25 +164,32 @@ fn a_few_chunks_cannot_be_told_from_one_off_writes() {
 
 #[test]
 fn writes_into_a_still_volume_are_not_a_fill() {
-    // A file written at once, then another some samples later (the e2e tests' fills, a
-    // restore's files): in no window, from the first write on, is that a fill. One that
-    // was would widen the next step and grow the claim again as soon as that one landed.
+    // Files written at once, some samples apart (the e2e tests' fills, a restore's files): in
+    // no window, from the first write on, is that a fill. One that was would widen the next
+    // step and grow the claim again as soon as that one landed.
     for period in [0.25, 0.5, 1.0, 2.0] {
         for gap in [6.0, 20.0] {
             for first in [MI, 56.0 * MI, 300.0 * MI] {
-                let (at, then) = (10.0, 10.0 + gap * period);
+                let writes = [
+                    (10.0, first),
+                    (gap * period, 16.0 * MI),
+                    (gap * period, 4.0 * MI),
+                ];
                 let used = |t: f64| {
-                    let first = if t > at { first } else { 0.0 };
-                    let second = if t > then { 16.0 * MI } else { 0.0 };
-                    100_000_000 + (first + second) as u64
+                    let (mut at, mut used) = (0.0, 100_000_000.0);
+                    for (after, bytes) in writes {
+                        at += after;
+                        used += if t > at { bytes } else { 0.0 };
+                    }
+                    used as u64
                 };
                 let s = sampled(400, period, 0.0, used);
                 for n in 1..=s.len() {
                     let r = estimate(&s[n.saturating_sub(MAX_SAMPLES)..n]);
                     assert!(
                         r.is_none_or(|r| r == 0.0),
-                        "{} MiB then 16 MiB {gap} samples later, {period} s apart: {r:?} \
-                         after {n} samples",
+                        "{} MiB, then 16 MiB and 4 MiB {gap} samples apart, sampled every \
+                         {period} s: {r:?} after {n} samples",
                         first / MI
                     );
                 }
