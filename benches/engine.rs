@@ -90,17 +90,36 @@ fn main() {
             used_bytes: 10 * GI + i * 50_000_000 + (i % 7) * 1_000_000,
         })
         .collect();
+    estimates("rate/estimate", &samples, n / 10);
+    // The most the burst search can cost (the samples are a tenant's to shape): a burst every
+    // other sample, each larger than all before it together, so each pass leaves out one.
+    let mut used = 10 * GI;
+    let bursts: Vec<Sample> = (0..rate::MAX_SAMPLES as u64)
+        .map(|i| {
+            if i % 2 == 1 && i < 118 {
+                used += 1 << (i / 2 + 2);
+            }
+            Sample {
+                seconds: i as f64,
+                used_bytes: used,
+            }
+        })
+        .collect();
+    estimates("rate/estimate, 59 bursts", &bursts, n / 10);
+}
+
+/// Times `n` estimates over `samples`.
+fn estimates(name: &str, samples: &[Sample], n: u64) {
     let started = Instant::now();
     let mut sum = 0.0;
-    for _ in 0..n / 10 {
-        sum += rate::estimate(black_box(&samples)).unwrap_or(0.0);
+    for _ in 0..n {
+        sum += rate::estimate(black_box(samples)).unwrap_or(0.0);
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "rate/estimate: {} estimates of {} samples in {secs:.3} s = {:.2} µs each (mean {:.0} B/s)",
-        n / 10,
-        rate::MAX_SAMPLES,
-        secs * 1e6 / (n / 10) as f64,
-        sum / (n / 10) as f64
+        "{name}: {n} estimates of {} samples in {secs:.3} s = {:.2} µs each (mean {:.0} B/s)",
+        samples.len(),
+        secs * 1e6 / n as f64,
+        sum / n as f64
     );
 }

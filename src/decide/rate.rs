@@ -9,23 +9,27 @@
 //!   chunks, one more or one less, and trimming the faster intervals (the interquartile mean this
 //!   replaced) read 1.33 MiB/s in 256 KiB chunks at 200 ms samples 11-17 % low, and 16 MiB
 //!   segments seconds apart as 0. A line through the staircase is within 5 % once the window
-//!   holds five chunks (tested at several rates, chunk sizes and sampling periods).
+//!   holds eight chunks (tested at several rates, chunk sizes and sampling periods).
 //! - A sustained fill and a one-off write (a file copied in, a restore, a bulk load) differ in
 //!   how the rise is spread: a fill's rise comes chunk after chunk across the window, a one-off's
 //!   sits in one interval or a few consecutive ones, much faster than the window's mean pace. A
 //!   burst is a run of consecutive intervals each over four times the mean pace of the intervals
 //!   kept, that together carry more than a quarter of their rise. The largest is left out (its
-//!   time with it) and the rest is looked at again, until none is left: a write or two into a
-//!   still volume leave no rate at all (once one is out, the next carries all that is left), a
-//!   bulk load during a steady fill leaves the steady fill, and chunks are kept, none carrying a
-//!   quarter of the rise while there are five or more. Fewer than five chunks in the window
-//!   cannot be told from one-off writes and read as no fill.
+//!   time with it) and the rest is looked at again, until none is left: writes into a still
+//!   volume leave no rate at all (once one is out, the next carries all that is left), a bulk
+//!   load during a steady fill leaves the steady fill, and five chunks or more are kept (the
+//!   first goes with the first interval, and none of the rest carries more than a quarter of the
+//!   rise). Four or fewer in the window cannot be told from one-off writes and read as no fill.
+//!   A fill that speeds up more than fourfold is a burst until the faster part fills about a
+//!   quarter of the window (the interquartile mean too ignored it until it held a quarter of the
+//!   intervals).
 //! - The first interval is left out: the lowest sample is the last before the rise, so the first
 //!   interval holds whatever started it (a chunk, a write before a fill's pace) at no known time.
-//! - The costs are not symmetric, and both are bounded elsewhere: a rate too high widens the
-//!   step (`predictive::step`, `interval::lasting_growth`) and grows a claim early, a rate too
-//!   low lets the threshold trigger take over later. A one-off read as a fill would grow a claim
-//!   again right after a grow (the write is still in the window), so a burst is left out whole.
+//! - Which error costs what: a rate too high widens the step (`predictive::step`,
+//!   `interval::lasting_growth`) and grows a claim early; a one-off read as a fill grows it
+//!   again right after a grow lands, since the write is still in the window. A rate too low
+//!   leaves a fill to the threshold trigger, later. So a burst is left out whole, and a chunked
+//!   writer, the one steady fill a trimmed mean misread, is measured from all its chunks.
 //! - Starting at the lowest usage: a delete starts the estimate afresh instead of dragging it
 //!   negative for the whole window (and the fill that follows a delete is the one that matters).
 //!   Until that fill is more than twice the largest delete in the window, it may be the same
