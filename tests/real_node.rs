@@ -248,6 +248,7 @@ fn two_claims_on_one_device_are_refused() {
         size_mi: 300,
         claim_meta: &policy(""),
         file: Some("rn-shared.img"),
+        offline: false,
     };
     let a = volume(node, "rn-shared", "a", &spec);
     let b = volume(node, "rn-shared", "b", &spec);
@@ -289,6 +290,7 @@ fn a_drain_pauses_planned_growth_emergencies_still_act_and_uncordon_resumes() {
         size_mi: 300,
         claim_meta: &drain_policy(),
         file: None,
+        offline: false,
     };
     claim(node, "rn-drain", "planned", &spec);
     claim(node, "rn-drain", "urgent", &spec);
@@ -424,6 +426,7 @@ fn a_cloudnativepg_data_volume_with_a_ready_backlog_does_not_grow() {
             size_mi: 300,
             claim_meta: &meta,
             file: None,
+            offline: false,
         },
     );
     let uid = workload(node, "rn-cnpg", "pg-1", &["pg-1"], false);

@@ -14,6 +14,7 @@
 pub mod config;
 pub mod host;
 pub mod observe;
+pub mod offline;
 pub mod pki;
 pub mod postgres;
 pub mod proc;

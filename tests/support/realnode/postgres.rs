@@ -330,6 +330,7 @@ pub fn instance(node: &Node, ns: &str, spec: &InstanceSpec) -> Instance {
                 size_mi: spec.size_mi,
                 claim_meta: &m,
                 file: None,
+                offline: false,
             },
         );
     };

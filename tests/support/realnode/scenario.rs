@@ -11,6 +11,9 @@ use super::{DRIVER, NODE, Node, Parts, wait_for_cmd};
 
 pub const MI: u64 = 1 << 20;
 pub const CLASS: &str = "headroom-real";
+/// The class of the test driver's offline mode (csi/main.go): the filesystem grows only when the
+/// volume is published again.
+pub const OFFLINE_CLASS: &str = "headroom-real-offline";
 
 /// The node with headroom installed and the test's resizer running.
 pub struct Installed {
@@ -22,6 +25,12 @@ pub struct Installed {
 pub static DISRUPT: RwLock<()> = RwLock::new(());
 
 pub fn installed(test: &str) -> Option<&'static Installed> {
+    installed_by(test, install)
+}
+
+/// The node installed by `install`, the first time a test of this binary asks (one binary, one
+/// way of installing).
+pub fn installed_by(test: &str, install: fn(&Node)) -> Option<&'static Installed> {
     static ONCE: OnceLock<Installed> = OnceLock::new();
     let parts: Parts = super::parts(test)?;
     Some(ONCE.get_or_init(|| {
@@ -50,6 +59,12 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// `kubectl apply -k` of an overlay over copies of the shipped daemonset/ and rbac/ that sets
 /// only the image, then waits for the agent's pod to be Ready on its own probes.
 pub fn install(node: &Node) {
+    install_with(node, "", &[]);
+}
+
+/// [`install`] with `more` appended to the overlay's kustomization.yaml and `files` (name, text)
+/// written beside it, for a binary that tests an optional part of the manifests.
+pub fn install_with(node: &Node, more: &str, files: &[(&str, String)]) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let k = node.dir.join("kustomize");
     copy_dir(&repo.join("daemonset"), &k.join("daemonset"));
@@ -59,16 +74,26 @@ pub fn install(node: &Node) {
     std::fs::write(
         k.join("overlay/kustomization.yaml"),
         format!(
-            "bases:\n  - ../daemonset\nimages:\n  - name: headroom\n    newName: {name}\n    newTag: {tag}\n"
+            "bases:\n  - ../daemonset\nimages:\n  - name: headroom\n    newName: {name}\n    newTag: {tag}\n{more}"
         ),
     )
     .expect("overlay");
+    for (file, text) in files {
+        std::fs::write(k.join("overlay").join(file), text).expect("overlay file");
+    }
     let overlay = k.join("overlay").display().to_string();
     node.kubectl(&["apply", "-k", &overlay])
         .unwrap_or_else(|e| panic!("kubectl apply -k: {e}"));
-    node.apply(&format!(
-        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: {CLASS}\nprovisioner: {DRIVER}\nallowVolumeExpansion: true\nvolumeBindingMode: Immediate\n"
-    ));
+    // The offline class's parameter is what a provisioner would copy into the volume
+    // attributes; the tests' static PVs carry it themselves ([`claim`]).
+    for (class, params) in [
+        (CLASS, ""),
+        (OFFLINE_CLASS, "parameters: {expansion: offline}\n"),
+    ] {
+        node.apply(&format!(
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: {class}\nprovisioner: {DRIVER}\nallowVolumeExpansion: true\nvolumeBindingMode: Immediate\n{params}"
+        ));
+    }
     agent_pod(node, Duration::from_secs(180));
 }
 
@@ -149,6 +174,8 @@ pub struct VolSpec<'a> {
     pub claim_meta: &'a str,
     /// The backing file, when volumes share one.
     pub file: Option<&'a str>,
+    /// On [`OFFLINE_CLASS`]: the driver grows the filesystem only at the next publish.
+    pub offline: bool,
 }
 
 /// A static PV of the test driver and a claim the PV binder binds to it.
@@ -159,6 +186,11 @@ pub fn claim(node: &Node, ns: &str, claim: &str, spec: &VolSpec) -> String {
         .map(|f| format!("\n      file: {f}"))
         .unwrap_or_default();
     let size = spec.size_mi * MI;
+    let (class, expansion) = if spec.offline {
+        (OFFLINE_CLASS, "\n      expansion: offline")
+    } else {
+        (CLASS, "")
+    };
     node.apply(&format!(
         r#"apiVersion: v1
 kind: PersistentVolume
@@ -168,14 +200,14 @@ spec:
   capacity: {{storage: {size}}}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
-  storageClassName: {CLASS}
+  storageClassName: {class}
   claimRef: {{namespace: {ns}, name: {claim}}}
   csi:
     driver: {DRIVER}
     volumeHandle: {pv}
     fsType: xfs
     volumeAttributes:
-      size: "{size}"{file}
+      size: "{size}"{file}{expansion}
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -185,7 +217,7 @@ metadata:
 {meta}
 spec:
   accessModes: [ReadWriteOnce]
-  storageClassName: {CLASS}
+  storageClassName: {class}
   resources: {{requests: {{storage: {size}}}}}
 "#,
         meta = spec.claim_meta
@@ -408,6 +440,7 @@ pub fn data_volume(node: &Node, ns: &str, claim_meta: &str) -> Vol {
             size_mi: 300,
             claim_meta,
             file: None,
+            offline: false,
         },
     )
 }

@@ -6,7 +6,23 @@
 // grows the mounted filesystem in NodeExpandVolume after the test's controller half has grown
 // the backing file. Volume attributes (the PV's spec.csi.volumeAttributes): "file" names the
 // backing file (default: the volume handle; two volumes naming one file share one device),
-// "size" its size in bytes when created, "fsType" xfs (default) or ext4.
+// "size" its size in bytes when created, "fsType" xfs (default) or ext4, "expansion" "offline"
+// for a driver that cannot grow a volume in use (below).
+//
+// Offline expansion, as a driver that grows the filesystem only when it mounts it: NodePublish
+// grows the filesystem to its device (the backing file as the controller half left it) before
+// the pod sees it, and records the device's size then; NodeExpandVolume on a volume whose device
+// has grown since refuses with FailedPrecondition, and answers with the size when there is
+// nothing left to grow. That is what the kubelet of 1.20 needs of such a driver: without
+// STAGE_UNSTAGE it calls NodeExpandVolume only on a published volume, both from its periodic pod
+// sync while the pod runs (operation_generator.go, GenerateExpandInUseVolumeFunc) and right after
+// NodePublish when it mounts the volume again (GenerateMountVolumeFunc). A FailedPrecondition
+// marks the volume "in use" for expansion (MarkForInUseExpansionError: not retried while it stays
+// mounted, the claim keeps FileSystemResizePending); the answer after the next publish lets it
+// set the claim's status.capacity and clear the condition (MarkFSResizeFinished). A real driver
+// would read the mode from its StorageClass parameters, which its provisioner copies into the
+// volume attributes; the request of NodeExpandVolume carries no attributes, so the mode and the
+// size are kept in <state-dir>/<volume id>.offline from the publish on.
 // Built by scripts/kube-node.sh with the Go and vendored CSI spec of Kubernetes 1.20.2.
 package main
 
@@ -26,6 +42,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	registration "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -135,7 +153,56 @@ func (p *plugin) NodePublishVolume(_ context.Context, r *csi.NodePublishVolumeRe
 	if _, err := run("mount", "-t", fs, dev, r.GetTargetPath()); err != nil {
 		return nil, err
 	}
+	if attrs["expansion"] == "offline" {
+		if err := growAtPublish(r.GetVolumeId(), dev, r.GetTargetPath()); err != nil {
+			return nil, err
+		}
+	}
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// offlineState is where an offline volume's device size at its last publish is kept.
+func offlineState(volumeID string) string {
+	return filepath.Join(*stateDir, filepath.Base(volumeID)+".offline")
+}
+
+// growAtPublish grows the just mounted filesystem of an offline volume to its device, before
+// the pod starts, and records the device's size.
+func growAtPublish(volumeID, dev, target string) error {
+	if _, err := run("losetup", "-c", dev); err != nil {
+		return err
+	}
+	n, err := growFs(dev, target)
+	if err != nil {
+		return err
+	}
+	log.Printf("NodePublishVolume %s offline: filesystem grown to its device, %d bytes", volumeID, n)
+	return os.WriteFile(offlineState(volumeID), []byte(strconv.FormatInt(n, 10)), 0o600)
+}
+
+// deviceSize is the size in bytes of a block device.
+func deviceSize(dev string) (int64, error) {
+	size, err := run("blockdev", "--getsize64", dev)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(size, 10, 64)
+}
+
+// growFs grows the filesystem mounted at path to its device dev and returns the device's size.
+func growFs(dev, path string) (int64, error) {
+	var s unix.Statfs_t
+	if err := unix.Statfs(path, &s); err != nil {
+		return 0, err
+	}
+	grow := []string{"resize2fs", dev}
+	if s.Type == unix.XFS_SUPER_MAGIC {
+		grow = []string{"xfs_growfs", path}
+	}
+	if _, err := run(grow[0], grow[1:]...); err != nil {
+		return 0, err
+	}
+	return deviceSize(dev)
 }
 
 func (p *plugin) NodeUnpublishVolume(_ context.Context, r *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
@@ -195,24 +262,33 @@ func (p *plugin) NodeExpandVolume(_ context.Context, r *csi.NodeExpandVolumeRequ
 	if _, err := run("losetup", "-c", dev); err != nil {
 		return nil, err
 	}
-	var s unix.Statfs_t
-	if err := unix.Statfs(path, &s); err != nil {
-		return nil, err
+	if published, err := os.ReadFile(offlineState(r.GetVolumeId())); err == nil {
+		return expandOffline(r.GetVolumeId(), dev, string(published))
 	}
-	grow := []string{"resize2fs", dev}
-	if s.Type == unix.XFS_SUPER_MAGIC {
-		grow = []string{"xfs_growfs", path}
-	}
-	if _, err := run(grow[0], grow[1:]...); err != nil {
-		return nil, err
-	}
-	size, err := run("blockdev", "--getsize64", dev)
+	n, err := growFs(dev, path)
 	if err != nil {
 		return nil, err
 	}
-	n, _ := strconv.ParseInt(size, 10, 64)
 	log.Printf("NodeExpandVolume %s grown to %d", r.GetVolumeId(), n)
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: n}, nil
+}
+
+// expandOffline answers NodeExpandVolume for an offline volume: nothing to do when its
+// filesystem already spans the device (grown at publish), refused while it would have to grow
+// the filesystem of the volume in use.
+func expandOffline(volumeID, dev, published string) (*csi.NodeExpandVolumeResponse, error) {
+	n, err := deviceSize(dev)
+	if err != nil {
+		return nil, err
+	}
+	at, _ := strconv.ParseInt(published, 10, 64)
+	if n > at {
+		log.Printf("NodeExpandVolume %s offline: refused, device %d bytes, filesystem %d at publish", volumeID, n, at)
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"volume %s is in use: this driver grows its filesystem (%d bytes, device now %d) only when it is published again", volumeID, at, n)
+	}
+	log.Printf("NodeExpandVolume %s offline: grown at publish, %d bytes", volumeID, at)
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: at}, nil
 }
 
 func mountinfo() string {
