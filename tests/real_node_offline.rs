@@ -19,8 +19,14 @@ use support::realnode::scenario::*;
 use support::realnode::witness::witness;
 use support::realnode::{Node, wait_for_cmd};
 
-fn node(test: &str) -> Option<&'static Node> {
-    installed_by(test, install_offline).map(|i| &*i.node)
+fn env(test: &str) -> Option<&'static Installed> {
+    installed_by(test, install_offline)
+}
+
+/// When the test's resizer (the controller half) had grown `v`'s volume, if it has.
+fn controller_done(env: &Installed, v: &Vol) -> Option<Instant> {
+    let log = env._resizer.log.lock().ok()?;
+    log.get(&v.pv)?.expanded.first().map(|e| e.1)
 }
 
 /// Fills the claim as in tests/real_node.rs: a scan sees it near its line (78 %), then the
@@ -54,9 +60,10 @@ fn landed(node: &Node, v: &Vol, within: Duration) -> Value {
 
 #[test]
 fn a_statefulset_pod_is_evicted_in_the_window_and_its_filesystem_grows_at_the_remount() {
-    let Some(node) = node("a_statefulset_pod_is_evicted_in_the_window") else {
+    let Some(env) = env("a_statefulset_pod_is_evicted_in_the_window") else {
         return;
     };
+    let node = &*env.node;
     let ns = "rn-off-sts";
     let _witness = witness(node, &[ns]);
     namespace(node, ns);
@@ -86,6 +93,7 @@ fn a_statefulset_pod_is_evicted_in_the_window_and_its_filesystem_grows_at_the_re
         "{csi}"
     );
     let entry = landed(node, &v2, Duration::from_secs(120));
+    let landed_at = Instant::now();
     assert_eq!(entry["result"], "Succeeded", "{entry}");
     assert!(
         entry["evicted"].is_string(),
@@ -102,21 +110,25 @@ fn a_statefulset_pod_is_evicted_in_the_window_and_its_filesystem_grows_at_the_re
     let said = events(node, ns, "data-web-0", "PodEvicted");
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("web-0"), "{said:?}");
+    let controller = controller_done(env, &v).expect("the resizer's record");
     eprintln!(
-        "measured: offline expansion, crossing -> PATCH {:.1} s, -> awaiting_remount {:.1} s, -> evicted {:.1} s, -> pod Ready again {:.1} s, -> filesystem larger {:.1} s (resize-timeout {RESIZE_TIMEOUT})",
+        "measured: offline expansion, seconds after the crossing write: PATCH {:.1}, controller done {:.1}, awaiting_remount {:.1}, evicted {:.1}, pod Ready again {:.1}, filesystem larger {:.1}, landed seen {:.1} (resize-timeout {RESIZE_TIMEOUT})",
         secs(crossed, patched),
+        secs(crossed, controller),
         secs(crossed, held),
         secs(crossed, evicted),
         secs(crossed, restarted),
         secs(crossed, grown),
+        secs(crossed, landed_at),
     );
 }
 
 #[test]
 fn a_budget_allowing_no_disruption_blocks_the_eviction_and_is_reported_once() {
-    let Some(node) = node("a_budget_allowing_no_disruption_blocks_the_eviction") else {
+    let Some(env) = env("a_budget_allowing_no_disruption_blocks_the_eviction") else {
         return;
     };
+    let node = &*env.node;
     let ns = "rn-off-pdb";
     let _witness = witness(node, &[ns]);
     namespace(node, ns);
@@ -148,13 +160,13 @@ fn a_budget_allowing_no_disruption_blocks_the_eviction_and_is_reported_once() {
     assert_eq!(r["count"], 1, "{r}");
     // The kubelet's own try on the volume in use (its pod sync, about a minute after the resize)
     // is refused by the driver, and the claim stays as it was.
-    wait_for_cmd(
+    let kubelet_refused = wait_for_cmd(
         Duration::from_secs(120),
         "the driver refusing the kubelet's NodeExpandVolume",
         || {
             node.log("headroom-csi")
                 .contains(&format!("NodeExpandVolume {ns}-data-db-0 offline: refused"))
-                .then_some(())
+                .then(Instant::now)
         },
     );
     let c = claim_json(node, &v);
@@ -172,17 +184,19 @@ fn a_budget_allowing_no_disruption_blocks_the_eviction_and_is_reported_once() {
     let h = history(&c);
     assert!(h.len() == 1 && h[0]["evicted"].is_null(), "{h:?}");
     eprintln!(
-        "measured: offline expansion under a maxUnavailable 0 budget, crossing -> refused {:.1} s, 0 evictions, 1 EvictionRefused in {:.0} s",
+        "measured: offline expansion under a maxUnavailable 0 budget, seconds after the crossing write: eviction refused (429) {:.1}, the kubelet's NodeExpandVolume refused by the driver {:.1}; 0 evictions and 1 EvictionRefused in {:.0} s",
         secs(crossed, refused),
+        secs(crossed, kubelet_refused),
         secs(crossed, Instant::now()),
     );
 }
 
 #[test]
 fn a_cloudnativepg_pair_restarts_its_replica_before_its_primary() {
-    let Some(node) = node("a_cloudnativepg_pair_restarts_its_replica_before_its_primary") else {
+    let Some(env) = env("a_cloudnativepg_pair_restarts_its_replica_before_its_primary") else {
         return;
     };
+    let node = &*env.node;
     let ns = "rn-off-cnpg";
     let _witness = witness(node, &[ns]);
     namespace(node, ns);
@@ -201,6 +215,7 @@ fn a_cloudnativepg_pair_restarts_its_replica_before_its_primary() {
         vols.push(vol(ns, name, &uid));
     }
     let size0 = statfs(&vols[0].mount()).0;
+    let crossed = Instant::now();
     for v in &vols {
         fill_to(&v.mount(), 85, "fill");
     }
@@ -208,7 +223,7 @@ fn a_cloudnativepg_pair_restarts_its_replica_before_its_primary() {
         wait_patched(node, v, Duration::from_secs(60));
     }
     let (primary, replica) = (&vols[0], &vols[1]);
-    wait_evicted(node, ns, "pg-2", &replica.pod_uid, Duration::from_secs(120));
+    let replica_out = wait_evicted(node, ns, "pg-2", &replica.pod_uid, Duration::from_secs(120));
     let waiting = restart(&claim_json(node, primary));
     assert_eq!(
         waiting.as_ref().map(|r| r["restart"].clone()),
@@ -223,11 +238,11 @@ fn a_cloudnativepg_pair_restarts_its_replica_before_its_primary() {
         Duration::from_secs(120),
     );
     let replica2 = vol(ns, "pg-2", &back);
-    wait_larger(&replica2, size0, Duration::from_secs(60));
+    let replica_grown = wait_larger(&replica2, size0, Duration::from_secs(60));
     // The primary is still the pod it was until the replica's resize is seen landed.
     let replica_landed = landed(node, &replica2, Duration::from_secs(120));
     assert!(replica_landed["evicted"].is_string(), "{replica_landed}");
-    wait_evicted(node, ns, "pg-1", &primary.pod_uid, Duration::from_secs(120));
+    let primary_out = wait_evicted(node, ns, "pg-1", &primary.pod_uid, Duration::from_secs(120));
     let back = ready_pod(
         node,
         ns,
@@ -236,7 +251,7 @@ fn a_cloudnativepg_pair_restarts_its_replica_before_its_primary() {
         Duration::from_secs(120),
     );
     let primary2 = vol(ns, "pg-1", &back);
-    wait_larger(&primary2, size0, Duration::from_secs(60));
+    let primary_grown = wait_larger(&primary2, size0, Duration::from_secs(60));
     let primary_landed = landed(node, &primary2, Duration::from_secs(120));
     let ts = |e: &Value, k: &str| -> jiff::Timestamp {
         e[k].as_str()
@@ -250,4 +265,11 @@ fn a_cloudnativepg_pair_restarts_its_replica_before_its_primary() {
     for name in ["pg-1", "pg-2"] {
         assert_eq!(events(node, ns, name, "PodEvicted").len(), 1, "{name}");
     }
+    eprintln!(
+        "measured: offline expansion of a CloudNativePG pair, seconds after both crossings: replica evicted {:.1}, replica's filesystem larger {:.1}, primary evicted {:.1}, primary's filesystem larger {:.1}",
+        secs(crossed, replica_out),
+        secs(crossed, replica_grown),
+        secs(crossed, primary_out),
+        secs(crossed, primary_grown),
+    );
 }
