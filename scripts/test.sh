@@ -75,7 +75,7 @@ if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
   # for tests/postgres_versions.rs; the other Postgres tests keep using Debian's postgresql.
   HEADROOM_PG_VERSIONS="$(./scripts/postgres-versions.sh)"
   export HEADROOM_PG_VERSIONS
-  # The real node of tests/real_node.rs: kubelet, kube-controller-manager, kube-scheduler and
+  # The real node of tests/real_node*.rs: kubelet, kube-controller-manager, kube-scheduler and
   # kube-proxy from the same source package, the test CSI node plugin and the pause image
   # (scripts/kube-node.sh, cached beside the API server; installs containerd, runc, the CNI
   # plugins, iptables, ipset, conntrack and xfsprogs), and headroom's image as the release builds
