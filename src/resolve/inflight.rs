@@ -181,9 +181,15 @@ pub fn resize_state(
         return claim;
     }
     let expected = a.to > a.from;
+    // A resize the claim's own conditions still date (the storage finished its part after our
+    // PATCH, e.g. FileSystemResizePending) is timed from them: k8s::claim fails it, or calls it
+    // awaiting_remount or awaiting_detach, once they are held past the timeout. Timed from the
+    // PATCH instead, a driver that grows the filesystem only at the next mount was first marked
+    // failed for the seconds its controller took (seen on the real node).
+    let dated_by_claim = matches!(claim.resize, ResizeState::InProgress { since: Some(_) });
     match seen.and_then(|s| shows_growth(a, s).map(|grown| (s, grown))) {
         Some((_, true)) => {}
-        Some((s, false)) if timed_out => {
+        Some((s, false)) if timed_out && !dated_by_claim => {
             claim.resize = ResizeState::Failed {
                 cause: FailureCause::FilesystemNotExpanded,
                 detail: format!(

@@ -488,3 +488,25 @@ fn a_resize_awaiting_a_remount_is_not_marked_failed() {
     assert!(stamp_failure(&mut h, &claim));
     assert_eq!(h[0].result, Some(ActionResult::Failed));
 }
+
+/// The storage's part ended after the PATCH (FileSystemResizePending set later): the timeout
+/// counts from that condition, so a scan between the two deadlines neither fails the resize nor
+/// stamps its entry `Failed` (which would also hide it from a primary waiting for its replicas).
+#[test]
+fn a_resize_the_claim_still_dates_is_timed_from_its_condition() {
+    let at = ts("2026-03-01T12:00:00Z");
+    let h = [grow(at, 10 * GI, 12 * GI, Some(10 * GI))];
+    let condition = at + SignedDuration::from_secs(4);
+    let now = at + TIMEOUT + SignedDuration::from_secs(2);
+    let mut claim = idle(12 * GI, 10 * GI);
+    claim.resize = ResizeState::InProgress {
+        since: Some(condition),
+    };
+    let c = resize_state(claim, &h, Some(&seen(10 * GI, now)), TIMEOUT, now);
+    assert_eq!(
+        c.resize,
+        ResizeState::InProgress {
+            since: Some(condition)
+        }
+    );
+}
