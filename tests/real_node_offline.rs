@@ -76,9 +76,20 @@ fn a_statefulset_pod_is_evicted_in_the_window_and_its_filesystem_grows_at_the_re
     let crossed = cross(node, &v);
     let patched = wait_patched(node, &v, Duration::from_secs(60));
     let held = wait_blocked(node, &v, "awaiting_remount", Duration::from_secs(120));
-    // Offline: nothing grew the filesystem while the pod ran.
-    assert_eq!(statfs(&v.mount()).0, size0, "grown while in use");
-    let evicted = wait_evicted(node, ns, "web", &uid, Duration::from_secs(60));
+    // Offline: nothing grows the filesystem while the pod runs. Read before the pod: once it is
+    // evicted, its replacement's publish may grow the filesystem before the old mount is gone.
+    let evicted = wait_for_cmd(Duration::from_secs(60), "web-0 evicted", || {
+        let size = nix::sys::statvfs::statvfs(&v.mount())
+            .ok()
+            .map(|s| s.blocks() * s.fragment_size());
+        match sts_pod(node, ns, "web") {
+            Some((now, _, false)) if now == uid => {
+                assert_eq!(size, Some(size0), "grown while in use");
+                None
+            }
+            _ => Some(Instant::now()),
+        }
+    });
     let back = ready_pod(node, ns, "web", Some(&uid), Duration::from_secs(120));
     let restarted = Instant::now();
     let v2 = vol(ns, "data-web-0", &back);
