@@ -122,6 +122,15 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
         },
         BlockReason::ResizeFailed => resize_failed(report),
         BlockReason::AwaitingRemount | BlockReason::AwaitingDetach => awaiting_pod(report),
+        BlockReason::AwaitingOwner => Notice::warning(
+            "ExpansionAwaitingOwner",
+            format!(
+                "{}; its operator applies the owner's size to the claims: see the operator's log (docs/operations.md#growth-through-the-owner)",
+                resize_failed(report).note
+            ),
+        ),
+        BlockReason::OwnerReverted => owner_notice(report, "OwnerReverted"),
+        BlockReason::OwnerInvalid => owner_notice(report, "OwnerInvalid"),
         BlockReason::QuotaExhausted => Notice::warning("QuotaExhausted", quota_note(report)),
         BlockReason::WalSlotRetention => Notice::warning(
             "ResizeBlocked",
@@ -250,6 +259,18 @@ fn awaiting_pod(report: &VolumeReport) -> Notice {
     Notice::warning(
         reason,
         format!("{note}; to finish it: {next} (docs/operations.md#headroomresizestuck)"),
+    )
+}
+
+/// What the owning cluster showed (`resizeThrough: owner`), as the engine's note says it.
+fn owner_notice(report: &VolumeReport, reason: &'static str) -> Notice {
+    let said = report.decision.notes.iter().find_map(|n| match n {
+        crate::decide::Note::Owner(m) => Some(m.as_str()),
+        _ => None,
+    });
+    Notice::warning(
+        reason,
+        format!("no growth through the owner: {}", said.unwrap_or("unknown")),
     )
 }
 

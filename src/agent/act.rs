@@ -11,10 +11,12 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::evict::{self, Memos, Outcome};
+use super::owner::Written;
 use super::shutdown::Shutdown;
 use crate::decide::restart::Restart;
 use crate::decide::{Action, ActionResult, Approval, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
+use crate::k8s::owner::{Declared, Seen, Target};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::metrics::labels::ResizeResult;
@@ -95,6 +97,13 @@ fn recorded(
     }
 }
 
+/// Does `eval`'s policy grow through the claim's owner (`resizeThrough: owner`)?
+pub fn through_owner(eval: &Evaluation) -> bool {
+    eval.policy
+        .as_ref()
+        .is_some_and(|p| p.resize_through == crate::policy::ResizeThrough::Owner)
+}
+
 pub enum Applied {
     /// Done for this scan (acted, reported, or failed and logged: the next scan tries again).
     Done,
@@ -168,10 +177,12 @@ impl Actor<'_> {
         }
     }
 
+    /// `owner`: the owning cluster as read for this decision (`resizeThrough: owner`).
     pub async fn apply(
         &self,
         pvc: &PersistentVolumeClaim,
         eval: &Evaluation,
+        owner: Option<&Seen>,
         now: Timestamp,
     ) -> Applied {
         let report = &eval.report;
@@ -208,7 +219,104 @@ impl Actor<'_> {
             self.announce_block(&key, pvc, report, now).await;
             return self.write_status(&key, pvc, eval, &status).await;
         };
-        self.grow(&key, pvc, eval, (to, kind), &status, now).await
+        let through = owner.filter(|_| through_owner(eval)).and_then(|o| {
+            o.declared
+                .as_ref()
+                .ok()
+                .map(|(t, d)| (o.field.as_str(), t, d))
+        });
+        match through {
+            Some(owner) => {
+                self.grow_owner(&key, pvc, eval, (to, kind), &status, owner, now)
+                    .await
+            }
+            None => self.grow(&key, pvc, eval, (to, kind), &status, now).await,
+        }
+    }
+
+    /// Carries out the engine's grow through the claim's owner: the owner's one conditional
+    /// PATCH (none when it already declares as much: another member's agent wrote it for the
+    /// same growth), then this claim's history and status, never its request.
+    #[allow(clippy::too_many_arguments)]
+    async fn grow_owner(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        (to, kind): (u64, GrowKind),
+        status: &StatusAnnotation,
+        (field, target, declared): (&str, &Target, &Declared),
+        now: Timestamp,
+    ) -> Applied {
+        let report = &eval.report;
+        let from = report.claim.current_bytes();
+        if self.dry_run {
+            tracing::info!(pvc = %key, owner = %field, from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow through the owner");
+            return Applied::Done;
+        }
+        if self.shutdown.is_stopping() {
+            return Applied::Done;
+        }
+        if declared.bytes < to {
+            let patch = crate::k8s::owner::patch(target, declared, to);
+            let written = super::owner::write(&self.client, target, &patch, self.timeout).await;
+            let label = match &written {
+                Written::Done => ResizeResult::Success,
+                Written::Conflict => ResizeResult::Conflict,
+                Written::Failed(_) => ResizeResult::Error,
+            };
+            self.metrics.resize_of(report, kind, label);
+            match written {
+                Written::Done => {}
+                Written::Conflict => return Applied::Conflict,
+                Written::Failed(e) => {
+                    tracing::warn!(pvc = %key, owner = %field, error = %e, "owner patch failed; the next scan decides again");
+                    return Applied::Done;
+                }
+            }
+            let note = format!(
+                "{} {} -> {} through {field}",
+                kind.as_str(),
+                quantity::format(from),
+                quantity::format(to)
+            );
+            tracing::info!(pvc = %key, %note, "resized through the owner");
+            self.events
+                .publish(
+                    pvc,
+                    Notice {
+                        warning: false,
+                        reason: "Resized",
+                        note,
+                    },
+                )
+                .await;
+            self.notifier
+                .send(Message::grown(report, (kind, from, to), now));
+        }
+        let action = Action {
+            through_owner: true,
+            ..recorded(eval, (now, kind), (from, to), self.node)
+        };
+        let history = state::append(&eval.history, action, now);
+        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
+        let body = match state::status_patch(Some(&rv), status, Some(&history)) {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::warn!(pvc = %key, error = %e, "could not encode the history");
+                return Applied::Done;
+            }
+        };
+        self.events.update(key, pvc, None).await;
+        match self.patch(&report.pvc, &body).await {
+            Ok(_) => Applied::Done,
+            // Re-read and decided again: the owner now declares `to`, so it is not written twice.
+            Err(PatchError::Conflict) => Applied::Conflict,
+            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
+                tracing::warn!(pvc = %key, error = %e, "could not record the grow through the owner");
+                Applied::Done
+            }
+        }
     }
 
     /// A block's Event and notification, once per change of what there is to say.

@@ -256,6 +256,7 @@ fn a_panic_is_contained_to_its_claim() {
         logical: None,
         watching_since: jiff::Timestamp::UNIX_EPOCH,
         eviction_refused: None,
+        owner: None,
         volume: &vol,
         pod: &pod,
         pvc: &p,

@@ -351,6 +351,7 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
         logical: None,
         watching_since: jiff::Timestamp::UNIX_EPOCH,
         eviction_refused: None,
+        owner: None,
         volume: &vol,
         pod: &pod,
         pvc: &p,

@@ -13,6 +13,7 @@ mod hostile_tests;
 pub mod kubelet_stats;
 pub mod kubelet_stats_https;
 pub mod measure;
+mod owner;
 pub mod pgconn;
 pub mod samples;
 mod scan;

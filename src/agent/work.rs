@@ -84,6 +84,7 @@ impl Work {
         };
         let mut wal: Option<WalHealth> = None;
         let mut attempt = 0;
+        let mut owner = self.owner_awaited(ctx, &pvc, now).await;
         loop {
             let claim_refs: Vec<&PersistentVolumeClaim> = ctx
                 .claims
@@ -115,17 +116,32 @@ impl Work {
                 logical: ctx.logical.as_ref(),
                 watching_since: self.started,
                 eviction_refused: self.eviction_refused(&key, &pvc),
+                owner: owner.as_ref(),
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
+            // A grow through the owner is decided again with the owner read (once): it may
+            // have been lowered under what headroom set, or be unreadable.
+            if owner.is_none()
+                && super::act::through_owner(&eval)
+                && eval.report.decision.grow_to().is_some()
+                && let Some(lv) = ctx.logical.as_ref().map(|p| &p.id)
+                && let Some(seen) =
+                    super::owner::read(&self.client, &pvc, lv, self.cfg.api_timeout).await
+            {
+                owner = Some(seen);
+                continue;
+            }
             attempt += 1;
             self.note_trigger(&ctx.vol.path, &eval, now);
-            match actor.apply(&pvc, &eval, now).await {
+            match actor.apply(&pvc, &eval, owner.as_ref(), now).await {
                 Applied::Done => return eval.report,
                 Applied::Conflict if attempt < CONFLICT_RETRIES => {
                     match tokio::time::timeout(self.cfg.api_timeout, api.get(&name)).await {
                         Ok(Ok(fresh)) => pvc = fresh,
                         _ => return eval.report,
                     }
+                    // The owner may be what changed: read it again for the next decision.
+                    owner = None;
                 }
                 Applied::Conflict => return eval.report,
                 Applied::QuotaRefused if attempt < CONFLICT_RETRIES => {
@@ -191,6 +207,24 @@ impl Work {
             refusals.remove(key);
         }
         stands
+    }
+
+    /// The claim's owner, read before deciding while its operator has yet to apply headroom's
+    /// last grow through it (within the resize timeout): a revert in that time is seen at the
+    /// next scan, not only at the next grow. `None` otherwise (no GET).
+    async fn owner_awaited(
+        &self,
+        ctx: &VolumeCtx,
+        pvc: &PersistentVolumeClaim,
+        now: Timestamp,
+    ) -> Option<crate::k8s::owner::Seen> {
+        let lv = &ctx.logical.as_ref()?.id;
+        let history = crate::k8s::state::read_history(pvc).ok()?;
+        let request = crate::k8s::claim::storage_request(pvc).ok().flatten()?;
+        if !crate::resolve::owner::awaiting(&history, request, self.cfg.resize_timeout, now) {
+            return None;
+        }
+        super::owner::read(&self.client, pvc, lv, self.cfg.api_timeout).await
     }
 
     /// The last refused eviction of the pod for the claim's resize in flight, if any.

@@ -49,10 +49,18 @@ pub enum BlockReason {
     /// The claim's VolumeAttributesClass is changing (KEP-3751): the storage is modifying the
     /// volume and would refuse a resize until that lands.
     VolumeAttributesChanging,
+    /// Grown through its owning cluster (`resizeThrough: owner`), and the operator has not
+    /// applied the owner's new size to this claim within the resize timeout.
+    AwaitingOwner,
+    /// The owning cluster declares less than headroom set it to (a GitOps sync reverted it):
+    /// headroom stops instead of fighting it.
+    OwnerReverted,
+    /// The owning cluster could not be read, or has an unexpected shape: no action.
+    OwnerInvalid,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 24] = [
+    pub const ALL: [BlockReason; 27] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -77,6 +85,9 @@ impl BlockReason {
         BlockReason::AwaitingRemount,
         BlockReason::AwaitingDetach,
         BlockReason::VolumeAttributesChanging,
+        BlockReason::AwaitingOwner,
+        BlockReason::OwnerReverted,
+        BlockReason::OwnerInvalid,
     ];
 
     /// The reason `as_str` names (a status annotation's `blockedReason`).
@@ -110,6 +121,9 @@ impl BlockReason {
             BlockReason::AwaitingRemount => "awaiting_remount",
             BlockReason::AwaitingDetach => "awaiting_detach",
             BlockReason::VolumeAttributesChanging => "volume_attributes_changing",
+            BlockReason::AwaitingOwner => "awaiting_owner",
+            BlockReason::OwnerReverted => "owner_reverted",
+            BlockReason::OwnerInvalid => "owner_invalid",
         }
     }
 }
@@ -309,6 +323,8 @@ pub enum Note {
     Restoring {
         source: Option<u64>,
     },
+    /// What the owning cluster showed (`resizeThrough: owner`): its field, and why it stops growth.
+    Owner(String),
 }
 
 impl Note {
@@ -378,6 +394,7 @@ impl std::fmt::Display for Note {
             Note::Restoring { source: None } => f.write_str(
                 "restoring a base backup: grown by its step, not from the copy's fill rate",
             ),
+            Note::Owner(m) => f.write_str(m),
         }
     }
 }

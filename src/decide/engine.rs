@@ -8,7 +8,7 @@
 
 use super::budget::{self, Budget, COOLDOWN};
 use super::decision::{BlockReason, Decision, Note, State, Verdict};
-use super::inputs::{FailureCause, GrowKind, Inputs, PolicyInput, ResizeState};
+use super::inputs::{FailureCause, GrowKind, Inputs, OwnerProblem, PolicyInput, ResizeState};
 use super::lines::Lines;
 use super::logical::{budget_history, follow, joining};
 use super::{deadline, interval, predictive, quota, wal};
@@ -165,10 +165,17 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if facts.unmeasured {
         return blocked(BlockReason::NotMeasured);
     }
+    // An owner lowered under what headroom set is not fought, with or without a need to grow.
+    match facts.owner {
+        Some(OwnerProblem::Reverted) => return blocked(BlockReason::OwnerReverted),
+        Some(OwnerProblem::Invalid) => return blocked(BlockReason::OwnerInvalid),
+        None => {}
+    }
     if let ResizeState::Failed { cause, .. } = inputs.claim.resize {
         return blocked(match cause {
             FailureCause::NeedsRemount => BlockReason::AwaitingRemount,
             FailureCause::NeedsDetach => BlockReason::AwaitingDetach,
+            FailureCause::AwaitingOwner => BlockReason::AwaitingOwner,
             _ => BlockReason::ResizeFailed,
         });
     }

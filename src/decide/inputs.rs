@@ -83,12 +83,19 @@ pub enum FailureCause {
     /// driver that expands only a detached volume waits for the pod to be gone (or the resizer
     /// is stuck). A restart does not help: the pod comes back before the controller is done.
     NeedsDetach,
+    /// Grown through the owning cluster, and the operator has not applied its size to this
+    /// claim within the timeout (`resizeThrough: owner`).
+    AwaitingOwner,
 }
 
 impl FailureCause {
-    /// Waits for something outside the storage (a restart, a detach) rather than failed in it.
+    /// Waits for something outside the storage (a restart, a detach, the operator) rather than
+    /// failed in it.
     pub fn waits_for_the_pod(self) -> bool {
-        matches!(self, FailureCause::NeedsRemount | FailureCause::NeedsDetach)
+        matches!(
+            self,
+            FailureCause::NeedsRemount | FailureCause::NeedsDetach | FailureCause::AwaitingOwner
+        )
     }
 }
 
@@ -174,6 +181,11 @@ pub struct Action {
     /// durable record that it is never done twice for one resize.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evicted: Option<Timestamp>,
+    /// This grow was written to the owner's size field instead of the claim (`resizeThrough:
+    /// owner`): the operator applies it to the claims. One field per logical volume, so the
+    /// flag alone says which; short, as fifty entries share the annotation's budget.
+    #[serde(default, rename = "owner", skip_serializing_if = "std::ops::Not::not")]
+    pub through_owner: bool,
 
     /// The grow was decided from the predicted fill (the predictive trigger), not from a line
     /// already crossed. Kept here because the status that also says so is rewritten every scan.
@@ -308,6 +320,7 @@ impl Action {
             tablespace: None,
             action: None,
             evicted: None,
+            through_owner: false,
 
             predicted: false,
             used_percent: None,
@@ -379,6 +392,19 @@ pub struct VolumeFacts {
     pub quota_ceiling: Option<u64>,
     /// The pod's role, its peers and past refusals, for a restart that finishes a resize.
     pub restart: super::restart_facts::RestartFacts,
+    /// What the owning cluster showed that stops growth (`resizeThrough: owner`), when it was
+    /// read.
+    pub owner: Option<OwnerProblem>,
+}
+
+/// Why the owning cluster a claim is grown through stops its growth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerProblem {
+    /// It declares less than headroom set it to: someone lowered it (a GitOps sync).
+    Reverted,
+    /// It could not be read or has an unexpected shape.
+    Invalid,
 }
 
 impl VolumeFacts {

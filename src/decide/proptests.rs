@@ -67,6 +67,7 @@ prop_compose! {
                 crate::policy::OfflineExpansion::Off
             },
             enforcement: crate::policy::Enforcement::Act,
+            resize_through: crate::policy::ResizeThrough::Claim,
             usage_threshold,
             min_available: crate::policy::MinAvailable::Bytes(min_available),
             inode_threshold,
@@ -190,6 +191,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                     quota_ceiling,
                     restoring,
                     restart: Default::default(),
+                    owner: None,
 
                     attributes_changing,
                 }

@@ -6,6 +6,7 @@
 
 pub mod claim;
 pub mod logical;
+pub mod owner;
 pub mod quota;
 pub mod roles;
 pub mod scope;
@@ -50,6 +51,14 @@ pub enum KubeError {
     InvalidAnnotation {
         object: String,
         annotation: &'static str,
+        message: String,
+    },
+    /// The owning cluster a claim is grown through (`resizeThrough: owner`) has an unexpected
+    /// shape, or is not the one the claim names.
+    #[error("{object}: {field} {message}")]
+    Owner {
+        object: String,
+        field: String,
         message: String,
     },
     #[error("encoding a claim patch: {0}")]

@@ -148,6 +148,7 @@ fn fifty_full_entries_fit_the_annotation_budget() {
         volume_type: Some(VolumeRole::Tablespace),
         tablespace: Some("timeseries_archive".into()),
         evicted: Some(now() - SignedDuration::from_hours(i) + SignedDuration::from_secs(900)),
+        through_owner: true,
 
         predicted: true,
         used_percent: crate::decide::Percent::of(99.96),

@@ -102,6 +102,7 @@ mod tests {
             logical_volume: r(),
             offline_expansion: r(),
             enforcement: r(),
+            resize_through: r(),
             trigger: TriggerSpec {
                 predictive: r(),
                 resize_lead_time: r(),

@@ -36,6 +36,7 @@ pub const FIELDS: &[Field] = &[
     f("logicalVolume", "headroom.dev/logical-volume"),
     f("offlineExpansion", "headroom.dev/offline-expansion"),
     f("enforcement", "headroom.dev/enforcement"),
+    f("resizeThrough", "headroom.dev/resize-through"),
     f("trigger.predictive", "headroom.dev/trigger-predictive"),
     f(
         "trigger.resizeLeadTime",
@@ -177,6 +178,7 @@ pub fn default_text(path: &str) -> Option<String> {
         "logicalVolume" => "auto".to_string(),
         "offlineExpansion" => "off".to_string(),
         "enforcement" => "act".to_string(),
+        "resizeThrough" => "claim".to_string(),
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),

@@ -46,6 +46,7 @@ fn kind(path: &str) -> Option<Kind> {
         "logicalVolume" => Enum(&["auto", "on", "off"]),
         "offlineExpansion" => Enum(&["off", "evict"]),
         "enforcement" => Enum(&["act", "recommend", "approve"]),
+        "resizeThrough" => Enum(&["claim", "owner"]),
         "minAvailable" => Floor,
         "limit"
         | "minStep"

@@ -105,6 +105,18 @@ pub enum Enforcement {
     Approve,
 }
 
+/// `resizeThrough`: what a grow writes. A claim an operator's cluster owns (CloudNativePG
+/// `Cluster`, Zalando `postgresql`) can be grown through the size its owner declares, so the
+/// operator resizes its claims and its declared size stays true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResizeThrough {
+    /// Patch the claim's request (the default).
+    Claim,
+    /// Patch the owner's size field; a claim without a supported owner is grown as a claim.
+    Owner,
+}
+
 /// How much one threshold-mode action adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -249,6 +261,8 @@ pub struct Policy {
     pub offline_expansion: OfflineExpansion,
     /// Whether a grow is made, recommended, or made once approved (see [`Enforcement`]).
     pub enforcement: Enforcement,
+    /// Whether a grow patches the claim or its owning cluster (see [`ResizeThrough`]).
+    pub resize_through: ResizeThrough,
     /// Grow when this percent is used; `None`: no percent trigger (`minAvailable` alone, or
     /// `usageThreshold: 0`).
     pub usage_threshold: Option<u8>,
@@ -292,6 +306,8 @@ pub mod defaults {
     /// Opt-in: a pod is restarted only when its claim's policy says so.
     pub const OFFLINE_EXPANSION: OfflineExpansion = OfflineExpansion::Off;
     pub const ENFORCEMENT: Enforcement = Enforcement::Act;
+    /// Opt-in: an owner is written only when its claim's policy says so.
+    pub const RESIZE_THROUGH: ResizeThrough = ResizeThrough::Claim;
     pub const USAGE_THRESHOLD: u8 = 80;
     pub const MIN_AVAILABLE: MinAvailable = MinAvailable::OFF;
     pub const INODE_THRESHOLD: u8 = 90;
@@ -342,6 +358,7 @@ impl Policy {
             logical_volume: LOGICAL_VOLUME,
             offline_expansion: OFFLINE_EXPANSION,
             enforcement: ENFORCEMENT,
+            resize_through: RESIZE_THROUGH,
             usage_threshold: Some(USAGE_THRESHOLD),
             min_available: MIN_AVAILABLE,
             inode_threshold: INODE_THRESHOLD,

@@ -138,6 +138,7 @@ pub struct PolicySpec {
     pub offline_expansion: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
     pub enforcement: Option<Raw>,
+    pub resize_through: Option<Raw>,
     #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
     pub trigger: TriggerSpec,
     #[serde(skip_serializing_if = "WindowSpec::is_empty")]
@@ -201,6 +202,7 @@ macro_rules! slot {
             "logicalVolume" => Some($($r)+ $s.logical_volume),
             "offlineExpansion" => Some($($r)+ $s.offline_expansion),
             "enforcement" => Some($($r)+ $s.enforcement),
+            "resizeThrough" => Some($($r)+ $s.resize_through),
             "trigger.predictive" => Some($($r)+ $s.trigger.predictive),
             "trigger.resizeLeadTime" => Some($($r)+ $s.trigger.resize_lead_time),
             "trigger.margin" => Some($($r)+ $s.trigger.margin),

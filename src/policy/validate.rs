@@ -54,6 +54,9 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let enforcement = c
         .value("enforcement", value::enforcement)
         .unwrap_or(ENFORCEMENT);
+    let resize_through = c
+        .value("resizeThrough", value::resize_through)
+        .unwrap_or(RESIZE_THROUGH);
 
     let limit = limit(&mut c);
     let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
@@ -127,6 +130,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.logical_volume = logical_volume;
             p.offline_expansion = offline_expansion;
             p.enforcement = enforcement;
+            p.resize_through = resize_through;
             p.usage_threshold = usage_threshold;
             p.min_available = min_available;
             p.inode_threshold = inode_threshold;

@@ -1,7 +1,9 @@
 //! Parsing one value's text. Every error message quotes the text and says what to write instead;
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
-use super::{Enforcement, LogicalVolume, MinAvailable, Mode, OfflineExpansion, Step};
+use super::{
+    Enforcement, LogicalVolume, MinAvailable, Mode, OfflineExpansion, ResizeThrough, Step,
+};
 use crate::quantity::{self, QuantityError};
 
 pub fn boolean(text: &str) -> Result<bool, String> {
@@ -50,6 +52,16 @@ pub fn enforcement(text: &str) -> Result<Enforcement, String> {
         "approve" => Ok(Enforcement::Approve),
         other => Err(format!(
             "'{other}' is not an enforcement setting; write act, recommend or approve"
+        )),
+    }
+}
+
+pub fn resize_through(text: &str) -> Result<ResizeThrough, String> {
+    match text.trim() {
+        "claim" => Ok(ResizeThrough::Claim),
+        "owner" => Ok(ResizeThrough::Owner),
+        other => Err(format!(
+            "'{other}' is not a resizeThrough setting; write claim or owner"
         )),
     }
 }

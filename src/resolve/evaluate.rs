@@ -60,6 +60,9 @@ pub struct Subject<'a> {
     /// The last refused eviction of the pod for this claim's resize in flight
     /// (`offlineExpansion: evict`), for its backoff.
     pub eviction_refused: Option<Refusal>,
+    /// The owning cluster as the shell read it for this decision (`resizeThrough: owner`: read
+    /// only for a grow it would write, and while its operator has yet to apply one).
+    pub owner: Option<&'a crate::k8s::owner::Seen>,
 }
 
 #[derive(Debug)]
@@ -335,6 +338,7 @@ impl Prepared {
             },
             quota_ceiling: self.quota_ceiling,
             restart: super::restart::facts(s.pod, s.logical, s.eviction_refused, now),
+            owner: None,
         }
     }
 
@@ -348,17 +352,30 @@ impl Prepared {
         };
         // statfs first; the kubelet's (older) numbers only when statfs could not see the volume.
         let measurement = self.seen.map(|m| m.measurement);
+        let owner = super::owner::problem(
+            s.owner,
+            self.policy.as_ref(),
+            &self.history,
+            self.shared.as_ref().map(|sh| &sh.logical),
+        );
+        let facts = VolumeFacts {
+            owner: owner.as_ref().map(|(p, _)| *p),
+            ..self.facts(s, wal.as_ref(), now)
+        };
         let mut decision = decide(&Inputs {
             policy: input,
             measurement: measurement.unwrap_or_default(),
             claim: &self.claim,
             history: &self.history,
             wal: wal.as_ref(),
-            facts: self.facts(s, wal.as_ref(), now),
+            facts,
             now,
             fill_rate: self.fill_rate,
             logical: self.shared.as_ref().map(|sh| &sh.logical),
         });
+        if let Some((_, message)) = owner {
+            decision.notes.push(Note::Owner(message));
+        }
         if let Some(m) = self.seen.filter(|m| m.by == MeasuredBy::Kubelet) {
             decision.notes.push(Note::KubeletNumbers { at: m.at });
         } else if s.volume.measurement.is_none()

@@ -180,6 +180,24 @@ pub fn resize_state(
     if matches!(claim.resize, ResizeState::Failed { .. }) {
         return claim;
     }
+    // Grown through the owner: in flight until its operator raises this claim's request, and
+    // after `timeout` waiting for it rather than failed (it still lands when the operator acts).
+    if a.through_owner && claim.request_bytes < a.to {
+        claim.resize = if timed_out {
+            ResizeState::Failed {
+                cause: FailureCause::AwaitingOwner,
+                detail: format!(
+                    "the owner's size set to {} at {} (resizeThrough: owner); its operator has not raised this claim (request {}) within {timeout:#}",
+                    quantity::format(a.to),
+                    a.at,
+                    quantity::format(claim.request_bytes)
+                ),
+            }
+        } else {
+            ResizeState::InProgress { since: Some(a.at) }
+        };
+        return claim;
+    }
     let expected = a.to > a.from;
     // A resize the claim's own conditions still date (the storage finished its part after our
     // PATCH, e.g. FileSystemResizePending) is timed from them: k8s::claim fails it, or calls it

@@ -312,7 +312,7 @@ proptest! {
                 if let Some(w) = last_write {
                     prop_assert!(s.at > w, "step {}: grew from numbers taken before the last write", i);
                 }
-                history.push(Action { action: None, evicted: None, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None, predicted: false, used_percent: None, bytes_per_second: None, approval: None });
+                history.push(Action { action: None, evicted: None, through_owner: false, at: now, kind, from: request, to, node: String::new(), fs_before: Some(s.measurement.capacity_bytes), landed: None, landed_unwatched: false, result: None, instance: None, volume_type: None, tablespace: None, predicted: false, used_percent: None, bytes_per_second: None, approval: None });
                 request = to;
                 asked = Some(i);
             }

@@ -7,6 +7,7 @@ pub mod enforce;
 pub mod evaluate;
 pub mod inflight;
 pub mod logical;
+pub mod owner;
 pub mod pending;
 pub mod restart;
 pub mod trigger;

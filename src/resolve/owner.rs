@@ -1,0 +1,69 @@
+//! A claim grown through its owning cluster (`resizeThrough: owner`): what the owner's size, as
+//! the shell read it for this decision, says about growing. An owner that cannot be read stops
+//! growth; so does one declaring less than headroom set it to, since someone lowered it (a GitOps
+//! sync restoring its manifest) and raising it again would fight them. Pure.
+
+use crate::decide::{Action, Logical, OwnerProblem};
+use crate::k8s::owner::Seen;
+use crate::policy::{Policy, ResizeThrough};
+use crate::quantity::format as q;
+
+/// Why the owner stops growth, and the message that says so; `None` when it was not read, the
+/// policy grows claims, or its size is at least every size headroom set it to.
+pub fn problem(
+    seen: Option<&Seen>,
+    policy: Option<&Policy>,
+    history: &[Action],
+    logical: Option<&Logical>,
+) -> Option<(OwnerProblem, String)> {
+    let seen = seen?;
+    if policy?.resize_through != ResizeThrough::Owner {
+        return None;
+    }
+    let declared = match &seen.declared {
+        Err(m) => {
+            return Some((
+                OwnerProblem::Invalid,
+                format!("{m}; nothing is grown until it is fixed"),
+            ));
+        }
+        Ok((_, d)) => d.bytes,
+    };
+    let peers = logical.map_or(&[][..], |l| l.actions.as_slice());
+    let set = history
+        .iter()
+        .chain(peers)
+        .filter(|a| a.through_owner && a.to > a.from)
+        .max_by_key(|a| (a.to, a.at))?;
+    (declared < set.to).then(|| {
+        (
+            OwnerProblem::Reverted,
+            format!(
+                "{} is {}, lower than the {} headroom set it to at {}: someone lowered it (a GitOps sync?) and headroom does not raise it again; set it to at least {} where it is managed, or write resizeThrough: claim",
+                seen.field,
+                q(declared),
+                q(set.to),
+                set.at,
+                q(set.to)
+            ),
+        )
+    })
+}
+
+/// Whether the claim's newest grow went through its owner and its operator has not yet applied
+/// it to the claim (`request` below it) within `timeout`: the owner is then read every scan, so
+/// a revert is seen at once, not only at the next grow.
+pub fn awaiting(
+    history: &[Action],
+    request: u64,
+    timeout: jiff::SignedDuration,
+    now: jiff::Timestamp,
+) -> bool {
+    history.iter().max_by_key(|a| a.at).is_some_and(|a| {
+        a.through_owner && request < a.to && crate::decide::budget::minus(now, timeout) <= a.at
+    })
+}
+
+#[cfg(test)]
+#[path = "owner_tests.rs"]
+mod tests;
