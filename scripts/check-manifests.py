@@ -11,8 +11,8 @@ kustomization.yaml must list exactly the YAML files of its directory.
 
 Renders, checked object by object the same way: `helm template charts/headroom` with its default
 values and with each values file in charts/headroom/ci/ (every toggle on), with helm 3.17.1, and
-`kubectl kustomize` of daemonset/, overlays/reclaim-space/, overlays/webhook/ and
-overlays/offline-expansion/ with kubectl 1.30 (kustomize v5), the
+`kubectl kustomize` of daemonset/, overlays/reclaim-space/, overlays/webhook/,
+overlays/offline-expansion/ and overlays/resize-through-owner/ with kubectl 1.30 (kustomize v5), the
 binaries scripts/helm-kubectl.sh fetches (HEADROOM_HELM, HEADROOM_KUBECTL_130, else its cache).
 Without them the renders are skipped with a message, or are an error when CI is set.
 
@@ -38,6 +38,7 @@ KUSTOMIZATIONS = [
     "overlays/reclaim-space",
     "overlays/webhook",
     "overlays/offline-expansion",
+    "overlays/resize-through-owner",
 ]
 LAYER = "lambda-layer-kubectl-v30-2.0.4"  # scripts/helm-kubectl.sh's cache directory
 

@@ -258,6 +258,13 @@ fn default_values_render_what_kustomize_renders() {
     let diff = differences(&chart, &overlay);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
     assert!(overlay.contains_key("ClusterRole /headroom-evict"));
+
+    // Growth through the owner: exactly what overlays/resize-through-owner adds.
+    let chart = objects(&helm.template(&["--set", "resizeThrough.owner=true"]));
+    let overlay = without_namespace(kustomize(&kubectl, "overlays/resize-through-owner"));
+    let diff = differences(&chart, &overlay);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+    assert!(overlay.contains_key("ClusterRole /headroom-resize-through-owner"));
 }
 
 #[test]

@@ -236,6 +236,39 @@ const EVICT_NEEDS: &[Need] = &[Need {
     ],
 }];
 
+/// What only growth through the owner calls (`resizeThrough: owner`), granted only by
+/// `overlays/resize-through-owner/rbac.yaml`: the owner's GET and the PATCH of its size field.
+const OWNER_NEEDS: &[Need] = &[
+    Need {
+        scope: "cluster",
+        group: "postgresql.cnpg.io",
+        resource: "clusters",
+        verbs: &["get", "patch"],
+        file: "src/k8s/owner.rs",
+        evidence: &["group: \"postgresql.cnpg.io\"", "plural: \"clusters\""],
+    },
+    Need {
+        scope: "cluster",
+        group: "acid.zalan.do",
+        resource: "postgresqls",
+        verbs: &["get", "patch"],
+        file: "src/k8s/owner.rs",
+        evidence: &["group: \"acid.zalan.do\"", "plural: \"postgresqls\""],
+    },
+    Need {
+        scope: "cluster",
+        group: "",
+        resource: "owners",
+        verbs: &[],
+        file: "src/agent/owner.rs",
+        evidence: &[
+            "api(client, &target).get(&target.name)",
+            "api.patch(&t.name, &PatchParams::default(), &patch)",
+            "client.request::<DynamicObject>(request)",
+        ],
+    },
+];
+
 /// Rust type named in `Api<..>` -> the resource it reaches.
 const TYPES: &[(&str, &str)] = &[
     ("Secret", "secrets"),
@@ -431,6 +464,10 @@ fn every_api_the_source_reaches_has_a_grant() {
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
                     .collect();
+                // The owners' calls (their kinds are data, not types) by its overlay alone.
+                if file.ends_with("/src/agent/owner.rs") && ty == "DynamicObject" {
+                    continue;
+                }
                 // The webhook's own calls are granted by its overlay alone.
                 // So are notifications'.
                 let resources = if file.contains("/src/webhook/") {
@@ -883,6 +920,53 @@ fn the_webhook_overlay_grants_exactly_what_the_webhook_calls() {
         deadline < jiff::SignedDuration::from_secs(timeout),
         "{deadline} vs {timeout}s"
     );
+}
+
+/// overlays/resize-through-owner grants get and patch on the owners' kinds and nothing else,
+/// bound to the agent's service account; rbac/ grants none of them, and only src/agent/owner.rs
+/// reaches them.
+#[test]
+fn the_resize_through_owner_overlay_grants_exactly_the_owners_get_and_patch() {
+    let docs = overlay("overlays/resize-through-owner/rbac.yaml");
+    let mut granted = BTreeSet::new();
+    let mut names = Vec::new();
+    for d in &docs {
+        rule_grants(d, &mut granted, &mut names);
+    }
+    assert_eq!(granted, needed(OWNER_NEEDS));
+    assert!(names.iter().all(|(_, n)| n.is_empty()), "{names:?}");
+    for rel in ["rbac/clusterrole.yaml", "rbac/role.yaml"] {
+        let text = read(rel);
+        assert!(
+            !text.contains("postgresql.cnpg.io") && !text.contains("acid.zalan.do"),
+            "{rel} grants an owner's kind"
+        );
+    }
+    let sa = yaml("rbac/serviceaccount.yaml");
+    let bindings: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding")
+        .collect();
+    assert_eq!(bindings.len(), 1);
+    assert_eq!(bindings[0]["subjects"][0]["name"], sa["metadata"]["name"]);
+    assert_eq!(
+        bindings[0]["subjects"][0]["namespace"],
+        sa["metadata"]["namespace"]
+    );
+    assert!(
+        docs.iter()
+            .any(|d| d["metadata"]["name"] == bindings[0]["roleRef"]["name"])
+    );
+    let mut sources = Vec::new();
+    rust_sources(&Path::new(ROOT).join("src"), &mut sources);
+    for (file, text) in &sources {
+        if text.contains("ApiResource::from_gvk_with_plural(&gvk, kind.plural)") {
+            assert!(
+                file.ends_with("/src/agent/owner.rs"),
+                "{file} reaches an owner"
+            );
+        }
+    }
 }
 
 /// overlays/offline-expansion grants the eviction and nothing else, bound to the agent's service

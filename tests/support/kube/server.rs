@@ -32,6 +32,11 @@ rules:
       - group: "events.k8s.io"
         resources: ["events"]
     verbs: ["create"]
+  - level: Request
+    resources:
+      - group: "postgresql.cnpg.io"
+        resources: ["clusters"]
+    verbs: ["patch", "update"]
   - level: Metadata
 "#;
 

@@ -1,0 +1,366 @@
+//! Growth through the owning cluster (`resizeThrough: owner`, issue 42) against a real
+//! kube-apiserver 1.20 + etcd: the test installs its own minimal CRD for CloudNativePG's
+//! `postgresql.cnpg.io/v1` `Cluster` (the same group, version, kind and plural; its spec keeps any
+//! field) and plays the operator, copying `spec.storage.size` to the cluster's claims; the test's
+//! CSI driver then resizes them. The agent runs as its service account with `rbac/` and
+//! `overlays/resize-through-owner/`. The audit log is the record of every write.
+
+mod support {
+    pub mod http;
+    pub mod kube;
+    pub mod node;
+    pub mod ports;
+    pub mod root;
+}
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::kube::block;
+use support::kube::cluster::{KubeCluster, POLICY, annotation, apply_manifest};
+use support::kube::server;
+use support::node::{MI, fill, request_of, wait_for};
+
+fn clusters_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("postgresql.cnpg.io", "v1", "Cluster");
+    ApiResource::from_gvk_with_plural(&gvk, "clusters")
+}
+
+fn clusters(c: &KubeCluster) -> Api<DynamicObject> {
+    Api::namespaced_with(c.admin.0.clone(), &c.ns, &clusters_resource())
+}
+
+/// Installs the Cluster CRD (once per server) and waits until the server serves it.
+fn install_crd(c: &KubeCluster) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusters.postgresql.cnpg.io"},
+        "spec": {
+            "group": "postgresql.cnpg.io",
+            "names": {"kind": "Cluster", "listKind": "ClusterList", "plural": "clusters", "singular": "cluster"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    }))
+    .expect("CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(c.admin.0.clone());
+    block(async move {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create the CRD: {e}"),
+        }
+    });
+    let api = clusters(c);
+    wait_for(Duration::from_secs(30), "the Cluster API", || {
+        let api = api.clone();
+        block(async move { api.list(&Default::default()).await.ok() })
+    });
+}
+
+/// Cluster `pg` with `spec`; returns its uid.
+fn cluster(c: &KubeCluster, spec: Value) -> String {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+        "metadata": {"name": "pg", "namespace": c.ns},
+        "spec": spec,
+    }))
+    .expect("Cluster");
+    let api = clusters(c);
+    let made = block(async move { api.create(&PostParams::default(), &obj).await })
+        .expect("create the Cluster");
+    made.metadata.uid.expect("uid")
+}
+
+fn cluster_spec(c: &KubeCluster) -> Value {
+    let api = clusters(c);
+    let obj = block(async move { api.get("pg").await }).expect("the Cluster");
+    obj.data["spec"].clone()
+}
+
+/// What a GitOps sync does: the manifest's size written back.
+fn set_size(c: &KubeCluster, size: &str) {
+    let api = clusters(c);
+    let body = json!({"spec": {"storage": {"size": size}}});
+    block(async move {
+        api.patch("pg", &PatchParams::default(), &Patch::Merge(&body))
+            .await
+    })
+    .expect("patch the Cluster");
+}
+
+/// [`POLICY`] (16Mi steps, five actions a day) growing through the owner; CloudNativePG keeps
+/// WAL on the data volume unless told otherwise.
+fn owner_policy() -> Vec<(&'static str, &'static str)> {
+    let mut p = POLICY.to_vec();
+    p.extend([
+        ("resize-through", "owner"),
+        ("wal-safety-acknowledge-wal-risk", "true"),
+    ]);
+    p
+}
+
+/// Instance `name` of Cluster `pg` (uid `uid`): its data claim, labelled and owned as
+/// CloudNativePG does, mounted by its pod on the test's node as a 64Mi tmpfs.
+fn instance(c: &mut KubeCluster, name: &str, uid: &str) -> PathBuf {
+    let meta = json!({
+        "labels": {"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA", "cnpg.io/instanceName": name},
+        "ownerReferences": [{
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster", "name": "pg", "uid": uid,
+            "controller": true,
+        }],
+    });
+    c.pvc(
+        name,
+        &c.fast.clone(),
+        64,
+        &owner_policy(),
+        move |p: &mut Value| {
+            p["metadata"]["labels"] = meta["labels"].clone();
+            p["metadata"]["ownerReferences"] = meta["ownerReferences"].clone();
+        },
+    );
+    let uid = c.pod(&format!("pod-{name}"), &c.node.clone(), name);
+    let pv = c.pv_name(name);
+    c.root.tmpfs_volume(&uid, &pv, 64 * MI)
+}
+
+/// The test's operator: copies the Cluster's `spec.storage.size` to every claim below it (as
+/// CloudNativePG does; it never shrinks one), until dropped.
+struct Operator {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Operator {
+    fn start(c: &KubeCluster, claims: &[&str]) -> Operator {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (api, pvcs) = (
+            clusters(c),
+            Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+                c.admin.0.clone(),
+                &c.ns,
+            ),
+        );
+        let claims: Vec<String> = claims.iter().map(|s| s.to_string()).collect();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                block(async {
+                    let Ok(obj) = api.get("pg").await else { return };
+                    let Some(size) = obj.data["spec"]["storage"]["size"].as_str() else {
+                        return;
+                    };
+                    let Ok(want) = headroom::quantity::parse(size) else {
+                        return;
+                    };
+                    for name in &claims {
+                        let Ok(pvc) = pvcs.get(name).await else {
+                            continue;
+                        };
+                        if request_of(&pvc) < want {
+                            let body =
+                                json!({"spec": {"resources": {"requests": {"storage": size}}}});
+                            let _ = pvcs
+                                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                                .await;
+                        }
+                    }
+                });
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Operator {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The agent's successful PATCHes of Cluster `pg`, with their bodies.
+fn owner_patches(c: &KubeCluster) -> Vec<Value> {
+    c.agent_requests()
+        .into_iter()
+        .filter(|e| e.resource() == "clusters" && e.name() == Some("pg") && e.is_write())
+        .filter(|e| e.code() == 200)
+        .map(|e| e.request_object.unwrap_or(Value::Null))
+        .collect()
+}
+
+/// No write of the agent to these claims carried a storage request.
+fn assert_no_claim_resized(c: &KubeCluster, claims: &[&str]) {
+    for name in claims {
+        let carried: Vec<_> = c
+            .claim_writes(name)
+            .into_iter()
+            .filter(|e| {
+                e.request_object
+                    .as_ref()
+                    .is_some_and(|b| b.pointer("/spec/resources/requests/storage").is_some())
+            })
+            .collect();
+        assert!(
+            carried.is_empty(),
+            "{name}: headroom wrote its request: {carried:?}"
+        );
+    }
+}
+
+fn setup(c: &mut KubeCluster, spec: Value) -> (PathBuf, PathBuf) {
+    install_crd(c);
+    apply_manifest(&c.admin.0, "overlays/resize-through-owner/rbac.yaml");
+    let uid = cluster(c, spec);
+    (instance(c, "pg-1", &uid), instance(c, "pg-2", &uid))
+}
+
+#[test]
+fn a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought() {
+    let test = "a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let (primary, replica) = setup(&mut c, json!({"instances": 2, "storage": {"size": "64Mi"}}));
+    fill(&replica, MI);
+    let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
+    let _operator = Operator::start(&c, &["pg-1", "pg-2"]);
+    let _agent = c.agent("500ms", &[]);
+
+    // 56Mi of 64Mi is past 80 %: +16Mi, written to the Cluster, applied by the operator.
+    fill(&primary, 56 * MI);
+    for name in ["pg-1", "pg-2"] {
+        c.wait_capacity(name, 80 * MI);
+    }
+    assert_eq!(cluster_spec(&c)["storage"]["size"], "80Mi");
+    std::thread::sleep(Duration::from_secs(2));
+    let patches = owner_patches(&c);
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    // That field alone, with the resourceVersion read as precondition.
+    let body = &patches[0];
+    assert_eq!(body["spec"], json!({"storage": {"size": "80Mi"}}), "{body}");
+    assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
+    assert_eq!(body.as_object().map(|o| o.len()), Some(2), "{body}");
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    let history = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
+    assert!(history.contains("\"owner\":true"), "{history}");
+    c.assert_one_event("pg-1", "Resized", "Normal", "through Cluster");
+
+    // A GitOps sync writes the manifest's 64Mi back; the operator does not shrink claims. The
+    // next grow headroom would make is not made: it says so instead of raising it again.
+    set_size(&c, "64Mi");
+    fill(&primary, 70 * MI);
+    c.wait_blocked("pg-1", "owner_reverted");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(owner_patches(&c).len(), 1);
+    assert_eq!(cluster_spec(&c)["storage"]["size"], "64Mi");
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    c.assert_one_event(
+        "pg-1",
+        "OwnerReverted",
+        "Warning",
+        "is 64Mi, lower than the 80Mi",
+    );
+}
+
+#[test]
+fn an_operator_that_never_applies_is_awaiting_owner_and_a_revert_meanwhile_is_seen_at_once() {
+    let test =
+        "an_operator_that_never_applies_is_awaiting_owner_and_a_revert_meanwhile_is_seen_at_once";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let (primary, replica) = setup(&mut c, json!({"instances": 2, "storage": {"size": "64Mi"}}));
+    fill(&replica, MI);
+    // No operator: the Cluster's size is never applied.
+    let _agent = c.agent("500ms", &["--resize-timeout", "3s"]);
+    fill(&primary, 56 * MI);
+    wait_for(Duration::from_secs(20), "the Cluster's new size", || {
+        (cluster_spec(&c)["storage"]["size"] == "80Mi").then_some(())
+    });
+    c.wait_blocked("pg-1", "awaiting_owner");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(owner_patches(&c).len(), 1);
+    assert_eq!(request_of(&c.get("pg-1")), 64 * MI);
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    c.assert_one_event(
+        "pg-1",
+        "ExpansionAwaitingOwner",
+        "Warning",
+        "has not raised this claim",
+    );
+
+    // The same, with a long deadline: a revert while the operator has yet to apply it is seen
+    // at the next scan (the owner is read every scan while it waits), not at the deadline.
+    let mut d = KubeCluster::on(c.server.clone());
+    let (primary, replica) = setup(&mut d, json!({"instances": 2, "storage": {"size": "64Mi"}}));
+    fill(&replica, MI);
+    let _agent_d = d.agent("500ms", &["--resize-timeout", "10m"]);
+    fill(&primary, 56 * MI);
+    wait_for(Duration::from_secs(20), "the Cluster's new size", || {
+        (cluster_spec(&d)["storage"]["size"] == "80Mi").then_some(())
+    });
+    d.wait_blocked("pg-1", "resize_in_progress");
+    set_size(&d, "64Mi");
+    let reverted_at = std::time::Instant::now();
+    d.wait_blocked("pg-1", "owner_reverted");
+    let took = reverted_at.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "the revert took {took:?} to be seen"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(owner_patches(&d).len(), 1);
+    assert_no_claim_resized(&d, &["pg-1", "pg-2"]);
+}
+
+#[test]
+fn an_owner_without_its_size_field_is_an_error_naming_it_and_delays_nothing_else() {
+    let test = "an_owner_without_its_size_field_is_an_error_naming_it_and_delays_nothing_else";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let (primary, replica) = setup(
+        &mut c,
+        json!({"instances": 2, "storage": {"storageClass": "fast"}}),
+    );
+    fill(&replica, MI);
+    let plain = c.claim("plain", &c.fast.clone(), 64, POLICY);
+    let _csi = c.csi(&[("plain", plain.clone())], 200);
+    let _agent = c.agent("500ms", &[]);
+    fill(&primary, 56 * MI);
+    fill(&plain, 56 * MI);
+    c.wait_blocked("pg-1", "owner_invalid");
+    c.wait_capacity("plain", 80 * MI);
+    std::thread::sleep(Duration::from_secs(2));
+    let ns = c.ns.clone();
+    c.assert_one_event(
+        "pg-1",
+        "OwnerInvalid",
+        "Warning",
+        &format!("Cluster {ns}/pg: spec.storage.size is missing"),
+    );
+    assert!(owner_patches(&c).is_empty());
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+}
