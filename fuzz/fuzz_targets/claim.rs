@@ -267,6 +267,7 @@ fuzz_target!(|data: &[u8]| {
         quotas: &[],
         quota_refused: false,
         eviction_refused: None,
+        owner: None,
     };
     let e = evaluate(&s, wal, now);
     assert!(

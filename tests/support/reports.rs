@@ -197,6 +197,7 @@ pub fn wal_at_limit(ns: &str, pvc: &str) -> VolumeReport {
         volume_type: Some(VolumeRole::Wal),
         tablespace: None,
         evicted: None,
+        through_owner: false,
 
         predicted: false,
         used_percent: None,
