@@ -1,8 +1,8 @@
 //! Growth through the owning cluster (`resizeThrough: owner`, issue 42) against a real
-//! kube-apiserver 1.20 + etcd: the test installs its own minimal CRD for CloudNativePG's
-//! `postgresql.cnpg.io/v1` `Cluster` (the same group, version, kind and plural; its spec keeps any
-//! field) and plays the operator, copying `spec.storage.size` to the cluster's claims; the test's
-//! CSI driver then resizes them. The agent runs as its service account with `rbac/` and
+//! kube-apiserver 1.20 + etcd: the test installs its own minimal CRDs for CloudNativePG's
+//! `postgresql.cnpg.io/v1` `Cluster` and Zalando's `acid.zalan.do/v1` `postgresql` (the same group,
+//! version, kind and plural; their spec keeps any field) and plays the operator, copying the
+//! declared size to the cluster's claims; the test's CSI driver then resizes them. The agent runs as its service account with `rbac/` and
 //! `overlays/resize-through-owner/`. The audit log is the record of every write.
 
 mod support {
@@ -27,23 +27,79 @@ use support::kube::cluster::{KubeCluster, POLICY, annotation, apply_manifest};
 use support::kube::server;
 use support::node::{MI, fill, request_of, wait_for};
 
-fn clusters_resource() -> ApiResource {
-    let gvk = GroupVersionKind::gvk("postgresql.cnpg.io", "v1", "Cluster");
-    ApiResource::from_gvk_with_plural(&gvk, "clusters")
+/// An operator's cluster kind as the test needs it: its API, where it declares the data
+/// volume's size, and the labels it puts on its claims.
+struct Kind {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    size: &'static [&'static str],
+}
+
+const CNPG: Kind = Kind {
+    group: "postgresql.cnpg.io",
+    kind: "Cluster",
+    plural: "clusters",
+    size: &["storage", "size"],
+};
+
+const ZALANDO: Kind = Kind {
+    group: "acid.zalan.do",
+    kind: "postgresql",
+    plural: "postgresqls",
+    size: &["volume", "size"],
+};
+
+impl Kind {
+    /// `spec` declaring `size` for the data volume.
+    fn spec(&self, size: &str) -> Value {
+        self.size
+            .iter()
+            .rev()
+            .fold(json!(size), |v, key| json!({ *key: v }))
+    }
+
+    fn declared(&self, spec: &Value) -> Value {
+        self.size
+            .iter()
+            .fold(spec.clone(), |v, key| v[*key].clone())
+    }
+
+    /// The labels (and ownerReference) the operator puts on instance `name`'s data claim.
+    fn claim_meta(&self, name: &str, uid: &str) -> Value {
+        let labels = if self.group == CNPG.group {
+            json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA", "cnpg.io/instanceName": name})
+        } else {
+            json!({"application": "spilo", "cluster-name": "pg"})
+        };
+        json!({"labels": labels, "ownerReferences": [{
+            "apiVersion": format!("{}/v1", self.group), "kind": self.kind, "name": "pg", "uid": uid,
+            "controller": true,
+        }]})
+    }
+}
+
+fn resource(k: &Kind) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(k.group, "v1", k.kind);
+    ApiResource::from_gvk_with_plural(&gvk, k.plural)
+}
+
+fn owners(c: &KubeCluster, k: &Kind) -> Api<DynamicObject> {
+    Api::namespaced_with(c.admin.0.clone(), &c.ns, &resource(k))
 }
 
 fn clusters(c: &KubeCluster) -> Api<DynamicObject> {
-    Api::namespaced_with(c.admin.0.clone(), &c.ns, &clusters_resource())
+    owners(c, &CNPG)
 }
 
-/// Installs the Cluster CRD (once per server) and waits until the server serves it.
-fn install_crd(c: &KubeCluster) {
+/// Installs the kind's CRD (once per server) and waits until the server serves it.
+fn install_crd(c: &KubeCluster, k: &Kind) {
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "clusters.postgresql.cnpg.io"},
+        "metadata": {"name": format!("{}.{}", k.plural, k.group)},
         "spec": {
-            "group": "postgresql.cnpg.io",
-            "names": {"kind": "Cluster", "listKind": "ClusterList", "plural": "clusters", "singular": "cluster"},
+            "group": k.group,
+            "names": {"kind": k.kind, "listKind": format!("{}List", k.kind), "plural": k.plural, "singular": k.kind.to_lowercase()},
             "scope": "Namespaced",
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
@@ -62,29 +118,33 @@ fn install_crd(c: &KubeCluster) {
             Err(e) => panic!("create the CRD: {e}"),
         }
     });
-    let api = clusters(c);
-    wait_for(Duration::from_secs(30), "the Cluster API", || {
+    let api = owners(c, k);
+    wait_for(Duration::from_secs(30), "the owner's API", || {
         let api = api.clone();
         block(async move { api.list(&Default::default()).await.ok() })
     });
 }
 
-/// Cluster `pg` with `spec`; returns its uid.
-fn cluster(c: &KubeCluster, spec: Value) -> String {
+/// The kind's object `pg` with `spec`; returns its uid.
+fn cluster(c: &KubeCluster, k: &Kind, spec: Value) -> String {
     let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+        "apiVersion": format!("{}/v1", k.group), "kind": k.kind,
         "metadata": {"name": "pg", "namespace": c.ns},
         "spec": spec,
     }))
-    .expect("Cluster");
-    let api = clusters(c);
+    .expect("owner");
+    let api = owners(c, k);
     let made = block(async move { api.create(&PostParams::default(), &obj).await })
         .expect("create the Cluster");
     made.metadata.uid.expect("uid")
 }
 
 fn cluster_spec(c: &KubeCluster) -> Value {
-    let api = clusters(c);
+    owner_spec(c, &CNPG)
+}
+
+fn owner_spec(c: &KubeCluster, k: &Kind) -> Value {
+    let api = owners(c, k);
     let obj = block(async move { api.get("pg").await }).expect("the Cluster");
     obj.data["spec"].clone()
 }
@@ -111,16 +171,10 @@ fn owner_policy() -> Vec<(&'static str, &'static str)> {
     p
 }
 
-/// Instance `name` of Cluster `pg` (uid `uid`): its data claim, labelled and owned as
-/// CloudNativePG does, mounted by its pod on the test's node as a 64Mi tmpfs.
-fn instance(c: &mut KubeCluster, name: &str, uid: &str) -> PathBuf {
-    let meta = json!({
-        "labels": {"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA", "cnpg.io/instanceName": name},
-        "ownerReferences": [{
-            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster", "name": "pg", "uid": uid,
-            "controller": true,
-        }],
-    });
+/// Instance `name` of the kind's cluster `pg` (uid `uid`): its data claim, labelled and owned as
+/// the operator does, mounted by its pod on the test's node as a 64Mi tmpfs.
+fn instance(c: &mut KubeCluster, k: &Kind, name: &str, uid: &str) -> PathBuf {
+    let meta = k.claim_meta(name, uid);
     c.pvc(
         name,
         &c.fast.clone(),
@@ -136,18 +190,18 @@ fn instance(c: &mut KubeCluster, name: &str, uid: &str) -> PathBuf {
     c.root.tmpfs_volume(&uid, &pv, 64 * MI)
 }
 
-/// The test's operator: copies the Cluster's `spec.storage.size` to every claim below it (as
-/// CloudNativePG does; it never shrinks one), until dropped.
+/// The test's operator: copies the declared size to every claim below it (as CloudNativePG and
+/// Zalando's operator do; neither shrinks one), until dropped.
 struct Operator {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Operator {
-    fn start(c: &KubeCluster, claims: &[&str]) -> Operator {
+    fn start(c: &KubeCluster, k: &'static Kind, claims: &[&str]) -> Operator {
         let stop = Arc::new(AtomicBool::new(false));
         let (api, pvcs) = (
-            clusters(c),
+            owners(c, k),
             Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
                 c.admin.0.clone(),
                 &c.ns,
@@ -159,7 +213,8 @@ impl Operator {
             while !flag.load(Ordering::Relaxed) {
                 block(async {
                     let Ok(obj) = api.get("pg").await else { return };
-                    let Some(size) = obj.data["spec"]["storage"]["size"].as_str() else {
+                    let declared = k.declared(&obj.data["spec"]);
+                    let Some(size) = declared.as_str() else {
                         return;
                     };
                     let Ok(want) = headroom::quantity::parse(size) else {
@@ -199,9 +254,13 @@ impl Drop for Operator {
 
 /// The agent's successful PATCHes of Cluster `pg`, with their bodies.
 fn owner_patches(c: &KubeCluster) -> Vec<Value> {
+    patches_of(c, &CNPG)
+}
+
+fn patches_of(c: &KubeCluster, k: &Kind) -> Vec<Value> {
     c.agent_requests()
         .into_iter()
-        .filter(|e| e.resource() == "clusters" && e.name() == Some("pg") && e.is_write())
+        .filter(|e| e.resource() == k.plural && e.name() == Some("pg") && e.is_write())
         .filter(|e| e.code() == 200)
         .map(|e| e.request_object.unwrap_or(Value::Null))
         .collect()
@@ -227,10 +286,14 @@ fn assert_no_claim_resized(c: &KubeCluster, claims: &[&str]) {
 }
 
 fn setup(c: &mut KubeCluster, spec: Value) -> (PathBuf, PathBuf) {
-    install_crd(c);
+    setup_kind(c, &CNPG, spec)
+}
+
+fn setup_kind(c: &mut KubeCluster, k: &Kind, spec: Value) -> (PathBuf, PathBuf) {
+    install_crd(c, k);
     apply_manifest(&c.admin.0, "overlays/resize-through-owner/rbac.yaml");
-    let uid = cluster(c, spec);
-    (instance(c, "pg-1", &uid), instance(c, "pg-2", &uid))
+    let uid = cluster(c, k, spec);
+    (instance(c, k, "pg-1", &uid), instance(c, k, "pg-2", &uid))
 }
 
 #[test]
@@ -243,7 +306,7 @@ fn a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought() {
     let (primary, replica) = setup(&mut c, json!({"instances": 2, "storage": {"size": "64Mi"}}));
     fill(&replica, MI);
     let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
-    let _operator = Operator::start(&c, &["pg-1", "pg-2"]);
+    let _operator = Operator::start(&c, &CNPG, &["pg-1", "pg-2"]);
     let _agent = c.agent("500ms", &[]);
 
     // 56Mi of 64Mi is past 80 %: +16Mi, written to the Cluster, applied by the operator.
@@ -363,4 +426,39 @@ fn an_owner_without_its_size_field_is_an_error_naming_it_and_delays_nothing_else
     );
     assert!(owner_patches(&c).is_empty());
     assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+}
+
+/// Zalando's operator: the `postgresql`'s `spec.volume.size`, merge-patched once, applied by the
+/// test as the operator; the claims' requests never written by headroom.
+#[test]
+fn a_zalando_cluster_grows_through_its_postgresql_once() {
+    let test = "a_zalando_cluster_grows_through_its_postgresql_once";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mut spec = ZALANDO.spec("64Mi");
+    spec["numberOfInstances"] = json!(2);
+    let (primary, replica) = setup_kind(&mut c, &ZALANDO, spec);
+    fill(&replica, MI);
+    let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
+    let _operator = Operator::start(&c, &ZALANDO, &["pg-1", "pg-2"]);
+    let _agent = c.agent("500ms", &[]);
+    fill(&primary, 56 * MI);
+    for name in ["pg-1", "pg-2"] {
+        c.wait_capacity(name, 80 * MI);
+    }
+    assert_eq!(ZALANDO.declared(&owner_spec(&c, &ZALANDO)), "80Mi");
+    std::thread::sleep(Duration::from_secs(2));
+    let patches = patches_of(&c, &ZALANDO);
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    assert_eq!(
+        patches[0]["spec"],
+        json!({"volume": {"size": "80Mi"}}),
+        "{}",
+        patches[0]
+    );
+    assert!(patches[0]["metadata"]["resourceVersion"].is_string());
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    c.assert_one_event("pg-1", "Resized", "Normal", "through postgresql");
 }

@@ -36,6 +36,8 @@ rules:
     resources:
       - group: "postgresql.cnpg.io"
         resources: ["clusters"]
+      - group: "acid.zalan.do"
+        resources: ["postgresqls"]
     verbs: ["patch", "update"]
   - level: Metadata
 "#;
