@@ -31,56 +31,82 @@ use support::node::{MI, fill, request_of, wait_for};
 /// volume's size, and the labels it puts on its claims.
 struct Kind {
     group: &'static str,
+    version: &'static str,
     kind: &'static str,
     plural: &'static str,
-    size: &'static [&'static str],
+    /// Where the spec declares the data volume's size (a JSON pointer into `spec`).
+    size: &'static str,
 }
 
 const CNPG: Kind = Kind {
     group: "postgresql.cnpg.io",
+    version: "v1",
     kind: "Cluster",
     plural: "clusters",
-    size: &["storage", "size"],
+    size: "/storage/size",
 };
 
 const ZALANDO: Kind = Kind {
     group: "acid.zalan.do",
+    version: "v1",
     kind: "postgresql",
     plural: "postgresqls",
-    size: &["volume", "size"],
+    size: "/volume/size",
+};
+
+/// PGO v5: instance set `set1` is the second of two, so the patch must address it by index.
+const CRUNCHY: Kind = Kind {
+    group: "postgres-operator.crunchydata.com",
+    version: "v1beta1",
+    kind: "PostgresCluster",
+    plural: "postgresclusters",
+    size: "/instances/1/dataVolumeClaimSpec/resources/requests/storage",
 };
 
 impl Kind {
     /// `spec` declaring `size` for the data volume.
     fn spec(&self, size: &str) -> Value {
-        self.size
-            .iter()
+        if self.group == CRUNCHY.group {
+            let claim = |s: &str| json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": s}}});
+            return json!({"instances": [
+                {"name": "set0", "dataVolumeClaimSpec": claim("1Gi")},
+                {"name": "set1", "dataVolumeClaimSpec": claim(size)},
+            ]});
+        }
+        let keys: Vec<&str> = self.size.split('/').skip(1).collect();
+        keys.iter()
             .rev()
             .fold(json!(size), |v, key| json!({ *key: v }))
     }
 
     fn declared(&self, spec: &Value) -> Value {
-        self.size
-            .iter()
-            .fold(spec.clone(), |v, key| v[*key].clone())
+        spec.pointer(self.size).cloned().unwrap_or(Value::Null)
     }
 
     /// The labels (and ownerReference) the operator puts on instance `name`'s data claim.
     fn claim_meta(&self, name: &str, uid: &str) -> Value {
-        let labels = if self.group == CNPG.group {
-            json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA", "cnpg.io/instanceName": name})
-        } else {
-            json!({"application": "spilo", "cluster-name": "pg"})
+        let labels = match self.group {
+            "postgresql.cnpg.io" => {
+                json!({"cnpg.io/cluster": "pg", "cnpg.io/pvcRole": "PG_DATA", "cnpg.io/instanceName": name})
+            }
+            "acid.zalan.do" => json!({"application": "spilo", "cluster-name": "pg"}),
+            _ => json!({
+                "postgres-operator.crunchydata.com/cluster": "pg",
+                "postgres-operator.crunchydata.com/instance-set": "set1",
+                "postgres-operator.crunchydata.com/data": "postgres",
+                "postgres-operator.crunchydata.com/role": "pgdata",
+                "postgres-operator.crunchydata.com/instance": format!("pg-set1-{name}"),
+            }),
         };
         json!({"labels": labels, "ownerReferences": [{
-            "apiVersion": format!("{}/v1", self.group), "kind": self.kind, "name": "pg", "uid": uid,
-            "controller": true,
+            "apiVersion": format!("{}/{}", self.group, self.version), "kind": self.kind, "name": "pg",
+            "uid": uid, "controller": true,
         }]})
     }
 }
 
 fn resource(k: &Kind) -> ApiResource {
-    let gvk = GroupVersionKind::gvk(k.group, "v1", k.kind);
+    let gvk = GroupVersionKind::gvk(k.group, k.version, k.kind);
     ApiResource::from_gvk_with_plural(&gvk, k.plural)
 }
 
@@ -102,7 +128,7 @@ fn install_crd(c: &KubeCluster, k: &Kind) {
             "names": {"kind": k.kind, "listKind": format!("{}List", k.kind), "plural": k.plural, "singular": k.kind.to_lowercase()},
             "scope": "Namespaced",
             "versions": [{
-                "name": "v1", "served": true, "storage": true,
+                "name": k.version, "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                 }}},
@@ -128,7 +154,7 @@ fn install_crd(c: &KubeCluster, k: &Kind) {
 /// The kind's object `pg` with `spec`; returns its uid.
 fn cluster(c: &KubeCluster, k: &Kind, spec: Value) -> String {
     let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{}/v1", k.group), "kind": k.kind,
+        "apiVersion": format!("{}/{}", k.group, k.version), "kind": k.kind,
         "metadata": {"name": "pg", "namespace": c.ns},
         "spec": spec,
     }))
@@ -461,4 +487,48 @@ fn a_zalando_cluster_grows_through_its_postgresql_once() {
     assert!(patches[0]["metadata"]["resourceVersion"].is_string());
     assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
     c.assert_one_event("pg-1", "Resized", "Normal", "through postgresql");
+}
+
+/// Crunchy PGO v5: the instance set's `dataVolumeClaimSpec` is an element of `spec.instances`,
+/// which a merge patch cannot address: one JSON patch testing the resourceVersion and the set's
+/// name, replacing that set's size alone.
+#[test]
+fn a_crunchy_instance_set_grows_through_one_json_patch_of_its_element() {
+    let test = "a_crunchy_instance_set_grows_through_one_json_patch_of_its_element";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let (primary, replica) = setup_kind(&mut c, &CRUNCHY, CRUNCHY.spec("64Mi"));
+    fill(&replica, MI);
+    let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
+    let _operator = Operator::start(&c, &CRUNCHY, &["pg-1", "pg-2"]);
+    let _agent = c.agent("500ms", &[]);
+    fill(&primary, 56 * MI);
+    for name in ["pg-1", "pg-2"] {
+        c.wait_capacity(name, 80 * MI);
+    }
+    let spec = owner_spec(&c, &CRUNCHY);
+    assert_eq!(CRUNCHY.declared(&spec), "80Mi");
+    // The other instance set is as it was.
+    let other = "/instances/0/dataVolumeClaimSpec/resources/requests/storage";
+    assert_eq!(spec.pointer(other), Some(&json!("1Gi")));
+    std::thread::sleep(Duration::from_secs(2));
+    let patches = patches_of(&c, &CRUNCHY);
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    let ops = patches[0].as_array().expect("a JSON patch");
+    assert_eq!(ops[0]["op"], "test");
+    assert_eq!(ops[0]["path"], "/metadata/resourceVersion");
+    assert_eq!(
+        ops[1],
+        json!({"op": "test", "path": "/spec/instances/1/name", "value": "set1"})
+    );
+    let size = "/spec/instances/1/dataVolumeClaimSpec/resources/requests/storage";
+    assert_eq!(
+        ops[2],
+        json!({"op": "replace", "path": size, "value": "80Mi"})
+    );
+    assert_eq!(ops.len(), 3);
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    c.assert_one_event("pg-1", "Resized", "Normal", "through PostgresCluster");
 }

@@ -257,6 +257,17 @@ const OWNER_NEEDS: &[Need] = &[
     },
     Need {
         scope: "cluster",
+        group: "postgres-operator.crunchydata.com",
+        resource: "postgresclusters",
+        verbs: &["get", "patch"],
+        file: "src/k8s/owner.rs",
+        evidence: &[
+            "group: \"postgres-operator.crunchydata.com\"",
+            "plural: \"postgresclusters\"",
+        ],
+    },
+    Need {
+        scope: "cluster",
         group: "",
         resource: "owners",
         verbs: &[],
@@ -938,7 +949,9 @@ fn the_resize_through_owner_overlay_grants_exactly_the_owners_get_and_patch() {
     for rel in ["rbac/clusterrole.yaml", "rbac/role.yaml"] {
         let text = read(rel);
         assert!(
-            !text.contains("postgresql.cnpg.io") && !text.contains("acid.zalan.do"),
+            !text.contains("postgresql.cnpg.io")
+                && !text.contains("acid.zalan.do")
+                && !text.contains("crunchydata.com"),
             "{rel} grants an owner's kind"
         );
     }

@@ -28,6 +28,13 @@ pub const CNPG_CLUSTER: Kind = Kind {
     plural: "clusters",
 };
 
+pub const CRUNCHY_POSTGRES_CLUSTER: Kind = Kind {
+    group: "postgres-operator.crunchydata.com",
+    version: "v1beta1",
+    kind: "PostgresCluster",
+    plural: "postgresclusters",
+};
+
 pub const ZALANDO_POSTGRESQL: Kind = Kind {
     group: "acid.zalan.do",
     version: "v1",
@@ -40,16 +47,23 @@ pub const ZALANDO_POSTGRESQL: Kind = Kind {
 pub enum Field {
     /// A path of object keys (`spec.storage.size`): a JSON merge patch can address it.
     Path(&'static [&'static str]),
-    /// `storage.size` of the `spec.tablespaces` element with this name: a list element, which
-    /// a merge patch cannot address (it replaces the whole list).
-    Tablespace(String),
+    /// `path` in the element named `name` of the list at `list` (a CloudNativePG tablespace, a
+    /// Crunchy instance set): a list element, which a merge patch cannot address (it replaces
+    /// the whole list).
+    Element {
+        list: &'static [&'static str],
+        name: String,
+        path: &'static [&'static str],
+    },
 }
 
 impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Field::Path(p) => f.write_str(&p.join(".")),
-            Field::Tablespace(t) => write!(f, "spec.tablespaces[name={t}].storage.size"),
+            Field::Element { list, name, path } => {
+                write!(f, "{}[name={name}].{}", list.join("."), path.join("."))
+            }
         }
     }
 }
@@ -94,7 +108,8 @@ fn error(object: String, field: impl fmt::Display, message: impl Into<String>) -
 }
 
 /// The owner field of the logical volume `lv` (of `pvc`), when its operator's cluster declares
-/// its claims' size: CloudNativePG (data, WAL, a tablespace) and Zalando (data). `Ok(None)`:
+/// its claims' size: CloudNativePG (data, WAL, a tablespace), Zalando (data) and Crunchy (an
+/// instance set's data or WAL). `Ok(None)`:
 /// no supported owner (the claim is grown as a claim). An error when the claim's
 /// ownerReferences name a different object of that kind than its labels do.
 pub fn target(
@@ -106,7 +121,11 @@ pub fn target(
             let field = match role {
                 Role::Data => Field::Path(&["spec", "storage", "size"]),
                 Role::Wal => Field::Path(&["spec", "walStorage", "size"]),
-                Role::Tablespace(t) if !t.is_empty() => Field::Tablespace(t.clone()),
+                Role::Tablespace(t) if !t.is_empty() => Field::Element {
+                    list: &["spec", "tablespaces"],
+                    name: t.clone(),
+                    path: &["storage", "size"],
+                },
                 _ => return Ok(None),
             };
             (CNPG_CLUSTER, cluster, field)
@@ -116,6 +135,25 @@ pub fn target(
             cluster,
             Field::Path(&["spec", "volume", "size"]),
         ),
+        (
+            Owner::Crunchy {
+                cluster,
+                instance_set,
+            },
+            role,
+        ) => {
+            let path: &'static [&'static str] = match role {
+                Role::Data => &["dataVolumeClaimSpec", "resources", "requests", "storage"],
+                Role::Wal => &["walVolumeClaimSpec", "resources", "requests", "storage"],
+                _ => return Ok(None),
+            };
+            let field = Field::Element {
+                list: &["spec", "instances"],
+                name: instance_set.clone(),
+                path,
+            };
+            (CRUNCHY_POSTGRES_CLUSTER, cluster, field)
+        }
         _ => return Ok(None),
     };
     // A label value may be `..` or `.`: never a path segment of a request.
@@ -190,10 +228,10 @@ pub fn declared(t: &Target, obj: &Value) -> Result<Declared, KubeError> {
         .to_string();
     let (leaf, index) = match &t.field {
         Field::Path(path) => (walk(obj, path), None),
-        Field::Tablespace(name) => {
-            let index = tablespace_index(t, obj, name)?;
-            let element = &obj["spec"]["tablespaces"][index];
-            (walk(element, &["storage", "size"]), Some(index))
+        Field::Element { list, name, path } => {
+            let index = element_index(t, obj, list, name)?;
+            let element = walk(obj, list).and_then(|l| l.get(index));
+            (element.and_then(|e| walk(e, path)), Some(index))
         }
     };
     let text = match leaf {
@@ -229,12 +267,15 @@ fn walk<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(obj, |v, key| v.as_object()?.get(*key))
 }
 
-/// The one element of `spec.tablespaces` named `name`.
-fn tablespace_index(t: &Target, obj: &Value, name: &str) -> Result<usize, KubeError> {
-    let Some(list) = walk(obj, &["spec", "tablespaces"]).and_then(Value::as_array) else {
+/// The one element of the list at `list` named `name`.
+fn element_index(t: &Target, obj: &Value, list: &[&str], name: &str) -> Result<usize, KubeError> {
+    let Some(list) = walk(obj, list)
+        .and_then(Value::as_array)
+        .map(|l| l.as_slice())
+    else {
         return Err(error(
             t.object(),
-            "spec.tablespaces",
+            list.join("."),
             "is missing or not a list",
         ));
     };
@@ -247,12 +288,12 @@ fn tablespace_index(t: &Target, obj: &Value, name: &str) -> Result<usize, KubeEr
         (None, _) => Err(error(
             t.object(),
             &t.field,
-            "is missing: no tablespace has that name",
+            "is missing: no element of the list has that name",
         )),
         (Some(_), Some(_)) => Err(error(
             t.object(),
             &t.field,
-            "is ambiguous: more than one tablespace has that name",
+            "is ambiguous: more than one element has that name",
         )),
     }
 }
@@ -287,14 +328,14 @@ pub fn patch(t: &Target, d: &Declared, to: u64) -> OwnerPatch {
             body["metadata"] = json!({ "resourceVersion": d.resource_version });
             OwnerPatch::Merge(body)
         }
-        // `declared` always finds the index of a tablespace; were it absent, the test of the
-        // name at 0 makes the API server refuse the patch rather than size another tablespace.
-        Field::Tablespace(name) => {
-            let i = d.index.unwrap_or(0);
+        // `declared` always finds the element's index; were it absent, the test of the name at
+        // 0 makes the API server refuse the patch rather than size another element.
+        Field::Element { list, name, path } => {
+            let at = format!("/{}/{}", list.join("/"), d.index.unwrap_or(0));
             OwnerPatch::Json(json!([
                 { "op": "test", "path": "/metadata/resourceVersion", "value": d.resource_version },
-                { "op": "test", "path": format!("/spec/tablespaces/{i}/name"), "value": name },
-                { "op": "replace", "path": format!("/spec/tablespaces/{i}/storage/size"), "value": size },
+                { "op": "test", "path": format!("{at}/name"), "value": name },
+                { "op": "replace", "path": format!("{at}/{}", path.join("/")), "value": size },
             ]))
         }
     }

@@ -182,12 +182,12 @@ fn hostile_owners_are_errors_naming_the_object_and_field() {
         (
             &tbs,
             cluster(json!({"tablespaces": []})),
-            "no tablespace has that name",
+            "no element of the list has that name",
         ),
         (
             &tbs,
             cluster(json!({"tablespaces": [{"name": "idx"}, {"name": "idx"}]})),
-            "more than one tablespace",
+            "more than one element",
         ),
         (
             &tbs,
@@ -215,4 +215,44 @@ fn an_owner_name_that_is_no_object_name_is_an_error_never_a_request_path() {
         let e = target(&pvc, &lv).unwrap_err().to_string();
         assert!(e.contains("metadata.labels name the owner"), "{e}");
     }
+}
+
+#[test]
+fn a_crunchy_instance_set_is_patched_by_index_in_spec_instances() {
+    let labels = [
+        ("postgres-operator.crunchydata.com/cluster", "hippo"),
+        ("postgres-operator.crunchydata.com/instance-set", "set2"),
+        ("postgres-operator.crunchydata.com/data", "postgres"),
+        ("postgres-operator.crunchydata.com/role", "pgwal"),
+        (
+            "postgres-operator.crunchydata.com/instance",
+            "hippo-set2-abcd",
+        ),
+    ];
+    let t = target_of(&claim(&labels, None)).unwrap().unwrap();
+    assert_eq!(
+        t.to_string(),
+        "PostgresCluster db/hippo spec.instances[name=set2].walVolumeClaimSpec.resources.requests.storage"
+    );
+    let storage = |s: &str| json!({"resources": {"requests": {"storage": s}}});
+    let obj = json!({
+        "metadata": {"name": "hippo", "namespace": "db", "resourceVersion": "7"},
+        "spec": {"instances": [
+            {"name": "set1", "walVolumeClaimSpec": storage("9Gi")},
+            {"name": "set2", "dataVolumeClaimSpec": storage("5Gi"), "walVolumeClaimSpec": storage("1Gi")},
+        ]},
+    });
+    let d = declared(&t, &obj).unwrap();
+    assert_eq!((d.bytes, d.index), (GI, Some(1)));
+    let OwnerPatch::Json(ops) = patch(&t, &d, 2 * GI) else {
+        panic!("a list element needs a JSON patch");
+    };
+    assert_eq!(
+        ops[1],
+        json!({"op": "test", "path": "/spec/instances/1/name", "value": "set2"})
+    );
+    assert_eq!(
+        ops[2],
+        json!({"op": "replace", "path": "/spec/instances/1/walVolumeClaimSpec/resources/requests/storage", "value": "2Gi"})
+    );
 }

@@ -106,7 +106,7 @@ pub enum Enforcement {
 }
 
 /// `resizeThrough`: what a grow writes. A claim an operator's cluster owns (CloudNativePG
-/// `Cluster`, Zalando `postgresql`) can be grown through the size its owner declares, so the
+/// `Cluster`, Zalando `postgresql`, Crunchy `PostgresCluster`) can be grown through the size its owner declares, so the
 /// operator resizes its claims and its declared size stays true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -38,6 +38,8 @@ rules:
         resources: ["clusters"]
       - group: "acid.zalan.do"
         resources: ["postgresqls"]
+      - group: "postgres-operator.crunchydata.com"
+        resources: ["postgresclusters"]
     verbs: ["patch", "update"]
   - level: Metadata
 "#;
