@@ -98,10 +98,12 @@ fn recorded(
 }
 
 /// Does `eval`'s policy grow through the claim's owner (`resizeThrough: owner`)?
+/// `enforcement: recommend` writes nothing, so reads no owner either.
 pub fn through_owner(eval: &Evaluation) -> bool {
-    eval.policy
-        .as_ref()
-        .is_some_and(|p| p.resize_through == crate::policy::ResizeThrough::Owner)
+    eval.policy.as_ref().is_some_and(|p| {
+        p.resize_through == crate::policy::ResizeThrough::Owner
+            && p.enforcement == crate::policy::Enforcement::Act
+    })
 }
 
 pub enum Applied {

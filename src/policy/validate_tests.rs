@@ -748,3 +748,24 @@ fn emergency_grow_enabled_is_used_in_threshold_mode_by_approve() {
     assert_eq!(warning_fields(&v), Vec::<&str>::new());
     assert!(!v.policy.expect("valid").emergency_grow.enabled);
 }
+
+#[test]
+fn resize_through_owner_is_refused_with_approve_and_accepted_otherwise() {
+    assert_eq!(
+        error_fields("limit: 10Gi\nresizeThrough: owner\nenforcement: approve\n"),
+        ["resizeThrough"]
+    );
+    for other in ["act", "recommend"] {
+        let v = check(&format!(
+            "limit: 10Gi\nresizeThrough: owner\nenforcement: {other}\n"
+        ));
+        let p = v.policy.expect("valid");
+        assert_eq!(p.resize_through, crate::policy::ResizeThrough::Owner);
+    }
+    assert_eq!(
+        error_fields("limit: 10Gi\nresizeThrough: cluster\n"),
+        ["resizeThrough"]
+    );
+    let p = check("limit: 10Gi\n").policy.expect("valid");
+    assert_eq!(p.resize_through, crate::policy::ResizeThrough::Claim);
+}
