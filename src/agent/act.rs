@@ -97,6 +97,9 @@ fn recorded(
     }
 }
 
+/// How often the history entry of a grow through the owner is tried on a claim that changes.
+const RECORD_ATTEMPTS: usize = 3;
+
 /// Does `eval`'s policy grow through the claim's owner (`resizeThrough: owner`)?
 /// `enforcement: recommend` writes nothing, so reads no owner either.
 pub fn through_owner(eval: &Evaluation) -> bool {
@@ -236,6 +239,40 @@ impl Actor<'_> {
         }
     }
 
+    /// A grow made: its `Resized` Event (and, on a volume holding WAL whose policy asks, the WAL
+    /// alert's) and its notification.
+    async fn announce_resized(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        (kind, from, to): (GrowKind, u64, u64),
+        note: String,
+        now: Timestamp,
+    ) {
+        let report = &eval.report;
+        // WAL health is gathered for exactly the volumes that hold WAL (a WAL volume, a data
+        // volume with WAL on it), whether or not its read succeeded this scan.
+        let holds_wal = report.role == crate::decide::VolumeRole::Wal || report.wal.is_some();
+        if holds_wal
+            && eval
+                .policy
+                .as_ref()
+                .is_some_and(|p| p.wal_safety.alert_on_resize)
+        {
+            self.events
+                .publish(pvc, crate::events::wal_resized(report, &note))
+                .await;
+        }
+        let resized = Notice {
+            warning: false,
+            reason: "Resized",
+            note,
+        };
+        self.events.publish(pvc, resized).await;
+        self.notifier
+            .send(Message::grown(report, (kind, from, to), now));
+    }
+
     /// Carries out the engine's grow through the claim's owner: the owner's one conditional
     /// PATCH (none when it already declares as much: another member's agent wrote it for the
     /// same growth), then this claim's history and status, never its request.
@@ -283,42 +320,61 @@ impl Actor<'_> {
                 quantity::format(to)
             );
             tracing::info!(pvc = %key, %note, "resized through the owner");
-            self.events
-                .publish(
-                    pvc,
-                    Notice {
-                        warning: false,
-                        reason: "Resized",
-                        note,
-                    },
-                )
+            self.announce_resized(pvc, eval, (kind, from, to), note, now)
                 .await;
-            self.notifier
-                .send(Message::grown(report, (kind, from, to), now));
         }
         let action = Action {
             through_owner: true,
             ..recorded(eval, (now, kind), (from, to), self.node)
         };
-        let history = state::append(&eval.history, action, now);
-        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        let body = match state::status_patch(Some(&rv), status, Some(&history)) {
-            Ok(body) => body,
-            Err(e) => {
-                tracing::warn!(pvc = %key, error = %e, "could not encode the history");
-                return Applied::Done;
-            }
-        };
         self.events.update(key, pvc, None).await;
-        match self.patch(&report.pvc, &body).await {
-            Ok(_) => Applied::Done,
-            // Re-read and decided again: the owner now declares `to`, so it is not written twice.
-            Err(PatchError::Conflict) => Applied::Conflict,
-            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
-                tracing::warn!(pvc = %key, error = %e, "could not record the grow through the owner");
-                Applied::Done
+        self.record_owner_grow(key, pvc, eval, action, status, now)
+            .await;
+        Applied::Done
+    }
+
+    /// Records a grow through the owner on the claim: its history entry and status. The owner
+    /// already declares the size, so the claim changing meanwhile (its operator applying it at
+    /// once) is no reason to decide again, which would find no grow to record: the entry is
+    /// added to the claim as read again, a few times.
+    async fn record_owner_grow(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        action: Action,
+        status: &StatusAnnotation,
+        now: Timestamp,
+    ) {
+        let mut history = state::append(&eval.history, action.clone(), now);
+        let mut rv = pvc.metadata.resource_version.clone().unwrap_or_default();
+        for _ in 0..RECORD_ATTEMPTS {
+            let body = match state::status_patch(Some(&rv), status, Some(&history)) {
+                Ok(body) => body,
+                Err(e) => {
+                    tracing::warn!(pvc = %key, error = %e, "could not encode the history");
+                    return;
+                }
+            };
+            match self.patch(&eval.report.pvc, &body).await {
+                Ok(_) => return,
+                Err(PatchError::Conflict) => {}
+                Err(PatchError::Other(e) | PatchError::Quota(e)) => {
+                    tracing::warn!(pvc = %key, error = %e, "could not record the grow through the owner");
+                    return;
+                }
             }
+            let fresh = tokio::time::timeout(self.timeout, self.api.get(&eval.report.pvc)).await;
+            let Ok(Ok(fresh)) = fresh else {
+                break;
+            };
+            let Ok(read) = state::read_history(&fresh) else {
+                break;
+            };
+            history = state::append(&read, action.clone(), now);
+            rv = fresh.metadata.resource_version.clone().unwrap_or_default();
         }
+        tracing::warn!(pvc = %key, "could not record the grow through the owner: the claim kept changing");
     }
 
     /// A block's Event and notification, once per change of what there is to say.
@@ -467,32 +523,8 @@ impl Actor<'_> {
                         .unwrap_or_default()
                 );
                 tracing::info!(pvc = %key, %note, "resized");
-                // WAL health is gathered for exactly the volumes that hold WAL (a WAL volume, a
-                // data volume with WAL on it), whether or not its read succeeded this scan.
-                let holds_wal =
-                    report.role == crate::decide::VolumeRole::Wal || report.wal.is_some();
-                if holds_wal
-                    && eval
-                        .policy
-                        .as_ref()
-                        .is_some_and(|p| p.wal_safety.alert_on_resize)
-                {
-                    self.events
-                        .publish(pvc, crate::events::wal_resized(report, &note))
-                        .await;
-                }
-                self.events
-                    .publish(
-                        pvc,
-                        Notice {
-                            warning: false,
-                            reason: "Resized",
-                            note,
-                        },
-                    )
+                self.announce_resized(pvc, eval, (kind, from, to), note, now)
                     .await;
-                self.notifier
-                    .send(Message::grown(report, (kind, from, to), now));
                 self.events.update(key, pvc, None).await;
                 Applied::Done
             }
