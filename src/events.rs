@@ -335,19 +335,19 @@ impl Publisher {
         }
     }
 
-    /// Creates one Event about `pvc` named `name`, within `deadline`. The name is the same on
-    /// every agent that would say it, so the agents that see one claim post one Event between
-    /// them: the API server refuses the others' creates with 409.
-    pub async fn publish_named(
+    /// Creates one Event about `obj` (a claim, the agent's ConfigMap) named `name`, within
+    /// `deadline`. The name is the same on every agent that would say it, so the agents that see
+    /// one object post one Event between them: the API server refuses the others' creates with 409.
+    pub async fn publish_named<K: kube::Resource<DynamicType = ()>>(
         &self,
-        pvc: &PersistentVolumeClaim,
+        obj: &K,
         name: &str,
         n: &Notice,
         deadline: std::time::Duration,
     ) -> Named {
         use k8s_openapi::api::events::v1::Event as K8sEvent;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-        let regarding = pvc.object_ref(&());
+        let regarding = obj.object_ref(&());
         let event = K8sEvent {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
@@ -364,7 +364,7 @@ impl Publisher {
             regarding: Some(regarding),
             ..K8sEvent::default()
         };
-        let ns = pvc.metadata.namespace.as_deref().unwrap_or_default();
+        let ns = obj.meta().namespace.as_deref().unwrap_or_default();
         let api: kube::Api<K8sEvent> = kube::Api::namespaced(self.client.clone(), ns);
         let params = kube::api::PostParams::default();
         let create = api.create(&params, &event);

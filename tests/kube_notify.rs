@@ -16,9 +16,16 @@ mod support {
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use support::http::{free_port, metric};
+use support::kube::block;
 use support::kube::cluster::KubeCluster;
 use support::kube::server;
-use support::node::{MI, fill, wait_for};
+use support::node::{KubeletRoot, MI, fill, wait_for};
 use support::sink::{Mode, Sink};
 use support::sink_kube::configure;
 
@@ -126,5 +133,104 @@ fn a_hanging_sink_delays_no_grow_and_overflow_is_counted() {
         (dropped == 2.0).then_some(())
     });
     assert_eq!(sink.attempts(), 1);
+    assert!(sink.received().is_empty());
+}
+
+/// The `ConfigKeyInvalid` Events about ConfigMap `name` in the agents' namespace, as notes.
+fn config_events(c: &KubeCluster, name: &str) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(c.admin.0.clone(), "headroom");
+    let list = block(async move { api.list(&Default::default()).await.expect("events") });
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some("ConfigKeyInvalid"))
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+fn set_sinks(c: &KubeCluster, cm: &str, text: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(c.admin.0.clone(), "headroom");
+    let body = json!({"data": {"notifications.yaml": text}});
+    let cm = cm.to_string();
+    block(async move {
+        api.patch(&cm, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("patch the ConfigMap")
+    });
+}
+
+/// `headroom_config_key_invalid{key="notifications.yaml"}` on each agent.
+fn invalid(admins: &[u16]) -> Vec<Option<f64>> {
+    let labels = ["key=\"notifications.yaml\""];
+    admins
+        .iter()
+        .map(|a| metric(*a, "headroom_config_key_invalid", &labels))
+        .collect()
+}
+
+/// A `notifications.yaml` that cannot be read sends nothing, and says so where an operator
+/// looks: the gauge on every agent while it lasts, and one Warning Event on the ConfigMap per
+/// text however many agents read it (two nodes here); a fixed key clears the gauge, and a new
+/// bad text is said again.
+#[test]
+fn a_notifications_key_that_cannot_be_read_is_said_once_per_text_and_counted() {
+    if !server::available(
+        "a_notifications_key_that_cannot_be_read_is_said_once_per_text_and_counted",
+    ) {
+        return;
+    }
+    let c = KubeCluster::new();
+    let sink = Sink::http(Mode::Ok);
+    let cm = configure(&c, &sink.url(), "json", "");
+    set_sinks(&c, &cm, "sinks:\n- name: team\n  format: morse\n");
+    let node_b = format!("{}-b", c.node);
+    c.add_node(&node_b);
+    let root_b = KubeletRoot::new();
+    let admins = [free_port(), free_port()];
+    let listen = |p: u16| format!("127.0.0.1:{p}");
+    let (la, lb) = (listen(admins[0]), listen(admins[1]));
+    let _a = c.agent("200ms", &["--configmap", &cm, "--listen", &la]);
+    let _b = c.agent_on(
+        &node_b,
+        root_b.path(),
+        "200ms",
+        &["--configmap", &cm, "--listen", &lb],
+    );
+
+    wait_for(
+        Duration::from_secs(20),
+        "both agents to count the key",
+        || (invalid(&admins) == [Some(1.0), Some(1.0)]).then_some(()),
+    );
+    wait_for(Duration::from_secs(10), "the Event", || {
+        (!config_events(&c, &cm).is_empty()).then_some(())
+    });
+    // Twenty more scans of each agent: still one Event, naming the key and the field.
+    std::thread::sleep(Duration::from_secs(4));
+    let notes = config_events(&c, &cm);
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(
+        notes[0].starts_with("notifications.yaml is ignored until it is fixed"),
+        "{}",
+        notes[0]
+    );
+    assert!(notes[0].contains("format"), "{}", notes[0]);
+
+    // Fixed: nothing to say; broken again another way: said again, once.
+    let fixed = format!(
+        "sinks:\n- name: team\n  format: json\n  urlSecret: {{name: {}, key: t{}}}\n",
+        support::sink_kube::SECRET,
+        c.id
+    );
+    set_sinks(&c, &cm, &fixed);
+    wait_for(Duration::from_secs(20), "the gauge to clear", || {
+        (invalid(&admins) == [Some(0.0), Some(0.0)]).then_some(())
+    });
+    set_sinks(&c, &cm, "sinks: 7\n");
+    wait_for(Duration::from_secs(20), "the second Event", || {
+        (config_events(&c, &cm).len() == 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(config_events(&c, &cm).len(), 2);
     assert!(sink.received().is_empty());
 }

@@ -3,6 +3,7 @@
 //! ([`crossed`]).
 
 mod claim;
+mod config_keys;
 mod crossed;
 mod pending;
 
@@ -26,10 +27,11 @@ use super::{AgentConfig, MeasuredBy, VolumeReport};
 use crate::events::Events;
 use crate::http::AdminState;
 use crate::k8s::roles;
-use crate::metrics::labels::VolumeLabels;
+use crate::metrics::labels::{ConfigKey, VolumeLabels};
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 use crate::probe::{self, Volume};
 use claim::{Claim, ReclaimTarget, by_pv};
+use config_keys::Invalid;
 
 pub struct Scanner {
     work: Arc<Work>,
@@ -49,6 +51,8 @@ pub struct Scanner {
     volumes: Vec<Volume>,
     /// The `RestoreTooSmall` Events created for the peers of the groups mounted here.
     pending: pending::PendingClaims,
+    /// The ConfigMap keys found invalid, and said so.
+    config_keys: config_keys::ConfigKeys,
 }
 
 /// Cordoned, or carrying the unschedulable taint that `kubectl drain` leaves.
@@ -98,6 +102,7 @@ impl Scanner {
             last: HashMap::new(),
             volumes: Vec::new(),
             pending: Default::default(),
+            config_keys: Default::default(),
         }
     }
 
@@ -229,25 +234,40 @@ impl Scanner {
     }
 
     /// The central policy and the Postgres credentials, from the agent's ConfigMap.
-    fn central_policy(&self, world: &World) -> (CentralPolicy, Credentials) {
+    fn central_policy(&mut self, world: &World) -> (CentralPolicy, Credentials) {
         let cm_name = format!("{}/{}", self.work.cfg.namespace, self.work.cfg.configmap);
-        let data = world
-            .configmap()
-            .and_then(|c| c.data.clone())
-            .unwrap_or_default();
+        let cm = world.configmap();
+        let data = cm.as_ref().and_then(|c| c.data.clone()).unwrap_or_default();
         let central = if data.is_empty() {
             CentralPolicy::default()
         } else {
             parse_configmap(&data, &cm_name)
         };
-        (self.work.notifier).configure(data.get(crate::notify::config::KEY).map(String::as_str));
+        let mut bad = Vec::new();
+        let sinks = data.get(crate::notify::config::KEY);
+        (self.work.notifier).configure(sinks.map(String::as_str));
+        if let Some(text) = sinks
+            && let Err(e) = crate::notify::config::parse(&cm_name, text)
+        {
+            bad.push(Invalid {
+                key: ConfigKey::Notifications,
+                text: text.clone(),
+                error: e.to_string(),
+            });
+        }
         let creds = match data.get(pgconn::KEY) {
             Some(text) => Credentials::parse(&cm_name, text).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "Postgres credentials ignored");
+                bad.push(Invalid {
+                    key: ConfigKey::Postgres,
+                    text: text.clone(),
+                    error: e,
+                });
                 Credentials::default()
             }),
             None => Credentials::default(),
         };
+        self.config_keys.report(&self.work, cm.as_deref(), bad);
         (central, creds)
     }
 

@@ -251,13 +251,19 @@ const ID_CHARS: usize = 12;
 /// FNV-1a over what makes the recommendation, as 12 hex digits: short enough to type, stable
 /// across agent versions (it is stored, and compared as text).
 fn id_of(uid: &str, from: u64, to: u64, at: Timestamp) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let text = format!("{uid}/{from}/{to}/{}", at.as_millisecond());
+    format!("{:012x}", fnv1a(&text) >> 16)
+}
+
+/// FNV-1a (64 bit) of `text`: the same on every agent and every version, unlike std's hasher,
+/// for names and ids that several agents must agree on.
+pub fn fnv1a(text: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{:012x}", h >> 16)
+    h
 }
 
 #[cfg(test)]

@@ -253,6 +253,38 @@ impl LabelSet<1> for PendingEventLabels {
     }
 }
 
+/// A key of the agent's ConfigMap read outside the policy: the notification sinks and the
+/// Postgres credentials. (A bad policy key refuses the claims it applies to, with their Events.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConfigKey {
+    Notifications,
+    Postgres,
+}
+
+impl ConfigKey {
+    pub const ALL: [ConfigKey; 2] = [ConfigKey::Notifications, ConfigKey::Postgres];
+
+    /// The key's name in the ConfigMap's data.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKey::Notifications => "notifications.yaml",
+            ConfigKey::Postgres => "postgres.yaml",
+        }
+    }
+}
+
+/// `headroom_config_key_invalid`: by the ConfigMap key.
+pub struct ConfigKeyLabels {
+    pub key: ConfigKey,
+}
+
+impl LabelSet<1> for ConfigKeyLabels {
+    const NAMES: [&'static str; 1] = ["key"];
+    fn values(&self) -> [Cow<'_, str>; 1] {
+        [Cow::Borrowed(self.key.as_str())]
+    }
+}
+
 /// A counter family whose label set is the type `L`.
 pub struct Counters<L, const N: usize> {
     vec: IntCounterVec,

@@ -24,9 +24,9 @@ pub(crate) mod tests;
 mod volume;
 
 use labels::{
-    ApiRequestLabels, ClaimWatchLabels, Counters, Gauges, NotificationLabels, NotificationOutcome,
-    PendingEventLabels, PendingEventOutcome, ResizeLabels, ResizeResult, VolumeLabels,
-    WatchEventLabels, WatchLabels,
+    ApiRequestLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels, Counters, Gauges,
+    NotificationLabels, NotificationOutcome, PendingEventLabels, PendingEventOutcome, ResizeLabels,
+    ResizeResult, VolumeLabels, WatchEventLabels, WatchLabels,
 };
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
@@ -78,6 +78,7 @@ pub struct Metrics {
     claim_watches: Gauges<ClaimWatchLabels, 1>,
     notifications: Counters<NotificationLabels, 2>,
     restore_too_small: Counters<PendingEventLabels, 1>,
+    config_key_invalid: Gauges<ConfigKeyLabels, 1>,
     internal_errors: prometheus::IntCounter,
     scan_failures: prometheus::IntCounter,
     stuck_calls: prometheus::Gauge,
@@ -189,6 +190,14 @@ impl Metrics {
         for outcome in PendingEventOutcome::ALL {
             restore_too_small.inc_by(&PendingEventLabels { outcome }, 0);
         }
+        let config_key_invalid = Gauges::new(
+            &b,
+            "headroom_config_key_invalid",
+            "1 while a key of the agent's ConfigMap read outside the policy (notifications.yaml, postgres.yaml) cannot be read: it is ignored (a ConfigKeyInvalid Event on the ConfigMap says why).",
+        )?;
+        for key in ConfigKey::ALL {
+            config_key_invalid.set(&ConfigKeyLabels { key }, 0.0);
+        }
         let internal_errors = prometheus::IntCounter::new(
             "headroom_internal_errors_total",
             "Claim evaluations that panicked (a bug); each left its claim blocked with internal_error.",
@@ -228,6 +237,7 @@ impl Metrics {
             claim_watches,
             notifications,
             restore_too_small,
+            config_key_invalid,
             internal_errors,
             scan_failures,
             stuck_calls,
@@ -344,6 +354,12 @@ impl Metrics {
             outcome,
         };
         self.notifications.inc_by(&labels, n);
+    }
+
+    /// Whether `key` of the agent's ConfigMap could be read at the last scan.
+    pub fn config_key_invalid(&self, key: ConfigKey, invalid: bool) {
+        let v = if invalid { 1.0 } else { 0.0 };
+        self.config_key_invalid.set(&ConfigKeyLabels { key }, v);
     }
 
     /// One `RestoreTooSmall` Event tried, and what became of it.

@@ -84,7 +84,7 @@ impl PendingClaims {
                 };
                 let publisher = work.events.publisher();
                 let named = publisher
-                    .publish_named(&pvc, &u.event_name(), &notice, work.cfg.api_timeout)
+                    .publish_named(&*pvc, &u.event_name(), &notice, work.cfg.api_timeout)
                     .await;
                 let (outcome, memo) = match named {
                     Named::Created => (PendingEventOutcome::Posted, None),
