@@ -66,6 +66,7 @@ prop_compose! {
             } else {
                 crate::policy::OfflineExpansion::Off
             },
+            node_expansion: crate::policy::NodeExpansion::Online,
             enforcement: crate::policy::Enforcement::Act,
             resize_through: crate::policy::ResizeThrough::Claim,
             usage_threshold,

@@ -93,19 +93,40 @@ fn true_conditions(
         .filter(|c| c.status == "True")
 }
 
+/// How long a resize in flight may be held before it is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// `--resize-timeout`.
+    pub resize: SignedDuration,
+    /// The policy declares that the driver grows the filesystem only at the next mount
+    /// (`nodeExpansion: offline`): the node's part (`FileSystemResizePending`,
+    /// `NodeResizePending`) is not waited for, since it cannot finish while the pod runs.
+    pub node_offline: bool,
+}
+
+impl Bounds {
+    /// `nodeExpansion: online`: the node's part is given the timeout like the rest.
+    pub fn online(resize: SignedDuration) -> Self {
+        Self {
+            resize,
+            node_offline: false,
+        }
+    }
+}
+
 /// Sizes and resize state. A claim without a storage request is an error: the API server never
 /// admits one, so it means a broken object, not a size of zero.
 pub fn claim_state(
     pvc: &PersistentVolumeClaim,
     now: Timestamp,
-    resize_timeout: SignedDuration,
+    bounds: Bounds,
 ) -> Result<ClaimState, KubeError> {
     let request_bytes = storage_request(pvc)?.ok_or_else(|| KubeError::Missing {
         object: pvc_name(pvc),
         field: REQUEST_FIELD,
     })?;
     let capacity = storage_capacity(pvc)?;
-    let resize = resize_state(pvc, request_bytes, capacity, now, resize_timeout);
+    let resize = resize_state(pvc, request_bytes, capacity, now, bounds);
     Ok(ClaimState {
         request_bytes,
         capacity_bytes: capacity.unwrap_or(0),
@@ -118,7 +139,7 @@ fn resize_state(
     request: u64,
     capacity: Option<u64>,
     now: Timestamp,
-    resize_timeout: SignedDuration,
+    bounds: Bounds,
 ) -> ResizeState {
     let mut failures = Vec::new();
     let mut cause = FailureCause::Stuck;
@@ -170,25 +191,40 @@ fn resize_state(
     if !in_progress {
         return ResizeState::Idle;
     }
+    let held = |bound: SignedDuration| since.is_some_and(|t| now.duration_since(t) > bound);
+    if node_pending && (bounds.node_offline || held(bounds.resize)) {
+        return needs_remount(since, bounds);
+    }
     match since {
-        Some(t) if now.duration_since(t) > resize_timeout => {
-            timed_out(node_pending, t, resize_timeout)
-        }
+        Some(t) if !node_pending && held(bounds.resize) => needs_detach(t, bounds.resize),
         _ => ResizeState::InProgress { since },
     }
 }
 
-/// A resize in flight past the timeout, dated by its conditions. The agent evaluates only
-/// claims a running pod mounts, so a resize held this long is held while the volume is in use.
-fn timed_out(node_pending: bool, since: Timestamp, timeout: SignedDuration) -> ResizeState {
-    if node_pending {
-        return ResizeState::Failed {
-            cause: FailureCause::NeedsRemount,
-            detail: format!(
-                "the storage grew the volume, but the node has not grown the filesystem in {timeout:#} while the pod runs ({NODE_PENDING} since {since}): its CSI driver grows it only when the volume is mounted again"
-            ),
-        };
+/// The node's part held past its bound, or at once when the policy declares it offline. The
+/// agent evaluates only claims a running pod mounts, so it is held while the volume is in use.
+fn needs_remount(since: Option<Timestamp>, bounds: Bounds) -> ResizeState {
+    let (since, bound) = (
+        since.map_or_else(String::new, |t| format!(" since {t}")),
+        bounds.resize,
+    );
+    let detail = if bounds.node_offline {
+        format!(
+            "the storage grew the volume, and the node grows the filesystem only when the volume is mounted again (nodeExpansion: offline; {NODE_PENDING}{since} while the pod runs)"
+        )
+    } else {
+        format!(
+            "the storage grew the volume, but the node has not grown the filesystem in {bound:#} while the pod runs ({NODE_PENDING}{since}): its CSI driver grows it only when the volume is mounted again"
+        )
+    };
+    ResizeState::Failed {
+        cause: FailureCause::NeedsRemount,
+        detail,
     }
+}
+
+/// The controller's part held past the timeout while the volume is in use.
+fn needs_detach(since: Timestamp, timeout: SignedDuration) -> ResizeState {
     ResizeState::Failed {
         cause: FailureCause::NeedsDetach,
         detail: format!(
@@ -272,7 +308,7 @@ mod tests {
     const TIMEOUT: SignedDuration = SignedDuration::from_mins(30);
 
     fn state(p: &PersistentVolumeClaim) -> ClaimState {
-        claim_state(p, now(), TIMEOUT).expect("claim state")
+        claim_state(p, now(), Bounds::online(TIMEOUT)).expect("claim state")
     }
 
     #[test]
@@ -429,11 +465,15 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Exactly at the timeout it is still in flight.
-        let at = claim_state(&p, now(), SignedDuration::from_hours(1)).expect("ok");
+        let at = claim_state(&p, now(), Bounds::online(SignedDuration::from_hours(1))).expect("ok");
         assert!(matches!(at.resize, ResizeState::InProgress { .. }));
     }
 
     fn held(conditions: Value, allocated: Option<&str>) -> ResizeState {
+        held_within(conditions, allocated, Bounds::online(TIMEOUT))
+    }
+
+    fn held_within(conditions: Value, allocated: Option<&str>, bounds: Bounds) -> ResizeState {
         let mut status = bound("20Gi");
         status["conditions"] = conditions;
         if let Some(a) = allocated {
@@ -443,7 +483,55 @@ mod tests {
             json!({ "resources": { "requests": { "storage": "25Gi" } } }),
             status,
         );
-        state(&p).resize
+        claim_state(&p, now(), bounds).expect("claim state").resize
+    }
+
+    /// `nodeExpansion: offline`: the node's part is a remount at once, dated or not; the
+    /// controller's part still gets the timeout, and an error still wins.
+    #[test]
+    fn node_resize_declared_offline_needs_a_remount_at_once() {
+        let offline = Bounds {
+            resize: TIMEOUT,
+            node_offline: true,
+        };
+        let pending = json!([{ "type": "FileSystemResizePending", "status": "True", "lastTransitionTime": "2026-03-01T11:59:00Z" }]);
+        match held_within(pending.clone(), None, offline) {
+            ResizeState::Failed { cause, detail } => {
+                assert_eq!(cause, FailureCause::NeedsRemount);
+                assert!(detail.contains("nodeExpansion: offline"), "{detail}");
+                assert!(detail.contains("since 2026-03-01T11:59:00Z"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Undeclared, the same minute-old condition is a resize in flight.
+        assert!(matches!(
+            held(pending, None),
+            ResizeState::InProgress { .. }
+        ));
+        let undated = json!([{ "type": "Resizing", "status": "True" }]);
+        assert!(matches!(
+            held_within(undated, Some("NodeResizePending"), offline),
+            ResizeState::Failed {
+                cause: FailureCause::NeedsRemount,
+                ..
+            }
+        ));
+        let resizing = json!([{ "type": "Resizing", "status": "True", "lastTransitionTime": "2026-03-01T11:59:00Z" }]);
+        assert!(matches!(
+            held_within(resizing, Some("ControllerResizeInProgress"), offline),
+            ResizeState::InProgress { .. }
+        ));
+        let error = json!([
+            { "type": "FileSystemResizePending", "status": "True", "lastTransitionTime": "2026-03-01T11:59:00Z" },
+            { "type": "NodeResizeError", "status": "True" },
+        ]);
+        assert!(matches!(
+            held_within(error, None, offline),
+            ResizeState::Failed {
+                cause: FailureCause::Stuck,
+                ..
+            }
+        ));
     }
 
     /// The node's part held past the timeout (the pod runs: only mounted claims are evaluated)
@@ -511,7 +599,7 @@ mod tests {
             json!({ "resources": { "requests": { "storage": "20GB" } } }),
             bound("20Gi"),
         );
-        let e = claim_state(&p, now(), TIMEOUT).expect_err("bad request");
+        let e = claim_state(&p, now(), Bounds::online(TIMEOUT)).expect_err("bad request");
         let msg = e.to_string();
         assert!(msg.contains("PVC db/pgdata-pg-main-1"), "{msg}");
         assert!(
@@ -524,7 +612,7 @@ mod tests {
         assert!(msg.contains("status.capacity.storage 'lots'"), "{msg}");
 
         let p = pvc(json!({ "resources": {} }), bound("20Gi"));
-        let msg = claim_state(&p, now(), TIMEOUT)
+        let msg = claim_state(&p, now(), Bounds::online(TIMEOUT))
             .expect_err("missing")
             .to_string();
         assert_eq!(

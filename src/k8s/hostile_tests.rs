@@ -160,7 +160,7 @@ proptest! {
             }]);
         }
         let timeout = SignedDuration::from_secs(timeout_s);
-        let _ = claim::claim_state(&p, now, timeout);
+        let _ = claim::claim_state(&p, now, claim::Bounds::online(timeout));
     }
 
     #[test]
@@ -313,7 +313,7 @@ fn huge_sizes_and_conditions_at_the_ends_of_time() {
                 SignedDuration::MIN,
                 SignedDuration::ZERO,
             ] {
-                let r = claim::claim_state(&p, now, timeout);
+                let r = claim::claim_state(&p, now, claim::Bounds::online(timeout));
                 assert_eq!(r.is_ok(), ok, "{request} {capacity}: {r:?}");
                 if let Err(e) = r {
                     assert!(e.to_string().contains("PVC db/data-pg-0"), "{e}");

@@ -101,6 +101,7 @@ mod tests {
             modification_interval: r(),
             logical_volume: r(),
             offline_expansion: r(),
+            node_expansion: r(),
             enforcement: r(),
             resize_through: r(),
             trigger: TriggerSpec {

@@ -45,6 +45,7 @@ fn kind(path: &str) -> Option<Kind> {
         "mode" => Enum(&["threshold", "convergent"]),
         "logicalVolume" => Enum(&["auto", "on", "off"]),
         "offlineExpansion" => Enum(&["off", "evict"]),
+        "nodeExpansion" => Enum(&["online", "offline"]),
         "enforcement" => Enum(&["act", "recommend", "approve"]),
         "resizeThrough" => Enum(&["claim", "owner"]),
         "minAvailable" => Floor,

@@ -89,6 +89,15 @@ impl Merged {
                 .get("enabled")
                 .is_some_and(|r| r.text.trim() != "false")
     }
+
+    /// Whether the layers declare `nodeExpansion: offline`, read before validation (which needs
+    /// the claim's resize state for its size): a value validation refuses counts as `online`
+    /// here, and refuses the policy there.
+    pub fn node_offline(&self) -> bool {
+        self.spec.get("nodeExpansion").is_some_and(|r| {
+            super::value::node_expansion(&r.text) == Ok(super::NodeExpansion::Offline)
+        })
+    }
 }
 
 /// The central ConfigMap's policy sections.

@@ -90,6 +90,18 @@ pub enum OfflineExpansion {
     Evict,
 }
 
+/// `nodeExpansion`: how the claim's CSI driver grows the filesystem, as the platform team
+/// declares it (Kubernetes 1.20 has no field that says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeExpansion {
+    /// While the volume is mounted: a resize the node holds is given `--resize-timeout`.
+    Online,
+    /// Only at the next mount: a resize the node holds while the pod runs is `awaiting_remount`
+    /// at once.
+    Offline,
+}
+
 /// `enforcement`: how much of a grow is delegated to headroom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -259,6 +271,8 @@ pub struct Policy {
     /// Whether a resize waiting for a remount is finished by evicting the pod (see
     /// [`OfflineExpansion`]).
     pub offline_expansion: OfflineExpansion,
+    /// Whether the node grows the filesystem only at the next mount (see [`NodeExpansion`]).
+    pub node_expansion: NodeExpansion,
     /// Whether a grow is made, recommended, or made once approved (see [`Enforcement`]).
     pub enforcement: Enforcement,
     /// Whether a grow patches the claim or its owning cluster (see [`ResizeThrough`]).
@@ -305,6 +319,8 @@ pub mod defaults {
     pub const LOGICAL_VOLUME: LogicalVolume = LogicalVolume::Auto;
     /// Opt-in: a pod is restarted only when its claim's policy says so.
     pub const OFFLINE_EXPANSION: OfflineExpansion = OfflineExpansion::Off;
+    /// What CSI drivers do today; only a declaration makes a claim wait for a remount at once.
+    pub const NODE_EXPANSION: NodeExpansion = NodeExpansion::Online;
     pub const ENFORCEMENT: Enforcement = Enforcement::Act;
     /// Opt-in: an owner is written only when its claim's policy says so.
     pub const RESIZE_THROUGH: ResizeThrough = ResizeThrough::Claim;
@@ -357,6 +373,7 @@ impl Policy {
             limit,
             logical_volume: LOGICAL_VOLUME,
             offline_expansion: OFFLINE_EXPANSION,
+            node_expansion: NODE_EXPANSION,
             enforcement: ENFORCEMENT,
             resize_through: RESIZE_THROUGH,
             usage_threshold: Some(USAGE_THRESHOLD),

@@ -137,6 +137,8 @@ pub struct PolicySpec {
     #[serde(skip_serializing_if = "none")]
     pub offline_expansion: Option<Raw>,
     #[serde(skip_serializing_if = "none")]
+    pub node_expansion: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
     pub enforcement: Option<Raw>,
     pub resize_through: Option<Raw>,
     #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
@@ -201,6 +203,7 @@ macro_rules! slot {
             "modificationInterval" => Some($($r)+ $s.modification_interval),
             "logicalVolume" => Some($($r)+ $s.logical_volume),
             "offlineExpansion" => Some($($r)+ $s.offline_expansion),
+            "nodeExpansion" => Some($($r)+ $s.node_expansion),
             "enforcement" => Some($($r)+ $s.enforcement),
             "resizeThrough" => Some($($r)+ $s.resize_through),
             "trigger.predictive" => Some($($r)+ $s.trigger.predictive),

@@ -54,6 +54,9 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     let offline_expansion = c
         .value("offlineExpansion", value::offline_expansion)
         .unwrap_or(OFFLINE_EXPANSION);
+    let node_expansion = c
+        .value("nodeExpansion", value::node_expansion)
+        .unwrap_or(NODE_EXPANSION);
     let enforcement = c
         .value("enforcement", value::enforcement)
         .unwrap_or(ENFORCEMENT);
@@ -139,6 +142,7 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
             p.mode = mode;
             p.logical_volume = logical_volume;
             p.offline_expansion = offline_expansion;
+            p.node_expansion = node_expansion;
             p.enforcement = enforcement;
             p.resize_through = resize_through;
             p.usage_threshold = usage_threshold;

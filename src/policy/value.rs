@@ -2,7 +2,8 @@
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
 use super::{
-    Enforcement, LogicalVolume, MinAvailable, Mode, OfflineExpansion, ResizeThrough, Step,
+    Enforcement, LogicalVolume, MinAvailable, Mode, NodeExpansion, OfflineExpansion, ResizeThrough,
+    Step,
 };
 use crate::quantity::{self, QuantityError};
 
@@ -41,6 +42,16 @@ pub fn offline_expansion(text: &str) -> Result<OfflineExpansion, String> {
         "evict" => Ok(OfflineExpansion::Evict),
         other => Err(format!(
             "'{other}' is not an offlineExpansion setting; write off or evict"
+        )),
+    }
+}
+
+pub fn node_expansion(text: &str) -> Result<NodeExpansion, String> {
+    match text.trim() {
+        "online" => Ok(NodeExpansion::Online),
+        "offline" => Ok(NodeExpansion::Offline),
+        other => Err(format!(
+            "'{other}' is not a nodeExpansion setting; write online or offline"
         )),
     }
 }

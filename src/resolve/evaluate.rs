@@ -21,7 +21,7 @@ use crate::decide::{
 };
 use crate::decide::{Note, budget};
 use crate::k8s::{claim, roles, state};
-use crate::policy::merge::{CentralPolicy, Source};
+use crate::policy::merge::{CentralPolicy, Merged, Source};
 use crate::policy::validate::{Context, Finding, validate};
 use crate::policy::{Policy, drivers};
 use crate::probe::{Volume, VolumeMode};
@@ -179,8 +179,12 @@ pub fn evaluate(s: &Subject, wal: Option<WalHealth>, now: Timestamp) -> Evaluati
 
 /// The claim's size and resize state as its own objects say them; an unreadable size is an
 /// error, and the claim then counts as empty and idle.
-fn claim_of(s: &Subject, now: Timestamp, errors: &mut Vec<Finding>) -> ClaimState {
-    claim::claim_state(s.pvc, now, s.resize_timeout).unwrap_or_else(|e| {
+fn claim_of(s: &Subject, now: Timestamp, merged: &Merged, errors: &mut Vec<Finding>) -> ClaimState {
+    let bounds = claim::Bounds {
+        resize: s.resize_timeout,
+        node_offline: merged.node_offline(),
+    };
+    claim::claim_state(s.pvc, now, bounds).unwrap_or_else(|e| {
         errors.push(Finding {
             field: "spec.resources.requests.storage".into(),
             message: e.to_string(),
@@ -211,7 +215,19 @@ fn history_of(
 /// Resolves everything the engine needs but WAL health.
 pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     let mut errors: Vec<Finding> = Vec::new();
-    let claim = claim_of(s, now, &mut errors);
+    let class_name = s
+        .pvc
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.storage_class_name.clone());
+    let merged = super::claim_policy(
+        s.pvc,
+        class_name.as_deref(),
+        s.storage_class,
+        s.namespace,
+        s.central,
+    );
+    let claim = claim_of(s, now, &merged, &mut errors);
     let (mut history, ignored) = history_of(s, now, &mut errors);
     let block_mode = s.volume.mode == VolumeMode::Block || claim::is_block_mode(s.pvc);
     let last_write = history.iter().map(|a| a.at).max();
@@ -239,18 +255,6 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         (VolumeRole::Other, false, None)
     });
     let (quota_ceiling, quota) = quota_of(s, &mut errors);
-    let class_name = s
-        .pvc
-        .spec
-        .as_ref()
-        .and_then(|sp| sp.storage_class_name.clone());
-    let merged = super::claim_policy(
-        s.pvc,
-        class_name.as_deref(),
-        s.storage_class,
-        s.namespace,
-        s.central,
-    );
     let ctx = Context {
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
