@@ -220,23 +220,71 @@ fn an_allowed_eviction_happens_once_and_is_recorded_and_a_claim_not_opted_in_is_
     let _agent = c.agent("500ms", &["--resize-timeout", "2s"]);
     grown_and_waiting(&c, "free", &mount);
 
-    let evicted = wait_for(Duration::from_secs(20), "the eviction's record", || {
-        let h = annotation(&c.get("free"), "headroom.dev/history")?;
-        let h: Vec<Value> = serde_json::from_str(&h).ok()?;
-        h.last()?.get("evicted").cloned()
-    });
-    assert!(evicted.is_string(), "{evicted}");
-    assert!(pod_deleting(&c, "pod-free"));
+    evicted_once(&c, "free");
     assert_eq!(
         restart(&c, "free").map(|r| r["restart"].clone()),
         Some(json!("evicted"))
     );
-    std::thread::sleep(Duration::from_secs(5));
-    assert_eq!(evictions(&c, "pod-free"), vec![201]);
-    c.assert_one_event("free", "PodEvicted", "Normal", "pod-free");
     assert_eq!(evictions(&c, "pod-theirs"), Vec::<u16>::new());
     assert!(!pod_deleting(&c, "pod-theirs"));
     assert!(c.claim_writes("theirs").is_empty());
+}
+
+/// Waits for the eviction of `pod-<name>` recorded on the claim's history entry, then checks it
+/// was asked for once (five scans later), said once, and the pod is going.
+fn evicted_once(c: &KubeCluster, name: &str) {
+    let evicted = wait_for(Duration::from_secs(20), "the eviction's record", || {
+        let h = annotation(&c.get(name), "headroom.dev/history")?;
+        let h: Vec<Value> = serde_json::from_str(&h).ok()?;
+        h.last()?.get("evicted").cloned()
+    });
+    assert!(evicted.is_string(), "{evicted}");
+    let pod = format!("pod-{name}");
+    assert!(pod_deleting(c, &pod));
+    assert_eq!(
+        restart(c, name).map(|r| r["restart"].clone()),
+        Some(json!("evicted"))
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(evictions(c, &pod), vec![201]);
+    c.assert_one_event(name, "PodEvicted", "Normal", &pod);
+}
+
+/// A StorageClass that declares its driver grows the filesystem only at the next mount
+/// (`headroom.dev/node-expansion: offline`): with `--resize-timeout` an hour, the claim is
+/// `awaiting_remount` as soon as the node's part is pending, and its pod is evicted in the
+/// window. Undeclared, it would wait the hour.
+#[test]
+fn a_storage_class_declared_offline_is_awaiting_remount_at_once_and_its_pod_evicted() {
+    let test = "a_storage_class_declared_offline_is_awaiting_remount_at_once_and_its_pod_evicted";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    apply_manifest(&c.admin.0, "overlays/offline-expansion/rbac.yaml");
+    let class = format!("{}-offline", c.fast);
+    c.create(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": class, "annotations": {"headroom.dev/node-expansion": "offline"}},
+        "provisioner": "test.csi.headroom.dev", "allowVolumeExpansion": true,
+    }));
+    c.pvc("declared", &class, 64, &evicting(), |_| {});
+    let mount = mounted(&mut c, "declared", json!({"app": "declared"}), 64);
+    let _agent = c.agent("500ms", &["--resize-timeout", "1h"]);
+    grown_and_waiting(&c, "declared", &mount);
+
+    c.wait_blocked("declared", "awaiting_remount");
+    evicted_once(&c, "declared");
+    // The Event says why it did not wait.
+    let events = c.events_for("declared");
+    assert!(
+        events
+            .iter()
+            .any(|(r, t, note)| r == "ExpansionAwaitingRemount"
+                && t == "Warning"
+                && note.contains("nodeExpansion: offline")),
+        "{events:?}"
+    );
 }
 
 /// The kubelet's part of an eviction and the restart: the old pod gone, its mount with it, a
