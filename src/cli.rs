@@ -40,7 +40,8 @@ pub enum Command {
     /// Run the node agent (what the DaemonSet runs): measure, decide and act for this node's volumes.
     Agent(Box<AgentArgs>),
     /// Validate policy YAML files or the central ConfigMap's manifest (every data key): warnings
-    /// print and exit 0, errors print and exit 1.
+    /// print and exit 0, errors print and exit 1. With --context or --kubeconfig, selector
+    /// sections that no claim on the cluster reaches are warnings too.
     Validate(ValidateArgs),
     /// Replay a growth trace through the decision engine (a dry run of a policy).
     Simulate(SimulateArgs),
@@ -77,6 +78,13 @@ pub struct ValidateArgs {
     /// minAvailable it could not meet even empty, an emergency line near it.
     #[arg(long)]
     pub size: Option<String>,
+    /// Also check a ConfigMap's selector sections against the claims of the cluster this
+    /// kubeconfig reaches (one LIST in every namespace): a section no claim reaches is a warning.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// As --kubeconfig, with this context of the default kubeconfig (or of --kubeconfig's).
+    #[arg(long)]
+    pub context: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

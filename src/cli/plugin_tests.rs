@@ -106,10 +106,28 @@ fn node_commands_are_neither_offered_nor_run() {
 
 #[test]
 fn a_kubectl_flag_for_a_command_that_does_not_use_it_is_refused() {
-    let err = try_parse_plugin(argv("--context prod validate p.yaml")).expect_err("refused");
+    let err = try_parse_plugin(argv("-n db validate p.yaml")).expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+    assert!(err.to_string().contains("--namespace"), "{err}");
+    let err = try_parse_plugin(argv(
+        "--context prod simulate --policy p.yaml --trace t.csv --capacity 1Gi",
+    ))
+    .expect_err("refused");
     assert!(err.to_string().contains("--context"), "{err}");
     assert!(try_parse_plugin(argv("validate p.yaml")).is_ok());
+}
+
+/// validate reads the cluster's claims when given a context or kubeconfig (its selector
+/// sections), so kubectl's flags reach it, before the subcommand too.
+#[test]
+fn validate_takes_kubectls_context_and_kubeconfig() {
+    let cli =
+        try_parse_plugin(argv("--context prod validate --kubeconfig kc p.yaml")).expect("taken");
+    let Command::Validate(args) = cli.command else {
+        panic!("not validate: {:?}", cli.command);
+    };
+    assert_eq!(args.context.as_deref(), Some("prod"));
+    assert_eq!(args.kubeconfig.as_deref(), Some(std::path::Path::new("kc")));
 }
 
 #[test]

@@ -2,13 +2,23 @@
 //! or `FILE: ok`. Exit 1 when any file has an error (an unreadable file is one), else 0. A file
 //! is a bare policy or the central ConfigMap's manifest (see [`crate::policy::manifest`]); a
 //! ConfigMap's FIELD starts with its data key, e.g. `storageClasses.yaml[fast]: limit`.
+//!
+//! With `--context` or `--kubeconfig`, one LIST of the claims' metadata in every namespace
+//! (under a deadline) lets a ConfigMap's selector sections be checked against the claims they
+//! are meant for; without them, nothing leaves the machine.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, ListParams};
+
+use super::StatusError;
 use crate::cli::ValidateArgs;
-use crate::policy::manifest::{Checked, check_document};
+use crate::policy::manifest::{Checked, check_document_on};
+use crate::policy::selector_usage::LiveClaim;
 use crate::policy::validate::Context;
 use crate::policy::yaml::one_line;
 
@@ -25,7 +35,14 @@ pub enum ValidateError {
     Output(#[source] std::io::Error),
     #[error("--size: {0}")]
     Size(String),
+    #[error(transparent)]
+    Cluster(#[from] StatusError),
+    #[error("listing PersistentVolumeClaims in all namespaces: no answer within {}s", LIST_DEADLINE.as_secs())]
+    Deadline,
 }
+
+/// How long the one LIST may take: a hung API server must not hang a CI job's validate.
+const LIST_DEADLINE: Duration = Duration::from_secs(30);
 
 pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
     let stdout = std::io::stdout();
@@ -42,9 +59,14 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
         current_size: size,
         ..Context::default()
     };
+    let live = if args.context.is_some() || args.kubeconfig.is_some() {
+        Some(live_claims(args)?)
+    } else {
+        None
+    };
     let mut failed = false;
     for path in &args.files {
-        failed |= report(&mut out, path, &ctx)?;
+        failed |= report(&mut out, path, &ctx, live.as_deref())?;
     }
     out.flush().map_err(ValidateError::Output)?;
     Ok(if failed {
@@ -54,12 +76,45 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, ValidateError> {
     })
 }
 
-/// Writes the findings for one file, with what is known about the claim it is for; returns
-/// whether it had an error.
-pub fn report(out: &mut impl Write, path: &Path, ctx: &Context) -> Result<bool, ValidateError> {
+/// Every claim's namespace and labels, from one LIST of metadata across namespaces.
+fn live_claims(args: &ValidateArgs) -> Result<Vec<LiveClaim>, ValidateError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StatusError::from)?;
+    runtime.block_on(async {
+        let (client, _) =
+            super::status::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+        let api: Api<PersistentVolumeClaim> = Api::all(client);
+        let list = tokio::time::timeout(LIST_DEADLINE, api.list_metadata(&ListParams::default()))
+            .await
+            .map_err(|_| ValidateError::Deadline)?
+            .map_err(|source| StatusError::Api {
+                action: "listing PersistentVolumeClaims in all namespaces".into(),
+                source,
+            })?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|m| LiveClaim {
+                namespace: m.metadata.namespace.unwrap_or_default(),
+                labels: m.metadata.labels.unwrap_or_default(),
+            })
+            .collect())
+    })
+}
+
+/// Writes the findings for one file, with what is known about the claim it is for (and the
+/// cluster's claims, when read); returns whether it had an error.
+pub fn report(
+    out: &mut impl Write,
+    path: &Path,
+    ctx: &Context,
+    live: Option<&[LiveClaim]>,
+) -> Result<bool, ValidateError> {
     let name = path.display();
     let v = match std::fs::read_to_string(path) {
-        Ok(text) => check_document(&text, ctx),
+        Ok(text) => check_document_on(&text, ctx, live),
         Err(e) => {
             let e = ValidateError::Read {
                 path: path.to_path_buf(),

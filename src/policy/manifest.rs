@@ -3,6 +3,8 @@
 //! (its `headroom.dev/*` annotations, a policy layer), told apart by `kind`. A ConfigMap's every
 //! data key headroom reads is checked as the agent reads it: the defaults, each StorageClass
 //! section and each selector section over the defaults, and the node-wide trim switch. A finding names the data key (and section) before its field.
+//! Given the cluster's claims (`validate --context`), a selector section none of them reach is a
+//! warning.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +16,7 @@ use super::merge::{
 };
 use super::reclaim_global::GLOBAL_KEY;
 use super::selector::{SELECTORS_KEY, SelectorError};
+use super::selector_usage::{LiveClaim, unused_sections};
 use super::spec::PolicySpec;
 use super::validate::{Validation, parse_policy_yaml, validate};
 use super::yaml::{Node, parse_yaml};
@@ -39,6 +42,12 @@ impl From<Validation> for Checked {
 
 /// Checks a policy file or a ConfigMap manifest.
 pub fn check_document(text: &str, ctx: &Context) -> Checked {
+    check_document_on(text, ctx, None)
+}
+
+/// As [`check_document`]; given the cluster's claims, a ConfigMap's selector sections that
+/// none of them reach are warnings too ([`unused_sections`]).
+pub fn check_document_on(text: &str, ctx: &Context, claims: Option<&[LiveClaim]>) -> Checked {
     let Ok(Node::Map(entries)) = parse_yaml(text) else {
         return parse_policy_yaml(text, ctx).into();
     };
@@ -48,7 +57,7 @@ pub fn check_document(text: &str, ctx: &Context) -> Checked {
     });
     match kind.as_deref() {
         None => parse_policy_yaml(text, ctx).into(),
-        Some("ConfigMap") => check_configmap(entries, ctx),
+        Some("ConfigMap") => check_configmap(entries, ctx, claims),
         Some("Namespace") => check_namespace(entries, ctx),
         Some(other) => Checked {
             errors: vec![Finding {
@@ -62,7 +71,11 @@ pub fn check_document(text: &str, ctx: &Context) -> Checked {
     }
 }
 
-fn check_configmap(entries: Vec<(String, Node)>, ctx: &Context) -> Checked {
+fn check_configmap(
+    entries: Vec<(String, Node)>,
+    ctx: &Context,
+    claims: Option<&[LiveClaim]>,
+) -> Checked {
     let mut out = Checked::default();
     let (mut name, mut namespace) = (String::from("(unnamed)"), None);
     let mut data = BTreeMap::new();
@@ -125,6 +138,10 @@ fn check_configmap(entries: Vec<(String, Node)>, ctx: &Context) -> Checked {
     // The switch's findings already name their key (`reclaimSpace.yaml timeout`).
     out.errors.extend(central.reclaim.errors.iter().cloned());
     sections(&central, ctx, &mut out);
+    if let Some(claims) = claims {
+        out.warnings
+            .extend(unused_sections(&central.selectors, claims));
+    }
     out
 }
 

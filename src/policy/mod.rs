@@ -15,6 +15,7 @@ pub mod reclaim;
 pub mod reclaim_global;
 mod sections;
 pub mod selector;
+pub mod selector_usage;
 pub mod spec;
 pub mod topolvm;
 pub mod validate;

@@ -103,13 +103,13 @@ pub enum Matched<'a> {
 
 impl Section {
     /// Whether the section's namespaces allow `namespace` (a broken list allows every one).
-    fn allows(&self, namespace: &str) -> bool {
+    pub(super) fn allows(&self, namespace: &str) -> bool {
         self.namespaces
             .as_ref()
             .is_none_or(|list| list.iter().any(|n| n == namespace))
     }
 
-    fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(super) fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
         self.match_labels
             .iter()
             .all(|(k, v)| labels.get(k) == Some(v))
