@@ -355,9 +355,12 @@ fn a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought() {
     c.assert_one_event("pg-1", "Resized", "Normal", "through Cluster");
 
     // A GitOps sync writes the manifest's 64Mi back; the operator does not shrink claims. The
-    // next grow headroom would make is not made: it says so instead of raising it again.
+    // owner is read every scan once headroom has set it: the revert is said with no grow due,
+    // and the next grow headroom would make is not made either.
     set_size(&c, "64Mi");
+    c.wait_blocked("pg-1", "owner_reverted");
     fill(&primary, 70 * MI);
+    std::thread::sleep(Duration::from_secs(2));
     c.wait_blocked("pg-1", "owner_reverted");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(owner_patches(&c).len(), 1);

@@ -84,7 +84,7 @@ impl Work {
         };
         let mut wal: Option<WalHealth> = None;
         let mut attempt = 0;
-        let mut owner = self.owner_awaited(ctx, &pvc, now).await;
+        let mut owner = self.owner_awaited(ctx, &pvc).await;
         loop {
             let claim_refs: Vec<&PersistentVolumeClaim> = ctx
                 .claims
@@ -209,19 +209,17 @@ impl Work {
         stands
     }
 
-    /// The claim's owner, read before deciding while its operator has yet to apply headroom's
-    /// last grow through it (within the resize timeout): a revert in that time is seen at the
-    /// next scan, not only at the next grow. `None` otherwise (no GET).
+    /// The claim's owner, read before deciding once headroom has set its size
+    /// ([`crate::resolve::owner::watched`]): a revert is seen at the next scan, not only at the
+    /// next grow. `None` otherwise (no GET).
     async fn owner_awaited(
         &self,
         ctx: &VolumeCtx,
         pvc: &PersistentVolumeClaim,
-        now: Timestamp,
     ) -> Option<crate::k8s::owner::Seen> {
         let lv = &ctx.logical.as_ref()?.id;
         let history = crate::k8s::state::read_history(pvc).ok()?;
-        let request = crate::k8s::claim::storage_request(pvc).ok().flatten()?;
-        if !crate::resolve::owner::awaiting(&history, request, self.cfg.resize_timeout, now) {
+        if !crate::resolve::owner::watched(&history) {
             return None;
         }
         super::owner::read(&self.client, pvc, lv, self.cfg.api_timeout).await

@@ -50,18 +50,12 @@ pub fn problem(
     })
 }
 
-/// Whether the claim's newest grow went through its owner and its operator has not yet applied
-/// it to the claim (`request` below it) within `timeout`: the owner is then read every scan, so
-/// a revert is seen at once, not only at the next grow.
-pub fn awaiting(
-    history: &[Action],
-    request: u64,
-    timeout: jiff::SignedDuration,
-    now: jiff::Timestamp,
-) -> bool {
-    history.iter().max_by_key(|a| a.at).is_some_and(|a| {
-        a.through_owner && request < a.to && crate::decide::budget::minus(now, timeout) <= a.at
-    })
+/// Whether headroom has set the owner's size (a grow through it in the claim's history): the
+/// owner is then read at every full scan (one GET), so a revert is seen within a scan whether or
+/// not a grow is due, and an operator that has yet to apply the grow is timed against what the
+/// owner says now. Before that, the owner is read only when a grow would be made.
+pub fn watched(history: &[Action]) -> bool {
+    history.iter().any(|a| a.through_owner && a.to > a.from)
 }
 
 #[cfg(test)]
