@@ -10,13 +10,12 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::evict::{self, Memos, Outcome};
-use super::owner::Written;
+use super::evict::Memos;
 use super::shutdown::Shutdown;
 use crate::decide::restart::Restart;
 use crate::decide::{Action, ActionResult, Approval, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
-use crate::k8s::owner::{Declared, Seen, Target};
+use crate::k8s::owner::Seen;
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::metrics::labels::ResizeResult;
@@ -24,6 +23,10 @@ use crate::notify::{Message, Notifier};
 use crate::quantity;
 use crate::report::VolumeReport;
 use crate::resolve::Evaluation;
+
+mod owner;
+mod restart;
+mod retry;
 
 /// The merge patch of a grow decided by `eval`: the new request, the history with this action
 /// (and the filesystem's size when it was decided, which ends the resize once a later
@@ -96,9 +99,6 @@ fn recorded(
         ..Action::new(at, kind, from, to)
     }
 }
-
-/// How often the history entry of a grow through the owner is tried on a claim that changes.
-const RECORD_ATTEMPTS: usize = 3;
 
 /// Does `eval`'s policy grow through the claim's owner (`resizeThrough: owner`)?
 /// `enforcement: recommend` writes nothing, so reads no owner either.
@@ -273,110 +273,6 @@ impl Actor<'_> {
             .send(Message::grown(report, (kind, from, to), now));
     }
 
-    /// Carries out the engine's grow through the claim's owner: the owner's one conditional
-    /// PATCH (none when it already declares as much: another member's agent wrote it for the
-    /// same growth), then this claim's history and status, never its request.
-    #[allow(clippy::too_many_arguments)]
-    async fn grow_owner(
-        &self,
-        key: &str,
-        pvc: &PersistentVolumeClaim,
-        eval: &Evaluation,
-        (to, kind): (u64, GrowKind),
-        status: &StatusAnnotation,
-        (field, target, declared): (&str, &Target, &Declared),
-        now: Timestamp,
-    ) -> Applied {
-        let report = &eval.report;
-        let from = report.claim.current_bytes();
-        if self.dry_run {
-            tracing::info!(pvc = %key, owner = %field, from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow through the owner");
-            return Applied::Done;
-        }
-        if self.shutdown.is_stopping() {
-            return Applied::Done;
-        }
-        if declared.bytes < to {
-            let patch = crate::k8s::owner::patch(target, declared, to);
-            let written = super::owner::write(&self.client, target, &patch, self.timeout).await;
-            let label = match &written {
-                Written::Done => ResizeResult::Success,
-                Written::Conflict => ResizeResult::Conflict,
-                Written::Failed(_) => ResizeResult::Error,
-            };
-            self.metrics.resize_of(report, kind, label);
-            match written {
-                Written::Done => {}
-                Written::Conflict => return Applied::Conflict,
-                Written::Failed(e) => {
-                    tracing::warn!(pvc = %key, owner = %field, error = %e, "owner patch failed; the next scan decides again");
-                    return Applied::Done;
-                }
-            }
-            let note = format!(
-                "{} {} -> {} through {field}",
-                kind.as_str(),
-                quantity::format(from),
-                quantity::format(to)
-            );
-            tracing::info!(pvc = %key, %note, "resized through the owner");
-            self.announce_resized(pvc, eval, (kind, from, to), note, now)
-                .await;
-        }
-        let action = Action {
-            through_owner: true,
-            ..recorded(eval, (now, kind), (from, to), self.node)
-        };
-        self.events.update(key, pvc, None).await;
-        self.record_owner_grow(key, pvc, eval, action, status, now)
-            .await;
-        Applied::Done
-    }
-
-    /// Records a grow through the owner on the claim: its history entry and status. The owner
-    /// already declares the size, so the claim changing meanwhile (its operator applying it at
-    /// once) is no reason to decide again, which would find no grow to record: the entry is
-    /// added to the claim as read again, a few times.
-    async fn record_owner_grow(
-        &self,
-        key: &str,
-        pvc: &PersistentVolumeClaim,
-        eval: &Evaluation,
-        action: Action,
-        status: &StatusAnnotation,
-        now: Timestamp,
-    ) {
-        let mut history = state::append(&eval.history, action.clone(), now);
-        let mut rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        for _ in 0..RECORD_ATTEMPTS {
-            let body = match state::status_patch(Some(&rv), status, Some(&history)) {
-                Ok(body) => body,
-                Err(e) => {
-                    tracing::warn!(pvc = %key, error = %e, "could not encode the history");
-                    return;
-                }
-            };
-            match self.patch(&eval.report.pvc, &body).await {
-                Ok(_) => return,
-                Err(PatchError::Conflict) => {}
-                Err(PatchError::Other(e) | PatchError::Quota(e)) => {
-                    tracing::warn!(pvc = %key, error = %e, "could not record the grow through the owner");
-                    return;
-                }
-            }
-            let fresh = tokio::time::timeout(self.timeout, self.api.get(&eval.report.pvc)).await;
-            let Ok(Ok(fresh)) = fresh else {
-                break;
-            };
-            let Ok(read) = state::read_history(&fresh) else {
-                break;
-            };
-            history = state::append(&read, action.clone(), now);
-            rv = fresh.metadata.resource_version.clone().unwrap_or_default();
-        }
-        tracing::warn!(pvc = %key, "could not record the grow through the owner: the claim kept changing");
-    }
-
     /// A block's Event and notification, once per change of what there is to say.
     pub(super) async fn announce_block(
         &self,
@@ -536,132 +432,6 @@ impl Actor<'_> {
             Err(PatchError::Other(e)) => {
                 tracing::warn!(pvc = %key, error = %e, "resize patch failed; the next scan decides again");
                 Applied::Done
-            }
-        }
-    }
-
-    /// Carries out the engine's eviction (`offlineExpansion: evict`): the pod's eviction, then
-    /// the record on the resize's history entry. An eviction this agent already made (its record
-    /// not yet written: a 409) is not made again, only recorded.
-    async fn restart(
-        &self,
-        pvc: &PersistentVolumeClaim,
-        eval: &Evaluation,
-        mut status: StatusAnnotation,
-        switchover: bool,
-        now: Timestamp,
-    ) -> Applied {
-        let report = &eval.report;
-        let key = evict::memo_key(report);
-        // The pod that mounts it here; a report without one names nothing to evict.
-        let Some(pod) = report.instance.as_deref().filter(|p| !p.is_empty()) else {
-            return self.write_status(&key, pvc, eval, &status).await;
-        };
-        let evicted = match self.evictions.get(&key).evicted {
-            Some(at) => at,
-            // Shutting down: start nothing new, as for a patch.
-            None if self.shutdown.is_stopping() => return Applied::Done,
-            None => {
-                let outcome =
-                    evict::evict(&self.client, &report.namespace, pod, self.timeout).await;
-                let restart = evict::remember(self.evictions, &key, &outcome, switchover, now);
-                let (warning, reason, note) = evict::note(report, pod, &outcome, &restart);
-                tracing::info!(pvc = %key, %note, "restart");
-                self.events
-                    .publish(
-                        pvc,
-                        Notice {
-                            warning,
-                            reason,
-                            note,
-                        },
-                    )
-                    .await;
-                status.restart = Some(restart);
-                if !matches!(outcome, Outcome::Evicted) {
-                    return self.write_status(&key, pvc, eval, &status).await;
-                }
-                now
-            }
-        };
-        status.restart = Some(Restart::Evicted { at: evicted });
-        let request = report.claim.request_bytes;
-        let Some(history) = evict::recorded(&eval.history, request, evicted) else {
-            return Applied::Done;
-        };
-        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        let body = match state::status_patch(Some(&rv), &status, Some(&history)) {
-            Ok(body) => body,
-            Err(e) => {
-                tracing::warn!(pvc = %key, error = %e, "could not encode the eviction's record");
-                return Applied::Done;
-            }
-        };
-        match self.patch(&report.pvc, &body).await {
-            Ok(_) => Applied::Done,
-            Err(PatchError::Conflict) => Applied::Conflict,
-            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
-                tracing::warn!(pvc = %key, error = %e, "could not record the eviction; the next scan records it");
-                Applied::Done
-            }
-        }
-    }
-
-    /// KEP-1790: carries out the engine's `lower_to`, once per refused request.
-    async fn retry_infeasible(
-        &self,
-        key: &str,
-        pvc: &PersistentVolumeClaim,
-        eval: &Evaluation,
-        status: &StatusAnnotation,
-        now: Timestamp,
-    ) -> Option<Applied> {
-        let claim = &eval.report.claim;
-        let size = eval.report.decision.lower_to.filter(|_| !self.dry_run)?;
-        let attempt = format!("{key}@{}", claim.request_bytes);
-        if !self
-            .retried
-            .lock()
-            .map(|mut r| r.insert(attempt))
-            .unwrap_or(false)
-        {
-            return None;
-        }
-        let rv = pvc.metadata.resource_version.clone().unwrap_or_default();
-        let sizes = (claim.request_bytes, size);
-        let action = recorded(eval, (now, GrowKind::Retry), sizes, self.node);
-        let history = state::append(&eval.history, action, now);
-        let body = state::grow_patch(&rv, size, &history, status).ok()?;
-        let (from, to) = (
-            quantity::format(claim.request_bytes),
-            quantity::format(size),
-        );
-        let report = &eval.report;
-        match self.patch(&report.pvc, &body).await {
-            Ok(_) => {
-                self.metrics
-                    .resize_of(report, GrowKind::Retry, ResizeResult::Success);
-                let note = format!(
-                    "request {from} was infeasible; lowered to {to}, the largest step known to work"
-                );
-                self.events
-                    .publish(
-                        pvc,
-                        Notice {
-                            warning: true,
-                            reason: "ExpansionRetried",
-                            note,
-                        },
-                    )
-                    .await;
-                Some(Applied::Done)
-            }
-            Err(PatchError::Conflict) => Some(Applied::Conflict),
-            Err(PatchError::Other(e) | PatchError::Quota(e)) => {
-                self.metrics
-                    .resize_of(report, GrowKind::Retry, ResizeResult::Error);
-                tracing::warn!(pvc = %key, error = %e, "could not lower the infeasible request (needs Kubernetes 1.34 or RecoverVolumeExpansionFailure)");
-                None
             }
         }
     }
