@@ -17,7 +17,6 @@ mod support {
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -138,13 +137,10 @@ fn a_hanging_sink_delays_no_grow_and_overflow_is_counted() {
 
 /// The `ConfigKeyInvalid` Events about ConfigMap `name` in the agents' namespace, as notes.
 fn config_events(c: &KubeCluster, name: &str) -> Vec<String> {
-    let api: Api<Event> = Api::namespaced(c.admin.0.clone(), "headroom");
-    let list = block(async move { api.list(&Default::default()).await.expect("events") });
-    list.items
+    c.events_in("headroom", name)
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .filter(|e| e.reason.as_deref() == Some("ConfigKeyInvalid"))
-        .map(|e| e.note.unwrap_or_default())
+        .filter(|(reason, _, _)| reason == "ConfigKeyInvalid")
+        .map(|(_, _, note)| note)
         .collect()
 }
 

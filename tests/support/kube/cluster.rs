@@ -434,7 +434,13 @@ impl KubeCluster {
 
     /// Events about claim `name` in this namespace, as (reason, type, note).
     pub fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
-        let api: Api<Event> = Api::namespaced(self.admin.0.clone(), &self.ns);
+        self.events_in(&self.ns, name)
+    }
+
+    /// Events about object `name` in namespace `ns` (a claim, the agent's ConfigMap), as
+    /// (reason, type, note).
+    pub fn events_in(&self, ns: &str, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<Event> = Api::namespaced(self.admin.0.clone(), ns);
         let list = block(async move { api.list(&Default::default()).await.expect("events") });
         list.items
             .into_iter()
