@@ -246,13 +246,25 @@ pub fn closest<'a>(
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
     let w = fold(written);
-    let limit = (w.chars().count() / 4).max(2);
+    let len = w.chars().count();
+    let limit = (len / 4).max(2);
+    // The distance is at least the difference in length: a candidate that far off is not
+    // measured. Without this, each hostile key of a few kilobytes cost seconds of CPU (the
+    // `policy` fuzz target found it), at every scan of every claim it reached.
+    let near = |s: &str| {
+        let f = fold(s);
+        (f.chars().count().abs_diff(len) <= limit).then_some(f)
+    };
     candidates
         .into_iter()
-        .map(|c| {
+        .filter_map(|c| {
             let last = c.rsplit('.').next().unwrap_or(c);
-            let d = levenshtein(&w, &fold(c)).min(levenshtein(&w, &fold(last)));
-            (d, c)
+            let d = [near(c), near(last)]
+                .into_iter()
+                .flatten()
+                .map(|f| levenshtein(&w, &f))
+                .min()?;
+            Some((d, c))
         })
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
@@ -262,6 +274,23 @@ pub fn closest<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn suggestions_survive_the_length_cut() {
+        // The `policy` fuzz target found keys of a few kilobytes taking seconds each: candidates
+        // too far off in length are no longer measured. The cost is the fuzz corpus's to check
+        // (its input replays under libFuzzer's time bound); the answers are checked here.
+        let long = "x".repeat(1 << 16);
+        assert_eq!(closest(&long, FIELDS.iter().map(|f| f.path)), None);
+        assert_eq!(
+            closest("targetBufer", FIELDS.iter().map(|f| f.path)),
+            Some("targetBuffer")
+        );
+        assert_eq!(
+            closest("criticalTreshold", FIELDS.iter().map(|f| f.path)),
+            Some("emergencyGrow.criticalThreshold")
+        );
+    }
 
     #[test]
     fn annotation_keys_are_kebab_case_of_the_path() {

@@ -15,7 +15,18 @@ pub enum WindowError {
     DurationRange(String),
     #[error("time zone '{0}' is unknown (write an IANA name like Europe/Berlin or UTC)")]
     TimeZone(String),
+    #[error(
+        "schedule '{0}' never fires: no day from {FIRST_YEAR} to {LAST_YEAR} matches its month, \
+         day and weekday fields"
+    )]
+    NeverFires(String),
 }
+
+/// The years a schedule must fire in to be accepted: more than the 28-year cycle of weekdays
+/// against leap years, with no century year inside, so any day the calendar can produce (a 29
+/// February that is a Monday) occurs.
+const FIRST_YEAR: i16 = 2024;
+const LAST_YEAR: i16 = 2052;
 
 /// A recurring window: it opens at each cron occurrence (wall-clock time in `timezone`) and stays
 /// open for `duration`.
@@ -39,7 +50,54 @@ impl PartialEq for MaintenanceWindow {
 /// Parses a cron expression: 5 fields, or 6 with leading seconds (and an optional 7th, the year),
 /// or `@daily`-style nicknames (croner's defaults).
 pub fn parse_cron(schedule: &str) -> Result<Cron, WindowError> {
-    Cron::from_str(schedule).map_err(|e| WindowError::Schedule(schedule.to_string(), e.to_string()))
+    let cron = Cron::from_str(schedule)
+        .map_err(|e| WindowError::Schedule(schedule.to_string(), e.to_string()))?;
+    if !fires(&cron) {
+        return Err(WindowError::NeverFires(schedule.to_string()));
+    }
+    Ok(cron)
+}
+
+/// Whether the schedule has a time of day and some day of [`FIRST_YEAR`]..=[`LAST_YEAR`] matches
+/// its date fields. croner finds an occurrence by walking day by day up
+/// to the year 5000, so a schedule that never fires (`0 0 31 2 *`) cost about a second of CPU
+/// each time the agent asked when a window opens or a trim is due, at every scan of every claim
+/// using it (the `schedule` fuzz target found it). Refused here, it costs at most one pass over
+/// these years, once; a schedule that fires stops at its first day.
+fn fires(cron: &Cron) -> bool {
+    let p = &cron.pattern;
+    // An empty list parses (`30 , * * *`: no hour at all).
+    let any = |n: u32, f: &dyn Fn(u32) -> Result<bool, croner::errors::CronError>| {
+        (0..n).any(|v| f(v).unwrap_or(false))
+    };
+    any(24, &|h| p.hour_match(h))
+        && any(60, &|m| p.minute_match(m))
+        && any(60, &|s| p.second_match(s))
+        && first_day(cron).is_some()
+}
+
+fn first_day(cron: &Cron) -> Option<jiff::civil::Date> {
+    use jiff::civil::Date;
+    let p = &cron.pattern;
+    let mut day = Date::new(FIRST_YEAR, 1, 1).ok()?;
+    while day.year() <= LAST_YEAR {
+        let (year, month) = (i32::from(day.year()), day.month().unsigned_abs().into());
+        day = if !p.year_match(year).unwrap_or(false) {
+            Date::new(day.year() + 1, 1, 1).ok()?
+        } else if !p.month_match(month).unwrap_or(false) {
+            day.last_of_month().tomorrow().ok()?
+        } else {
+            let weekday = croner::Weekday::from_days_from_sunday(
+                day.weekday().to_sunday_zero_offset().unsigned_abs().into(),
+            );
+            let d = day.day().unsigned_abs().into();
+            if p.day_match(year, month, d, weekday).unwrap_or(false) {
+                return Some(day);
+            }
+            day.tomorrow().ok()?
+        };
+    }
+    None
 }
 
 /// Parses a duration written as Go/Kubernetes does (`4h`, `30m`, `1h30m`) or ISO 8601 (`PT4H`).
@@ -106,6 +164,40 @@ mod tests {
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_is_refused_and_a_rare_one_is_not() {
+        // Found by the `schedule` fuzz target: `0 3 * * +` (day of month AND an empty set of
+        // weekdays) took seconds per question, walking to the year 5000.
+        for never in [
+            "0 3 * * +",
+            "30 , * * 0",
+            "0 0 31 2 *",
+            "0 0 30 2 *",
+            "0 0 0 1 1 * 1999",
+            "0 0 0 1 1 * 2060",
+        ] {
+            assert_eq!(
+                parse_cron(never).err(),
+                Some(WindowError::NeverFires(never.to_string())),
+                "{never}"
+            );
+        }
+        // 29 February on a Monday (day of month AND weekday): first in 2044.
+        let rare = parse_cron("0 0 29 2 +1").expect("fires");
+        assert_eq!(first_day(&rare), Some(jiff::civil::date(2044, 2, 29)));
+        for fires in [
+            "0 3 * * *",
+            "@weekly",
+            "0 0 29 2 *",
+            "0 0 L * *",
+            "0 0 * * 5#5",
+            "0 0 0 1 1 * 2052",
+        ] {
+            assert!(parse_cron(fires).is_ok(), "{fires}");
+        }
+        assert!(MaintenanceWindow::new("0 0 31 2 *", "2h", "UTC").is_err());
     }
 
     #[test]
