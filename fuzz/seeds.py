@@ -110,10 +110,19 @@ def make_datadir(bindir, tmp):
                "select pg_create_logical_replication_slot('logical_1', 'test_decoding');"
                "create table t as select generate_series(1, 10000) n;"
                "select pg_switch_wal(); checkpoint; select pg_switch_wal(); checkpoint;")
-        as_postgres(os.path.join(bindir, "psql"), "-h", tmp, "-U", "postgres", "-c", sql)
+        as_postgres(psql(bindir), "-h", tmp, "-U", "postgres", "-c", sql)
     finally:
         as_postgres(ctl, "-D", d, "-w", "-m", "fast", "stop")
     return d
+
+
+def psql(bindir):
+    """The server's own psql, or Debian's: npm's PostgreSQL 13-18 ship the server only, and any
+    psql speaks to every server version this script starts."""
+    own = os.path.join(bindir, "psql")
+    if os.path.exists(own):
+        return own
+    return sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
 
 
 def pg_seeds():
@@ -147,7 +156,9 @@ def kubelet_seeds():
     mounted = (b"900 25 0:99 / @ROOT@/pods/u1/volumes/kubernetes.io~csi/pv-1/mount rw,relatime "
                b"shared:500 - ext4 /dev/loop7 rw\n"
                b"901 25 0:99 /sub @ROOT@/pods/u1/volumes/kubernetes.io~local-volume/pv-3 rw "
-               b"- ext4 /dev/loop7 rw\n")
+               b"- ext4 /dev/loop7 rw\n"
+               # A host directory whose name ends in a space: the kernel escapes it as \040.
+               b"902 25 8:17 / /mnt/backup\\040 rw,relatime - xfs /dev/sdb1 rw\n")
     vol_data = json.dumps({"specVolID": "pv-1", "driverName": "ebs.csi.aws.com",
                            "volumeHandle": "vol-0abc", "volumeLifecycleMode": "Persistent",
                            "attachmentID": "csi-1"}).encode()
@@ -216,6 +227,15 @@ def records(pairs):
 
 def text_seeds():
     seed("kubelet_stats", json.dumps(SUMMARY).encode(), "summary")
+    # The least a summary needs for a claim's numbers to be read.
+    seed("kubelet_stats", json.dumps({"pods": [{"volume": [
+        {"pvcRef": {"name": "data-pg-0", "namespace": "db"}, "capacityBytes": 1000,
+         "usedBytes": 800, "availableBytes": 150}]}]}).encode(), "one-claim")
+    # A claim on btrfs: statfs counts no inodes, so the kubelet reports 0 of them, and 0 free,
+    # beside the files it counted (kubelet 1.20's volume stats, fs.Info on btrfs).
+    btrfs = json.loads(json.dumps(SUMMARY))
+    btrfs["pods"][0]["volume"][0].update({"inodes": 0, "inodesFree": 0, "inodesUsed": 1205})
+    seed("kubelet_stats", json.dumps(btrfs).encode(), "btrfs")
     for q in QUANTITIES:
         seed("quantity", q.encode())
     for s, d, tz in [("0 3 * * *", "2h", "UTC"), ("@weekly", "4h", "Europe/Paris"),
@@ -229,6 +249,19 @@ def text_seeds():
                             ("pvc.headroom.dev/enabled", "true"), ("pvc.headroom.dev/limit", "50Gi"),
                             ("sc.headroom.dev/usage-threshold", "75")]), "layers")
     seed("policy", records([("file", CONVERGENT)]), "convergent-file")
+    # Every bounded key at the edge of its documented range, as annotations on the claim.
+    seed("policy", records([("pvc.headroom.dev/mode", "convergent"),
+                            ("pvc.headroom.dev/target-buffer", "50"), ("pvc.headroom.dev/limit", "100Gi"),
+                            ("pvc.headroom.dev/inode-threshold", "99"),
+                            ("pvc.headroom.dev/max-actions-per-day", "10"),
+                            ("pvc.headroom.dev/emergency-grow-critical-threshold", "80"),
+                            ("size", "10Gi")]), "edges")
+    # And one past them, which validation must refuse.
+    seed("policy", records([("pvc.headroom.dev/mode", "convergent"), ("pvc.headroom.dev/limit", "100Gi"),
+                            ("pvc.headroom.dev/target-buffer", "51"),
+                            ("pvc.headroom.dev/inode-threshold", "100"),
+                            ("pvc.headroom.dev/emergency-grow-critical-threshold", "79"),
+                            ("size", "10Gi")]), "past-edges")
     seed("policy", records([("pvc.resize.topolvm.io/threshold", "10%"),
                             ("pvc.resize.topolvm.io/increase", "20%"),
                             ("pvc.resize.topolvm.io/storage_limit", "100Gi"),
@@ -245,6 +278,16 @@ def text_seeds():
             ("used", "12000000000"), ("available", "800000000"), ("size", "12884901888"),
             ("now", "1772366400"), ("history", history)]
     seed("claim", records(base), "threshold")
+    # At the day's budget (maxActionsPerDay 3): two grows and the KEP-1790 retry that lowered
+    # the second one's infeasible request again (tests/agent_retry.rs), so nothing may grow.
+    at_budget = json.dumps([
+        {"at": "2026-03-01T09:00:00Z", "kind": "Grow", "from": 8589934592, "to": 10737418240,
+         "node": "n", "landed": "2026-03-01T09:02:00Z"},
+        {"at": "2026-03-01T10:00:00Z", "kind": "Grow", "from": 10737418240, "to": 214748364800,
+         "node": "n"},
+        {"at": "2026-03-01T10:10:00Z", "kind": "Retry", "from": 214748364800,
+         "to": 12884901888, "node": "n"}])
+    seed("claim", records(base + [("history", at_budget)]), "at-budget-with-retry")
     seed("claim", records(base + [("cm.policy.yaml", CONVERGENT), ("draining", ""),
                                   ("rate", "1000000"), ("kubelet_at", "1772366300")]),
          "convergent-draining")
@@ -283,10 +326,24 @@ def text_seeds():
              "allowVolumeExpansion": True}
     sts_review = json.loads(json.dumps(review))
     sts_review["request"]["object"] = sts_pvc
-    for name, r, members in [("cnpg", review, [peer]), ("statefulset", sts_review, [sts_peer])]:
-        seed("admission", b"\0".join(json.dumps(x).encode() for x in
-                                     [r, members, [sts], klass, {"policy.yaml": "limit: 1Ti\n"}]),
-             name)
+    # The same claim edited (an UPDATE is never sized), and one restored from a snapshot of a
+    # grown volume (sized from the snapshot's restoreSize, as tests/kube_restore*.rs make them).
+    update = json.loads(json.dumps(review))
+    update["request"]["operation"] = "UPDATE"
+    update["request"]["oldObject"] = pvc
+    restore = json.loads(json.dumps(review))
+    restore["request"]["object"]["spec"]["dataSource"] = {
+        "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
+    snapshot = {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                "metadata": {"name": "snap-1", "namespace": "db"},
+                "status": {"readyToUse": True, "restoreSize": "64Gi"}}
+    central = {"policy.yaml": "limit: 1Ti\n"}
+    for name, r, members, read in [("cnpg", review, [peer], None),
+                                   ("statefulset", sts_review, [sts_peer], None),
+                                   ("update", update, [peer], None),
+                                   ("restore", restore, [], snapshot)]:
+        sections = [r, members, [sts], klass, central] + ([read] if read else [])
+        seed("admission", b"\0".join(json.dumps(x).encode() for x in sections), name)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@
 //! JSON object) and the data source as read (a VolumeSnapshot's JSON, or the source claim's;
 //! none: it does not exist); a missing or unreadable section is empty.
 //!
-//! Beyond "no panic": every answer is an AdmissionReview that allows the request and carries
-//! the request's uid; a raise goes up, only for a claim that opted in with a valid policy, never
+//! Beyond "no panic": only a claim's CREATE is sized; every answer is an AdmissionReview that
+//! allows the request and carries the request's uid; a raise goes up, only for a claim that opted in with a valid policy, never
 //! over its limit, and its patch decodes to the size it names.
 #![no_main]
 
@@ -82,7 +82,23 @@ fuzz_target!(|data: &[u8]| {
         _ => CentralPolicy::default(),
     };
     let c = match review::parse(body) {
-        Ok(Reviewed::Create(c)) => c,
+        Ok(Reviewed::Create(c)) => {
+            // Only a claim's CREATE is sized: a raise on UPDATE would rewrite the request of
+            // every claim edited (the API server refuses a shrink, and a raise is a resize).
+            let request: Option<Value> = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("request").cloned());
+            let field = |name: &str| {
+                request
+                    .as_ref()
+                    .and_then(|r| r.get(name))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            assert_eq!(field("operation"), "CREATE", "sized a request that is not a CREATE");
+            assert_eq!(field("kind")["kind"], "PersistentVolumeClaim", "sized another kind");
+            c
+        }
         Ok(Reviewed::Other { uid }) => {
             check_answer(&review::allow(&uid, None, None), &uid);
             return;

@@ -6,6 +6,10 @@
 //! Input: mountinfo text, a NUL, then the bytes of `vol_data.json` (written beside a CSI
 //! filesystem volume and a CSI block volume of a fixed kubelet root). `@ROOT@` in the mountinfo
 //! stands for that root's path, so the table can name its volumes.
+//!
+//! Beyond "no panic": every volume found is below the root, and one classed as its own block
+//! device is mounted whole, on a local filesystem, with no other volume on its device (the
+//! shared-filesystem refusal).
 #![no_main]
 
 use std::path::{Path, PathBuf};
@@ -13,7 +17,8 @@ use std::sync::OnceLock;
 
 use headroom::probe::kubelet_dir::{discover, mounts_fingerprint};
 use headroom::probe::mounts::{MountIndex, host_filesystems, parse_mountinfo};
-use headroom::probe::shared::classify;
+use headroom::probe::shared::{classify, is_network};
+use headroom::probe::{Volume, VolumeClass, VolumeMode};
 use libfuzzer_sys::fuzz_target;
 
 const FS_DATA: &str = "pods/u1/volumes/kubernetes.io~csi/pv-1/vol_data.json";
@@ -81,5 +86,31 @@ fuzz_target!(|data: &[u8]| {
     classify(&mut volumes);
     for v in &volumes {
         let _ = serde_json::to_string(v);
+        if v.class == VolumeClass::OwnedBlock {
+            owned_is_alone(v, &volumes);
+        }
     }
 });
+
+/// The probe's promise (headroom acts only on a filesystem that is the claim's): a volume
+/// classed as its own block device is mounted whole, on a local filesystem, and no other
+/// volume's filesystem (another PV, or a path with no PV) is on its device.
+fn owned_is_alone(v: &Volume, all: &[Volume]) {
+    let root_mount = v.mount_root.as_deref() == Some(Path::new("/"));
+    assert!(
+        v.mounted && root_mount && v.shared_with.is_empty(),
+        "owned_block but not mounted whole and alone: {v:?}"
+    );
+    assert!(
+        !v.fs_type.as_deref().is_some_and(is_network),
+        "owned_block on a network filesystem: {v:?}"
+    );
+    let identity = |x: &Volume| x.pv.clone().unwrap_or_else(|| x.path.display().to_string());
+    let peer = all.iter().find(|o| {
+        o.mode == VolumeMode::Filesystem
+            && o.device.is_some()
+            && o.device == v.device
+            && identity(o) != identity(v)
+    });
+    assert!(peer.is_none(), "owned_block sharing its device: {v:?} and {peer:?}");
+}

@@ -2,6 +2,9 @@
 //! judged fresh or stale at a time, and cross-checked against a statfs measurement.
 //!
 //! Input: the JSON body.
+//!
+//! Beyond "no panic": the used percent is within 0-100, the inode percent finite and not
+//! negative (btrfs reports no inode count), the disagreement with statfs finite and not negative.
 #![no_main]
 
 use headroom::agent::kubelet_stats::{disagreement, parse};
@@ -31,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
             let m = &v.measurement;
             let used = m.used_percent();
             assert!((0.0..=100.0).contains(&used), "used {used} % of {m:?}");
-            let _ = m.inode_percent();
+            let inodes = m.inode_percent();
+            assert!(inodes.is_finite() && inodes >= 0.0, "inodes {inodes} % of {m:?}");
             let d = disagreement(&statfs, m);
             assert!(d.is_finite() && d >= 0.0, "disagreement {d} with {m:?}");
         }
