@@ -344,6 +344,13 @@ def text_seeds():
                                    ("restore", restore, [], snapshot)]:
         sections = [r, members, [sts], klass, central] + ([read] if read else [])
         seed("admission", b"\0".join(json.dumps(x).encode() for x in sections), name)
+    # A claim that only its Namespace opts in (no data source: that section is empty).
+    bare = json.loads(json.dumps(review))
+    bare["request"]["object"]["metadata"].pop("annotations", None)
+    namespace = {"metadata": {"name": "db", "annotations": {"headroom.dev/enabled": "true",
+                                                            "headroom.dev/limit": "1Ti"}}}
+    sections = [json.dumps(x).encode() for x in [bare, [peer], [sts], klass, {}]]
+    seed("admission", b"\0".join(sections + [b"", json.dumps(namespace).encode()]), "namespace")
 
 
 if __name__ == "__main__":

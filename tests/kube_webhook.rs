@@ -143,6 +143,25 @@ fn new_members_are_born_at_their_groups_size_and_others_as_asked() {
     );
     assert_eq!(timed, Some(5.0));
     eprintln!("CREATE of a StatefulSet member through the webhook took {took:?}");
+
+    // Opted in by its Namespace alone: once the Namespace's policy has reached the agent's
+    // watch store (no read per review), a member that carries no policy is raised too. Each
+    // try is a new member of the set, created until one is raised.
+    let body = json!({"metadata": {"annotations": policy}});
+    c.patch_cluster::<k8s_openapi::api::core::v1::Namespace>(&c.ns.clone(), body);
+    let mut tries = 3;
+    let (name, size) = wait_for(
+        Duration::from_secs(20),
+        "a Namespace-opted member raised",
+        || {
+            tries += 1;
+            let name = format!("data-web-{tries}");
+            let size = create_claim(&c, &name, 64, json!({}), sts.clone());
+            (size == 80 * MI).then_some((name, size))
+        },
+    );
+    assert_eq!(size, 80 * MI, "{name}");
+    assert!(c.claim_writes(&name).is_empty(), "{name}: born at size");
 }
 
 #[test]

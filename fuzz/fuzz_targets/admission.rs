@@ -7,8 +7,9 @@
 //!
 //! Input: NUL-separated sections: the AdmissionReview body, the namespace's claims (a JSON
 //! list), its StatefulSets (a JSON list), the StorageClass (JSON), the ConfigMap's `data` (a
-//! JSON object) and the data source as read (a VolumeSnapshot's JSON, or the source claim's;
-//! none: it does not exist); a missing or unreadable section is empty.
+//! JSON object), the data source as read (a VolumeSnapshot's JSON, or the source claim's;
+//! none: it does not exist) and the claim's Namespace (JSON); a missing or unreadable section is
+//! empty.
 //!
 //! Beyond "no panic": only a claim's CREATE is sized; every answer is an AdmissionReview that
 //! allows the request and carries the request's uid; a raise goes up, only for a claim that opted in with a valid policy, never
@@ -21,10 +22,10 @@ use headroom::policy::validate::{Context, validate};
 use headroom::webhook::handle::answer;
 use headroom::webhook::lookup::statefulset_group;
 use headroom::webhook::review::{self, Reviewed};
-use headroom::webhook::size::{SourceSize, Verdict, opted_in, pvc_label, verdict};
+use headroom::webhook::size::{Layers, SourceSize, Verdict, opted_in, pvc_label, verdict};
 use headroom::webhook::source::{Source, clone_size, restore_size, source_of};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -64,7 +65,7 @@ fn source_size(pvc: &PersistentVolumeClaim, read: Option<&Value>) -> SourceSize 
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut sections = data.splitn(6, |b| *b == 0);
+    let mut sections = data.splitn(7, |b| *b == 0);
     let body = sections.next().unwrap_or_default();
     let mut json = || -> Option<Value> { serde_json::from_slice(sections.next()?).ok() };
     let members: Vec<PersistentVolumeClaim> = json()
@@ -77,6 +78,7 @@ fuzz_target!(|data: &[u8]| {
     let data: Option<std::collections::BTreeMap<String, String>> =
         json().and_then(|v| serde_json::from_value(v).ok());
     let read = json();
+    let namespace: Option<Namespace> = json().and_then(|v| serde_json::from_value(v).ok());
     let central = match data {
         Some(d) if !d.is_empty() => parse_configmap(&d, "headroom/headroom"),
         _ => CentralPolicy::default(),
@@ -112,7 +114,12 @@ fuzz_target!(|data: &[u8]| {
     let pvc = &c.pvc;
     let group =
         headroom::k8s::roles::group_key(pvc, None).or_else(|| statefulset_group(pvc, &sets));
-    let source = if opted_in(pvc, class.as_ref(), &central) {
+    let layers = Layers {
+        class: class.as_ref(),
+        namespace: namespace.as_ref(),
+        central: &central,
+    };
+    let source = if opted_in(pvc, layers) {
         source_size(pvc, read.as_ref())
     } else {
         SourceSize::None
@@ -122,8 +129,7 @@ fuzz_target!(|data: &[u8]| {
         group.as_deref(),
         &members,
         &source,
-        class.as_ref(),
-        &central,
+        layers,
     );
     if let Verdict::Raise { from, to, .. } = &v {
         assert!(to > from, "a raise that does not raise: {v:?}");
@@ -133,7 +139,7 @@ fuzz_target!(|data: &[u8]| {
                 .as_ref()
                 .and_then(|s| s.storage_class_name.as_deref()),
             class.as_ref(),
-            None,
+            namespace.as_ref(),
             &central,
         );
         let ctx = Context {

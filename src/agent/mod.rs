@@ -308,6 +308,7 @@ fn spawn_webhook(
         .map_err(crate::webhook::WebhookError::Metrics)?;
     let sources = crate::webhook::Sources {
         classes: world.classes.clone(),
+        namespaces: world.namespace_objects.clone(),
         configmaps: world.configmaps.clone(),
         configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
     };

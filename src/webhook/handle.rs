@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -14,15 +14,16 @@ use super::WebhookError;
 use super::lookup;
 use super::metrics::{Outcome, WebhookMetrics};
 use super::review::{self, Reviewed};
-use super::size::{self, Caveat, Keep, SourceSize, Verdict};
+use super::size::{self, Caveat, Keep, Layers, SourceSize, Verdict};
 use super::source;
 use crate::policy::merge::{CentralPolicy, parse_configmap};
 
-/// The agent's watch stores a review reads: StorageClasses (their policy annotations) and the
-/// central ConfigMap.
+/// The agent's watch stores a review reads: StorageClasses and Namespaces (their policy
+/// annotations) and the central ConfigMap.
 #[derive(Clone)]
 pub struct Sources {
     pub classes: Store<StorageClass>,
+    pub namespaces: Store<Namespace>,
     pub configmaps: Store<ConfigMap>,
     /// `<namespace>/<name>` of the ConfigMap, for messages.
     pub configmap: String,
@@ -47,6 +48,11 @@ impl Sources {
     fn class(&self, pvc: &PersistentVolumeClaim) -> Option<Arc<StorageClass>> {
         let name = pvc.spec.as_ref()?.storage_class_name.as_deref()?;
         self.classes.get(&ObjectRef::new(name))
+    }
+
+    fn namespace(&self, pvc: &PersistentVolumeClaim) -> Option<Arc<Namespace>> {
+        let name = pvc.metadata.namespace.as_deref()?;
+        self.namespaces.get(&ObjectRef::new(name))
     }
 }
 
@@ -103,9 +109,15 @@ impl Reviewer {
     async fn verdict(&self, pvc: &PersistentVolumeClaim) -> Result<Verdict, WebhookError> {
         let found = lookup::find(&self.client, pvc).await?;
         let class = self.sources.class(pvc);
+        let namespace = self.sources.namespace(pvc);
         let central = self.sources.central();
+        let layers = Layers {
+            class: class.as_deref(),
+            namespace: namespace.as_deref(),
+            central: &central,
+        };
         // A claim that did not opt in costs no read of its source.
-        let source = if size::opted_in(pvc, class.as_deref(), &central) {
+        let source = if size::opted_in(pvc, layers) {
             source::size(&self.client, pvc).await
         } else {
             SourceSize::None
@@ -115,8 +127,7 @@ impl Reviewer {
             found.group.as_deref(),
             &found.members,
             &source,
-            class.as_deref(),
-            &central,
+            layers,
         ))
     }
 }

@@ -36,12 +36,14 @@ pub(super) fn reviewer(api: &str, deadline: Duration) -> (Reviewer, prometheus::
     let client =
         kube::Client::try_from(kube::Config::new(api.parse().expect("url"))).expect("client");
     let (classes, _w1) = kube::runtime::reflector::store();
+    let (namespaces, _w3) = kube::runtime::reflector::store();
     let (configmaps, _w2) = kube::runtime::reflector::store();
     let registry = prometheus::Registry::new();
     let reviewer = Reviewer {
         client,
         sources: Sources {
             classes,
+            namespaces,
             configmaps,
             configmap: "headroom/headroom".into(),
         },
@@ -335,9 +337,11 @@ async fn files_are_read_again_and_a_pair_that_loads_is_served_without_a_restart(
     ))
     .expect("client");
     let (classes, _w1) = kube::runtime::reflector::store();
+    let (namespaces, _w3) = kube::runtime::reflector::store();
     let (configmaps, _w2) = kube::runtime::reflector::store();
     let sources = Sources {
         classes,
+        namespaces,
         configmaps,
         configmap: "headroom/headroom".into(),
     };

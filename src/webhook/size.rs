@@ -1,10 +1,10 @@
 //! The size a new claim is born at: the largest of its group's effective size (the largest
 //! request among the members) and what its data source requires (a VolumeSnapshot's
 //! `restoreSize`, a cloned claim's capacity), under its own policy's `limit`, and only for a
-//! claim that opted in. Pure: the members, the source's size, the class and the central policy
-//! are read by the caller.
+//! claim that opted in. Pure: the members, the source's size, the class, the Namespace and the
+//! central policy are read by the caller.
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::k8s::{claim, roles};
@@ -113,29 +113,32 @@ pub fn pvc_label(pvc: &PersistentVolumeClaim) -> String {
     )
 }
 
-fn merged(
-    pvc: &PersistentVolumeClaim,
-    class: Option<&StorageClass>,
-    central: &CentralPolicy,
-) -> Merged {
+/// The policy layers above a new claim, as the agents' watch stores hold them.
+#[derive(Clone, Copy)]
+pub struct Layers<'a> {
+    pub class: Option<&'a StorageClass>,
+    pub namespace: Option<&'a Namespace>,
+    pub central: &'a CentralPolicy,
+}
+
+fn merged(pvc: &PersistentVolumeClaim, layers: Layers<'_>) -> Merged {
     let class_name = pvc
         .spec
         .as_ref()
         .and_then(|s| s.storage_class_name.as_deref());
-    // The claim's Namespace is not read here: the webhook keeps no Namespace store, so a claim
-    // only its Namespace opts in is raised by the agents' GroupGrow later. Selector sections
-    // are read (the central policy and the claim's labels).
-    crate::resolve::claim_policy(pvc, class_name, class, None, central)
+    crate::resolve::claim_policy(
+        pvc,
+        class_name,
+        layers.class,
+        layers.namespace,
+        layers.central,
+    )
 }
 
 /// Whether `pvc`'s policy asks for growth at all (before validation): only then is its data
 /// source read, so a claim that did not opt in costs no read.
-pub fn opted_in(
-    pvc: &PersistentVolumeClaim,
-    class: Option<&StorageClass>,
-    central: &CentralPolicy,
-) -> bool {
-    merged(pvc, class, central).wants_enabled()
+pub fn opted_in(pvc: &PersistentVolumeClaim, layers: Layers<'_>) -> bool {
+    merged(pvc, layers).wants_enabled()
 }
 
 /// The claim's request, or why it keeps its size.
@@ -151,13 +154,8 @@ fn request(pvc: &PersistentVolumeClaim) -> Result<u64, Keep> {
 }
 
 /// The `limit` of a claim that opted in with a valid policy, or why it keeps its size.
-fn limit(
-    pvc: &PersistentVolumeClaim,
-    requested: u64,
-    class: Option<&StorageClass>,
-    central: &CentralPolicy,
-) -> Result<u64, Keep> {
-    let merged = merged(pvc, class, central);
+fn limit(pvc: &PersistentVolumeClaim, requested: u64, layers: Layers<'_>) -> Result<u64, Keep> {
+    let merged = merged(pvc, layers);
     if !merged.wants_enabled() {
         return Err(Keep::NotOptedIn);
     }
@@ -180,14 +178,13 @@ fn limit(
 
 /// The new claim `pvc` of group `group` (when it has one) among `members` (the namespace's
 /// claims; the new one is not among them yet), with what its data source requires, its
-/// StorageClass and the central policy.
+/// StorageClass, Namespace and the central policy.
 pub fn verdict(
     pvc: &PersistentVolumeClaim,
     group: Option<&str>,
     members: &[PersistentVolumeClaim],
     source: &SourceSize,
-    class: Option<&StorageClass>,
-    central: &CentralPolicy,
+    layers: Layers<'_>,
 ) -> Verdict {
     let requested = match request(pvc) {
         Ok(r) => r,
@@ -196,7 +193,7 @@ pub fn verdict(
     if group.is_none() && *source == SourceSize::None {
         return Verdict::Keep(Keep::NoGroup);
     }
-    let limit = match limit(pvc, requested, class, central) {
+    let limit = match limit(pvc, requested, layers) {
         Ok(l) => l,
         Err(keep) => return Verdict::Keep(keep),
     };

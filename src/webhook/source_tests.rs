@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::handle::answer;
 use super::metrics::Outcome;
 use super::serve_tests::{review, reviewer};
-use super::size::{Because, Caveat, Keep, SourceSize, Verdict, verdict};
+use super::size::{Because, Caveat, Keep, Layers, SourceSize, Verdict, verdict};
 use super::source::{Source, clone_size, restore_size, source_of, unread};
 use crate::policy::merge::CentralPolicy;
 use crate::quantity::MI;
@@ -66,8 +66,11 @@ fn decide(pvc: &PersistentVolumeClaim, source: &SourceSize) -> Verdict {
         group.as_deref(),
         &members,
         source,
-        None,
-        &CentralPolicy::default(),
+        Layers {
+            class: None,
+            namespace: None,
+            central: &CentralPolicy::default(),
+        },
     )
 }
 
@@ -109,12 +112,14 @@ fn a_restored_claim_is_raised_to_its_sources_size_within_its_limit() {
     // Not opted in: kept as asked, whatever the source.
     let off = restored(from_snapshot("snap"), json!({}), json!({}));
     assert_eq!(decide(&off, &known(96)), Verdict::Keep(Keep::NotOptedIn));
-    assert!(!super::size::opted_in(
-        &off,
-        None,
-        &CentralPolicy::default()
-    ));
-    assert!(super::size::opted_in(&pvc, None, &CentralPolicy::default()));
+    let central = CentralPolicy::default();
+    let layers = Layers {
+        class: None,
+        namespace: None,
+        central: &central,
+    };
+    assert!(!super::size::opted_in(&off, layers));
+    assert!(super::size::opted_in(&pvc, layers));
 }
 
 #[test]

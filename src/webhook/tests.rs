@@ -3,13 +3,13 @@
 
 use base64::Engine;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
 use super::lookup::{has_ordinal_peers, statefulset_group};
 use super::review::{self, Reviewed};
-use super::size::{Because, Keep, SourceSize, Verdict, verdict};
+use super::size::{Because, Keep, Layers, SourceSize, Verdict, verdict};
 use crate::policy::merge::{CentralPolicy, POLICY_KEY, parse_configmap};
 use crate::quantity::MI;
 
@@ -140,9 +140,16 @@ fn decide(pvc: &PersistentVolumeClaim, central: &CentralPolicy) -> Verdict {
         group.as_deref(),
         &members(),
         &SourceSize::None,
-        None,
-        central,
+        layers(None, central),
     )
+}
+
+fn layers<'a>(class: Option<&'a StorageClass>, central: &'a CentralPolicy) -> Layers<'a> {
+    Layers {
+        class,
+        namespace: None,
+        central,
+    }
 }
 
 #[test]
@@ -179,8 +186,7 @@ fn a_new_member_is_raised_to_its_groups_size_within_its_limit() {
             group.as_deref(),
             &alone,
             &SourceSize::None,
-            None,
-            &central
+            layers(None, &central)
         ),
         Verdict::Keep(Keep::AtSize)
     );
@@ -224,10 +230,25 @@ fn only_a_claim_that_opted_in_is_raised() {
             group.as_deref(),
             &members(),
             &SourceSize::None,
-            Some(&class),
-            &CentralPolicy::default()
+            layers(Some(&class), &CentralPolicy::default())
         ),
         Verdict::Raise { .. }
+    ));
+    // And so does the claim's Namespace, read from the agent's store like the class.
+    let namespace: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": "db", "annotations": {"headroom.dev/enabled": "true", "headroom.dev/limit": "1Gi"}},
+    }))
+    .expect("namespace");
+    let central = CentralPolicy::default();
+    let by_namespace = Layers {
+        class: None,
+        namespace: Some(&namespace),
+        central: &central,
+    };
+    assert!(super::size::opted_in(&pvc, by_namespace));
+    assert!(matches!(
+        verdict(&pvc, group.as_deref(), &members(), &SourceSize::None, by_namespace),
+        Verdict::Raise { to, .. } if to == 80 * MI
     ));
 }
 
@@ -263,7 +284,7 @@ fn hostile_claims_keep_their_size_and_say_why() {
     let pvc = claim("pg-3", "64Mi", opted_in(), cnpg());
     let group = crate::k8s::roles::group_key(&pvc, None);
     assert!(matches!(
-        verdict(&pvc, group.as_deref(), &with_bad, &SourceSize::None, None, &central),
+        verdict(&pvc, group.as_deref(), &with_bad, &SourceSize::None, layers(None, &central)),
         Verdict::Raise { to, .. } if to == 80 * MI
     ));
     // No group, no raise.
