@@ -126,7 +126,7 @@ for t in "${targets[@]}"; do
       log "$t: failed; the input is in $work/artifacts ($(ls "$work/artifacts"))"
       exit 1
     fi
-    grep -E '^#[0-9]+ +DONE' "$work/$t.log" | tail -1 >&2 || true
+    grep -E '^#[0-9]+[[:space:]]+DONE' "$work/$t.log" | tail -1 >&2 || true
     continue
   fi
   started=$(date +%s%N)
