@@ -87,7 +87,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(Reviewed::Create(c)) => {
             // Only a claim's CREATE is sized: a raise on UPDATE would rewrite the request of
             // every claim edited (the API server refuses a shrink, and a raise is a resize).
-            let request: Option<Value> = serde_json::from_slice::<Value>(body)
+            // Read as the webhook reads it: a field it ignores may hold bytes that are not
+            // UTF-8 (serde skips them unchecked), which a `Value` of the whole body refuses.
+            let text = String::from_utf8_lossy(body);
+            let request: Option<Value> = serde_json::from_str::<Value>(&text)
                 .ok()
                 .and_then(|v| v.get("request").cloned());
             let field = |name: &str| {
