@@ -75,7 +75,14 @@ fn a_statefulset_pod_is_evicted_in_the_window_and_its_filesystem_grows_at_the_re
 
     let crossed = cross(node, &v);
     let patched = wait_patched(node, &v, Duration::from_secs(60));
-    let held = wait_blocked(node, &v, "awaiting_remount", Duration::from_secs(120));
+    // PodEvicted is posted only for a claim awaiting its remount.
+    let held = wait_blocked_or(
+        node,
+        &v,
+        "awaiting_remount",
+        "PodEvicted",
+        Duration::from_secs(120),
+    );
     // Offline: nothing grows the filesystem while the pod runs. Read before the pod: once it is
     // evicted, its replacement's publish may grow the filesystem before the old mount is gone.
     let evicted = wait_for_cmd(Duration::from_secs(60), "web-0 evicted", || {

@@ -168,6 +168,27 @@ pub fn wait_blocked(node: &Node, v: &Vol, reason: &str, within: Duration) -> Ins
     })
 }
 
+/// [`wait_blocked`], or until the agent's Event `event` about the claim exists: a status that
+/// lasts one scan (held, evicted in the same scan, landed at the next) can pass between two
+/// polls of a loaded node; the Event stays.
+pub fn wait_blocked_or(
+    node: &Node,
+    v: &Vol,
+    reason: &str,
+    event: &str,
+    within: Duration,
+) -> Instant {
+    wait_for_cmd(
+        within,
+        &format!("{}/{} {reason} or {event}", v.ns, v.claim),
+        || {
+            let status = super::observe::status_field(&claim_json(node, v), "blockedReason");
+            let held = status.as_deref() == Some(reason);
+            (held || !events(node, &v.ns, &v.claim, event).is_empty()).then(Instant::now)
+        },
+    )
+}
+
 /// Waits for the agent's PATCH of the claim's request past 300Mi.
 pub fn wait_patched(node: &Node, v: &Vol, within: Duration) -> Instant {
     wait_for_cmd(within, &format!("the agent's PATCH of {}", v.claim), || {
