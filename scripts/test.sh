@@ -27,6 +27,7 @@ need '/usr/bin/bindfs' bindfs
 need '/usr/bin/npm' npm
 need '/usr/bin/setfacl' acl
 need '/bin/busybox' busybox-static
+need '/usr/bin/tinyproxy' tinyproxy-bin
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} from Debian's packages" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -309,6 +309,17 @@ pub struct AgentArgs {
     /// group's size, gets a `RestoreTooSmall` Warning Event naming the fix.
     #[arg(long, env = "HEADROOM_RESTORE_PENDING_AFTER", default_value = "1m")]
     pub restore_pending_after: String,
+    /// Forward proxy for notification sinks reached over https://, as http://[user:pass@]host:port
+    /// (a CONNECT tunnel); in a pod the API server and the kubelet are reached directly.
+    #[arg(long, env = "HTTPS_PROXY", hide_env_values = true)]
+    pub https_proxy: Option<String>,
+    /// Forward proxy for notification sinks reached over http://.
+    #[arg(long, env = "HTTP_PROXY", hide_env_values = true)]
+    pub http_proxy: Option<String>,
+    /// Sink hosts reached without the proxy, comma-separated: names (with their subdomains),
+    /// .domains (subdomains only), addresses, networks (10.0.0.0/8), host:port, or *.
+    #[arg(long, env = "NO_PROXY")]
+    pub no_proxy: Option<String>,
     /// Serve the claim admission webhook (HTTPS) on this address, e.g. 0.0.0.0:9443; unset: off.
     #[arg(long, env = "HEADROOM_WEBHOOK_LISTEN")]
     pub webhook_listen: Option<String>,

@@ -1,9 +1,12 @@
 //! Notification delivery against a real HTTP server on loopback (tests/support/sink.rs): a
 //! sink that answers, one that is slow, one that answers 500 then recovers, one that hangs, one
-//! that is down and comes back, and one behind TLS with a private CA. The scan's side only
-//! offers; these check what reaches the server and what the counters say.
+//! that is down and comes back, one behind TLS with a private CA, and sinks reached through a
+//! real forward proxy (tinyproxy). The scan's side only offers; these check what reaches the
+//! server and what the counters say.
 
 mod support {
+    pub mod ports;
+    pub mod proxy;
     pub mod sink;
 }
 
@@ -12,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use headroom::metrics::labels::NotificationOutcome;
 use headroom::notify::post::Endpoint;
+use headroom::notify::proxy::Proxies;
 use headroom::notify::retry::Backoff;
 use headroom::notify::{Count, Format, Kind, Message, Notifier, Settings, SinkHandle};
+use support::proxy::{Proxy, require_tinyproxy};
 use support::sink::{Mode, Sink};
 
 type Counted = Arc<Mutex<Vec<(NotificationOutcome, u64)>>>;
@@ -317,4 +322,96 @@ fn a_url_that_is_not_http_is_refused_without_quoting_it() {
         assert!(e.starts_with("sink team:"), "{e}");
         assert!(!e.contains("s3cr3t"), "{e}");
     }
+}
+
+/// A notifier of one sink at `server`, reached as `proxies` say.
+fn proxied(server: &Sink, proxies: &Proxies, count: Count, retry_for: Duration) -> Notifier {
+    let ca = server.ca_pem.as_deref().map(str::as_bytes);
+    let ep = Endpoint::new("team", Format::Json, &server.url(), ca)
+        .expect("endpoint")
+        .through(proxies);
+    let s = settings(10, 2000, retry_for);
+    Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)])
+}
+
+const PROXY_USER: (&str, &str) = ("headroom", "pr0xy-s3cr3t");
+
+#[test]
+fn through_a_forward_proxy_plain_http_and_a_tls_tunnel_arrive_with_its_credential() {
+    let Some(bin) = require_tinyproxy() else {
+        return;
+    };
+    let proxy = Proxy::start(&bin, Some(PROXY_USER));
+    let url = proxy.url(Some(PROXY_USER));
+    let proxies = Proxies::new(Some(&url), Some(&url), None).expect("proxies");
+    let rt = runtime();
+    let _g = rt.enter();
+
+    let plain = Sink::http(Mode::Ok);
+    let (seen, count) = counter();
+    proxied(&plain, &proxies, count, Duration::from_secs(30)).send(message("a"));
+    wait("the plain message", Duration::from_secs(10), || {
+        plain.received().len() == 1 && total(&seen, NotificationOutcome::Sent) == 1
+    });
+    let post = format!("POST {} HTTP/1.1", plain.url());
+    assert!(proxy.requests().contains(&post), "{:?}", proxy.requests());
+
+    let tls = Sink::https(Mode::Ok);
+    let (seen, count) = counter();
+    proxied(&tls, &proxies, count, Duration::from_secs(30)).send(message("b"));
+    wait(
+        "the message through the tunnel",
+        Duration::from_secs(10),
+        || tls.received().len() == 1 && total(&seen, NotificationOutcome::Sent) == 1,
+    );
+    assert_eq!(tls.received()[0]["claim"], "b");
+    let connect = format!("CONNECT localhost:{} HTTP/1.1", tls.port);
+    assert!(
+        proxy.requests().contains(&connect),
+        "{:?}",
+        proxy.requests()
+    );
+}
+
+#[test]
+fn a_proxy_refusing_the_credential_fails_the_message_and_no_proxy_goes_direct() {
+    let Some(bin) = require_tinyproxy() else {
+        return;
+    };
+    let proxy = Proxy::start(&bin, Some(PROXY_USER));
+    let wrong = proxy.url(Some(("headroom", "wr0ng-s3cr3t")));
+    let proxies = Proxies::new(Some(&wrong), Some(&wrong), None).expect("proxies");
+    let rt = runtime();
+    let _g = rt.enter();
+    let tls = Sink::https(Mode::Ok);
+    let ca = tls.ca_pem.as_deref().map(str::as_bytes);
+    let ep = Endpoint::new("team", Format::Json, &tls.url(), ca)
+        .expect("endpoint")
+        .through(&proxies);
+    let e = rt
+        .block_on(ep.post(b"{}".to_vec(), Duration::from_secs(5)))
+        .expect_err("refused by the proxy")
+        .to_string();
+    assert!(
+        e.starts_with("sink team: the proxy answered CONNECT with 4"),
+        "{e}"
+    );
+    assert!(!e.contains("s3cr3t") && !e.contains("127.0.0.1"), "{e}");
+    let (seen, count) = counter();
+    proxied(&tls, &proxies, count, Duration::from_millis(400)).send(message("c"));
+    wait("failed", Duration::from_secs(10), || {
+        total(&seen, NotificationOutcome::Failed) == 1
+    });
+    assert!(tls.received().is_empty());
+
+    // The sink's host in NO_PROXY: straight to it, the proxy (and its wrong password) unused.
+    let asked = proxy.requests().len();
+    let direct =
+        Proxies::new(Some(&wrong), Some(&wrong), Some("example.org, localhost")).expect("proxies");
+    let (seen, count) = counter();
+    proxied(&tls, &direct, count, Duration::from_secs(30)).send(message("d"));
+    wait("the direct message", Duration::from_secs(10), || {
+        tls.received().len() == 1 && total(&seen, NotificationOutcome::Sent) == 1
+    });
+    assert_eq!(proxy.requests().len(), asked, "{:?}", proxy.requests());
 }

@@ -89,6 +89,8 @@ pub struct AgentConfig {
     pub restore_pending_after: SignedDuration,
     /// The claim admission webhook, when served.
     pub webhook: Option<crate::webhook::WebhookConfig>,
+    /// The forward proxies of notification sinks.
+    pub proxies: crate::notify::proxy::Proxies,
 }
 
 fn duration(flag: &'static str, text: &str) -> Result<Duration, AgentError> {
@@ -171,6 +173,15 @@ impl AgentConfig {
                 duration("restore-pending-after", &a.restore_pending_after)?,
             )?,
             webhook: webhook_config(a)?,
+            proxies: crate::notify::proxy::Proxies::new(
+                a.https_proxy.as_deref(),
+                a.http_proxy.as_deref(),
+                a.no_proxy.as_deref(),
+            )
+            .map_err(|e| AgentError::Flag {
+                flag: e.flag,
+                message: e.to_string(),
+            })?,
         })
     }
 }
@@ -335,6 +346,7 @@ fn start_notifier(
         namespace: cfg.namespace.clone(),
         configmap: format!("{}/{}", cfg.namespace, cfg.configmap),
         api_timeout: cfg.api_timeout,
+        proxies: cfg.proxies.clone(),
     };
     let admin = admin.clone();
     crate::notify::supervise::start(

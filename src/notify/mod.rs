@@ -16,6 +16,7 @@
 pub mod config;
 pub mod message;
 pub mod post;
+pub mod proxy;
 pub mod retry;
 pub mod sink;
 pub mod supervise;

@@ -1,11 +1,12 @@
 //! One POST to a sink: HTTP/1.1 over TCP, or TLS checked against the system's roots or the
-//! sink's own CA, everything (DNS, connect, handshake, answer) within one deadline. Redirects
-//! are not followed. Errors name the sink, never its URL.
+//! sink's own CA, directly or through the forward proxy ([`super::proxy`]: a CONNECT tunnel for
+//! TLS), everything (DNS, connect, tunnel, handshake, answer) within one deadline. Redirects are
+//! not followed. Errors name the sink, never its URL or the proxy's.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Empty, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
@@ -14,6 +15,7 @@ use tokio_rustls::TlsConnector;
 
 use super::NotifyError;
 use super::config::Format;
+use super::proxy::{Proxies, Proxy};
 
 /// A sink's answer body is read only this far (it is never used).
 const MAX_ANSWER: usize = 64 << 10;
@@ -26,6 +28,7 @@ pub struct Endpoint {
     host: String,
     port: u16,
     tls: Option<Arc<rustls::ClientConfig>>,
+    proxy: Option<Proxy>,
 }
 
 impl Endpoint {
@@ -70,7 +73,16 @@ impl Endpoint {
             host,
             port,
             tls,
+            proxy: None,
         })
+    }
+
+    /// The endpoint reached through the proxy `proxies` name for it, if any.
+    pub fn through(self, proxies: &Proxies) -> Endpoint {
+        let proxy = proxies
+            .for_target(self.tls.is_some(), &self.host, self.port)
+            .cloned();
+        Endpoint { proxy, ..self }
     }
 
     fn err(&self, detail: String) -> NotifyError {
@@ -92,19 +104,83 @@ impl Endpoint {
     }
 
     async fn connect_and_post(&self, body: Vec<u8>) -> Result<u16, NotifyError> {
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| self.err(format!("connect: {}", e.kind())))?;
-        let Some(config) = &self.tls else {
-            return self.exchange(tcp, body).await;
+        let (host, port) = match &self.proxy {
+            Some(p) => (p.host.as_str(), p.port),
+            None => (self.host.as_str(), self.port),
         };
+        let what = if self.proxy.is_some() {
+            "proxy"
+        } else {
+            "connect"
+        };
+        let tcp = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| self.err(format!("{what}: {}", e.kind())))?;
+        match (&self.tls, &self.proxy) {
+            (None, _) => self.exchange(tcp, body).await,
+            (Some(config), None) => self.tls_exchange(config, tcp, body).await,
+            (Some(config), Some(proxy)) => {
+                let tunnel = self.tunnel(tcp, proxy).await?;
+                self.tls_exchange(config, tunnel, body).await
+            }
+        }
+    }
+
+    async fn tls_exchange<S>(
+        &self,
+        config: &Arc<rustls::ClientConfig>,
+        io: S,
+        body: Vec<u8>,
+    ) -> Result<u16, NotifyError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let name = ServerName::try_from(self.host.clone())
             .map_err(|_| self.err("the URL's host is not a TLS server name".into()))?;
         let tls = TlsConnector::from(config.clone())
-            .connect(name, tcp)
+            .connect(name, io)
             .await
             .map_err(|e| self.err(format!("TLS: {e}")))?;
         self.exchange(tls, body).await
+    }
+
+    /// `CONNECT host:port` through the proxy: the stream it answers 2xx on is the sink's.
+    async fn tunnel(
+        &self,
+        tcp: tokio::net::TcpStream,
+        proxy: &Proxy,
+    ) -> Result<TokioIo<hyper::upgrade::Upgraded>, NotifyError> {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| self.err(format!("proxy: {e}")))?;
+        tokio::spawn(async move {
+            let _ = conn.with_upgrades().await;
+        });
+        let target = authority(&self.host, self.port);
+        let mut request = http::Request::connect(target.as_str())
+            .header(http::header::HOST, target.as_str())
+            .header(http::header::USER_AGENT, "headroom");
+        if let Some(auth) = &proxy.authorization {
+            request = request.header(http::header::PROXY_AUTHORIZATION, auth.as_str());
+        }
+        let request = request
+            .body(Empty::<Bytes>::new())
+            .map_err(|_| self.err("could not build the proxy request".into()))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| self.err(format!("proxy: {e}")))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.err(format!(
+                "the proxy answered CONNECT with {}",
+                status.as_u16()
+            )));
+        }
+        let upgraded = hyper::upgrade::on(response)
+            .await
+            .map_err(|e| self.err(format!("proxy: {e}")))?;
+        Ok(TokioIo::new(upgraded))
     }
 
     async fn exchange<S>(&self, io: S, body: Vec<u8>) -> Result<u16, NotifyError>
@@ -122,16 +198,27 @@ impl Endpoint {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_string();
-        let authority = self
+        // Plain HTTP through a proxy names the whole URL (absolute form), with the proxy's
+        // credential; a tunnel's proxy has had its say.
+        let via = self.proxy.as_ref().filter(|_| self.tls.is_none());
+        let path = match via {
+            Some(_) => format!("http://{}{path}", authority(&self.host, self.port)),
+            None => path,
+        };
+        let host = self
             .uri
             .authority()
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let result = async {
-            let request = http::Request::post(path)
-                .header(http::header::HOST, authority)
+            let mut request = http::Request::post(path)
+                .header(http::header::HOST, host)
                 .header(http::header::CONTENT_TYPE, "application/json")
-                .header(http::header::USER_AGENT, "headroom")
+                .header(http::header::USER_AGENT, "headroom");
+            if let Some(auth) = via.and_then(|p| p.authorization.as_ref()) {
+                request = request.header(http::header::PROXY_AUTHORIZATION, auth.as_str());
+            }
+            let request = request
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|_| self.err("could not build the request".into()))?;
             let response = sender
@@ -148,5 +235,14 @@ impl Endpoint {
         .await;
         driver.abort();
         result
+    }
+}
+
+/// `host:port` as a request names it (an IPv6 address in brackets).
+fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::config::{self, CaSource, KeyRef, SinkSpec};
 use super::post::Endpoint;
+use super::proxy::Proxies;
 use super::sink::{Count, Settings, SinkHandle};
 use super::{Notifier, NotifyError};
 
@@ -26,6 +27,8 @@ pub struct Source {
     /// The ConfigMap's name, for messages.
     pub configmap: String,
     pub api_timeout: Duration,
+    /// `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY`, for the sinks.
+    pub proxies: Proxies,
 }
 
 /// Starts the supervisor; the notifier it returns is configured by [`Notifier::configure`].
@@ -122,6 +125,7 @@ impl Supervisor {
             ),
         })?;
         Endpoint::new(&spec.name, spec.format, &url, ca.as_deref())
+            .map(|e| e.through(&self.source.proxies))
     }
 
     /// One key of a Secret or ConfigMap in the agent's namespace, by name, within the deadline.
