@@ -64,3 +64,42 @@ fn api_failures_slowness_and_dropped_watches_then_one_resize() {
     assert_eq!(c.resize_patches("data"), 1);
     assert_eq!(history_len(&pvc), 1);
 }
+
+/// A `ConfigKeyInvalid` Event whose create fails (a 500) is created at a later scan: the agent
+/// keeps a text as said only once its Event exists. One agent, so no other node's create hides
+/// the failure.
+#[test]
+fn a_config_key_event_whose_create_failed_is_created_at_a_later_scan() {
+    if !available(
+        "a_config_key_event_whose_create_failed_is_created_at_a_later_scan",
+        &[],
+    ) {
+        return;
+    }
+    let c = Cluster::new();
+    c.configmap(serde_json::json!({ "notifications.yaml": "sinks: 7\n" }));
+    c.proxy
+        .fail_next_matching(1, 500, "POST", "/namespaces/headroom/events");
+    let _agent = c.agent("300ms");
+    let said = || {
+        c.events_in("headroom", &c.configmap)
+            .into_iter()
+            .filter(|(reason, _, _)| reason == "ConfigKeyInvalid")
+            .count()
+    };
+    wait_for(Duration::from_secs(20), "the Event, created again", || {
+        (said() == 1).then_some(())
+    });
+    let posts: Vec<u16> = c
+        .proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/namespaces/headroom/events"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(posts.first(), Some(&500), "{posts:?}");
+    assert!(posts.contains(&201), "{posts:?}");
+    // Said: no more creates.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(said(), 1);
+}

@@ -3,10 +3,11 @@
 //! looks: `headroom_config_key_invalid{key}` while it lasts, and one `ConfigKeyInvalid` Warning
 //! Event on the ConfigMap per text that fails. The Event's name is made from the key and the
 //! text, so the agents of every node post one Event between them (the others' creates are
-//! refused, 409), and an agent posts it again only when the text changes.
+//! refused, 409), and an agent posts it again only when the text changes, or at its next scan
+//! when the create failed.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -20,10 +21,11 @@ pub const REASON: &str = "ConfigKeyInvalid";
 /// The longest error said in an Event; the rest is in the agent's log.
 const NOTE_MAX: usize = 1000;
 
-/// What this agent has said about each key: the hash of the text its Event was about.
+/// What this agent has said about each key: the hash of the text its Event was about (or is
+/// being created about). A create that fails takes its entry back, so the next scan tries again.
 #[derive(Default)]
 pub(super) struct ConfigKeys {
-    told: BTreeMap<ConfigKey, u64>,
+    told: Arc<Mutex<BTreeMap<ConfigKey, u64>>>,
 }
 
 /// A key's text that could not be read, and why.
@@ -41,15 +43,18 @@ impl ConfigKeys {
         for key in ConfigKey::ALL {
             metrics.config_key_invalid(key, bad.iter().any(|b| b.key == key));
         }
-        self.told.retain(|k, _| bad.iter().any(|b| b.key == *k));
+        let Ok(mut told) = self.told.lock() else {
+            return;
+        };
+        told.retain(|k, _| bad.iter().any(|b| b.key == *k));
         let Some(cm) = cm else { return };
         for b in bad {
             let hash = fnv1a(&b.text);
-            if self.told.get(&b.key) == Some(&hash) {
+            if told.get(&b.key) == Some(&hash) {
                 continue;
             }
-            self.told.insert(b.key, hash);
-            let (work, cm) = (work.clone(), cm.clone());
+            told.insert(b.key, hash);
+            let (work, cm, told) = (work.clone(), cm.clone(), self.told.clone());
             tokio::spawn(async move {
                 let notice = Notice {
                     warning: true,
@@ -64,8 +69,13 @@ impl ConfigKeys {
                 if matches!(named, Named::Failed) {
                     tracing::warn!(
                         key = b.key.as_str(),
-                        "the ConfigKeyInvalid Event was not created"
+                        "the ConfigKeyInvalid Event was not created; the next scan tries again"
                     );
+                    if let Ok(mut told) = told.lock()
+                        && told.get(&b.key) == Some(&hash)
+                    {
+                        told.remove(&b.key);
+                    }
                 }
             });
         }
