@@ -367,8 +367,9 @@ fn dashboard_queries(p: &Prometheus, node: &str, ns: &str) -> Vec<(String, Strin
 }
 
 /// The claims without Postgres: `resized` (grown by the agent, its resize landing 300 ms later),
-/// `capped` (at its limit, filling), `nearlimit`, `farlimit`, `quiet` and `converging`; returns
-/// the driver that lands the resize and `capped`'s mount.
+/// `capped` (at its limit, filling), `nearlimit`, `farlimit`, `quiet`, `converging` and `waiting`
+/// (a grow recommended to a person); returns the driver that lands the resize and `capped`'s
+/// mount.
 fn seed_claims(c: &mut Cluster) -> (CsiDriver, PathBuf) {
     let fast = c.fast.clone();
     // Grown by the agent, the resize landing 300 ms later.
@@ -396,6 +397,18 @@ fn seed_claims(c: &mut Cluster) -> (CsiDriver, PathBuf) {
         &[("enabled", "true"), ("limit", "10Gi"), ("history", &far)],
     );
     c.claim("quiet", &fast, 64, ENABLED);
+    // Past its threshold under enforcement: recommend: the grow waits for a person.
+    let waiting = c.claim(
+        "waiting",
+        &fast,
+        64,
+        &[
+            ("enabled", "true"),
+            ("limit", "100Mi"),
+            ("enforcement", "recommend"),
+        ],
+    );
+    fill(&waiting, 56 * MI);
     // Convergent mode: a target size (capped at its limit, where it already is: nothing to
     // grow, so no resize waits for a driver that is not there).
     c.claim(
