@@ -18,6 +18,7 @@ pub mod recover;
 pub mod restart;
 mod restart_facts;
 mod wal;
+mod wal_inputs;
 
 pub use budget::{BudgetView, COOLDOWN};
 pub use decision::{BlockReason, Decision, Note, State, Verdict};
@@ -28,6 +29,7 @@ pub use engine::{
 pub use inputs::*;
 pub use lsn::{Lsn, PositionSource, WalPosition};
 pub use rate::{FillRate, Sample};
+pub use wal_inputs::*;
 
 #[cfg(test)]
 mod convergent_tests;

@@ -1,7 +1,8 @@
 //! WAL safety: growth must not hide a volume that fills because WAL cannot be recycled.
 
 use super::decision::{BlockReason, Note};
-use super::inputs::{Inputs, SlotActivity, VolumeRole};
+use super::inputs::{Inputs, VolumeRole};
+use super::wal_inputs::SlotActivity;
 use crate::policy::Policy;
 
 /// Returns the reason growth of a WAL-holding volume is unsafe, adding notes where health is
@@ -50,7 +51,7 @@ pub fn gate(inputs: &Inputs, policy: &Policy, notes: &mut Vec<Note>) -> Option<B
 /// still unknown counts too (the volume has not yet seen it move), so a stuck slot blocks from
 /// the first scan, and a slot in use unblocks once it is seen moving.
 fn slots(
-    wal: &super::inputs::WalHealth,
+    wal: &super::wal_inputs::WalHealth,
     limit: Option<u64>,
     notes: &mut Vec<Note>,
 ) -> Option<BlockReason> {
