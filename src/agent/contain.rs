@@ -4,7 +4,8 @@
 use jiff::Timestamp;
 
 use crate::metrics::Metrics;
-use crate::resolve::evaluate::{Evaluation, Subject, internal_error};
+use crate::resolve::contained::internal_error;
+use crate::resolve::evaluate::{Evaluation, Subject};
 
 /// Runs `f` for the claim `s`; a panic in it becomes the claim's `internal_error` evaluation.
 pub fn contain<T>(

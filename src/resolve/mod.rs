@@ -3,6 +3,7 @@
 //! resize it has in flight, and which lines the fast loop wakes for. Pure: the agent, `simulate`
 //! and the tests all resolve a volume the same way, with time as an argument.
 
+pub mod contained;
 pub mod enforce;
 pub mod evaluate;
 pub mod inflight;
