@@ -197,20 +197,19 @@ fn owner_policy() -> Vec<(&'static str, &'static str)> {
     p
 }
 
-/// Instance `name` of the kind's cluster `pg` (uid `uid`): its data claim, labelled and owned as
-/// the operator does, mounted by its pod on the test's node as a 64Mi tmpfs.
-fn instance(c: &mut KubeCluster, k: &Kind, name: &str, uid: &str) -> PathBuf {
+/// Instance `name` of the kind's cluster `pg` (uid `uid`): its data claim with `policy`, labelled
+/// and owned as the operator does, mounted by its pod on the test's node as a 64Mi tmpfs.
+fn instance(
+    c: &mut KubeCluster,
+    (k, policy): (&Kind, &[(&str, &str)]),
+    name: &str,
+    uid: &str,
+) -> PathBuf {
     let meta = k.claim_meta(name, uid);
-    c.pvc(
-        name,
-        &c.fast.clone(),
-        64,
-        &owner_policy(),
-        move |p: &mut Value| {
-            p["metadata"]["labels"] = meta["labels"].clone();
-            p["metadata"]["ownerReferences"] = meta["ownerReferences"].clone();
-        },
-    );
+    c.pvc(name, &c.fast.clone(), 64, policy, move |p: &mut Value| {
+        p["metadata"]["labels"] = meta["labels"].clone();
+        p["metadata"]["ownerReferences"] = meta["ownerReferences"].clone();
+    });
     let uid = c.pod(&format!("pod-{name}"), &c.node.clone(), name);
     let pv = c.pv_name(name);
     c.root.tmpfs_volume(&uid, &pv, 64 * MI)
@@ -316,10 +315,22 @@ fn setup(c: &mut KubeCluster, spec: Value) -> (PathBuf, PathBuf) {
 }
 
 fn setup_kind(c: &mut KubeCluster, k: &Kind, spec: Value) -> (PathBuf, PathBuf) {
+    setup_policy(c, k, spec, &owner_policy())
+}
+
+fn setup_policy(
+    c: &mut KubeCluster,
+    k: &Kind,
+    spec: Value,
+    policy: &[(&str, &str)],
+) -> (PathBuf, PathBuf) {
     install_crd(c, k);
     apply_manifest(&c.admin.0, "overlays/resize-through-owner/rbac.yaml");
     let uid = cluster(c, k, spec);
-    (instance(c, k, "pg-1", &uid), instance(c, k, "pg-2", &uid))
+    (
+        instance(c, (k, policy), "pg-1", &uid),
+        instance(c, (k, policy), "pg-2", &uid),
+    )
 }
 
 #[test]
@@ -371,6 +382,81 @@ fn a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought() {
         "OwnerReverted",
         "Warning",
         "is 64Mi, lower than the 80Mi",
+    );
+}
+
+/// `enforcement: approve` with `resizeThrough: owner`: the grow waits as a recommendation, with
+/// nothing written to the Cluster or a claim's request; the approval is carried out through the
+/// Cluster's size, once, and recorded on the claim's history entry with the field manager that
+/// gave it.
+#[test]
+fn an_approved_grow_is_made_through_the_owner_once_and_records_the_approval() {
+    let test = "an_approved_grow_is_made_through_the_owner_once_and_records_the_approval";
+    if !server::available(test) {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mut policy = owner_policy();
+    policy.push(("enforcement", "approve"));
+    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
+    let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
+    fill(&replica, MI);
+    let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
+    let _operator = Operator::start(&c, &CNPG, &["pg-1", "pg-2"]);
+    let _agent = c.agent("500ms", &[]);
+
+    // 56Mi of 64Mi is past 80 % and short of the emergency line: recommended, not made.
+    fill(&primary, 56 * MI);
+    let rec = wait_for(Duration::from_secs(20), "pg-1's recommendation", || {
+        let text = c.status_field("pg-1", "recommendation")?;
+        serde_json::from_str::<Value>(&text).ok()
+    });
+    assert_eq!(rec["toBytes"], json!(80 * MI), "{rec}");
+    let id = rec["id"].as_str().expect("id").to_string();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(owner_patches(&c).is_empty(), "{:?}", owner_patches(&c));
+    assert_eq!(cluster_spec(&c)["storage"]["size"], "64Mi");
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    assert_eq!(c.history_len("pg-1"), 0);
+
+    // Approved by a person's tool, named by its field manager.
+    let pvcs = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+        c.admin.0.clone(),
+        &c.ns,
+    );
+    let body = json!({"metadata": {"annotations": {"headroom.dev/approve": id}}});
+    let params = PatchParams {
+        field_manager: Some("dba-on-call".into()),
+        ..PatchParams::default()
+    };
+    block(async move { pvcs.patch("pg-1", &params, &Patch::Merge(&body)).await }).expect("approve");
+    for name in ["pg-1", "pg-2"] {
+        c.wait_capacity(name, 80 * MI);
+    }
+    assert_eq!(cluster_spec(&c)["storage"]["size"], "80Mi");
+    std::thread::sleep(Duration::from_secs(2));
+    let patches = owner_patches(&c);
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    assert_eq!(patches[0]["spec"], json!({"storage": {"size": "80Mi"}}));
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    let text = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
+    let history: Vec<Value> = serde_json::from_str(&text).expect("history is JSON");
+    assert_eq!(history.len(), 1, "{history:?}");
+    let entry = &history[0];
+    assert_eq!(
+        (&entry["owner"], &entry["to"]),
+        (&json!(true), &json!(80 * MI))
+    );
+    assert_eq!(entry["approval"]["id"], json!(id), "{entry}");
+    assert_eq!(entry["approval"]["by"], json!("dba-on-call"), "{entry}");
+    c.assert_one_event(
+        "pg-1",
+        "Resized",
+        "Normal",
+        &format!(
+            "through Cluster {}/pg spec.storage.size (approved recommendation {id})",
+            c.ns
+        ),
     );
 }
 

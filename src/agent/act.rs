@@ -15,7 +15,7 @@ use super::shutdown::Shutdown;
 use crate::decide::restart::Restart;
 use crate::decide::{Action, ActionResult, Approval, BlockReason, GrowKind, Verdict};
 use crate::events::{Events, Notice, notice_for};
-use crate::k8s::owner::Seen;
+use crate::k8s::owner::{Declared, Seen, Target};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::Metrics;
 use crate::metrics::labels::ResizeResult;
@@ -101,12 +101,35 @@ fn recorded(
 }
 
 /// Does `eval`'s policy grow through the claim's owner (`resizeThrough: owner`)?
-/// `enforcement: recommend` writes nothing, so reads no owner either.
+/// `enforcement: recommend` writes nothing, so reads no owner either; `approve` grows (what a
+/// person approved, or past the emergency line), and a grow must not bypass the owner.
 pub fn through_owner(eval: &Evaluation) -> bool {
     eval.policy.as_ref().is_some_and(|p| {
         p.resize_through == crate::policy::ResizeThrough::Owner
-            && p.enforcement == crate::policy::Enforcement::Act
+            && p.enforcement != crate::policy::Enforcement::Recommend
     })
+}
+
+/// The owner a grow is written to, as read for this decision: its size field's name, the object
+/// and what it declares.
+pub(super) type Through<'a> = (&'a str, &'a Target, &'a Declared);
+
+/// Where `eval`'s grow is written: the owner when the claim grows through it and it was read
+/// with a size; `None`, the claim's request (a claim with no such owner is grown as a claim).
+fn through<'a>(eval: &Evaluation, owner: Option<&'a Seen>) -> Option<Through<'a>> {
+    owner.filter(|_| through_owner(eval)).and_then(|o| {
+        o.declared
+            .as_ref()
+            .ok()
+            .map(|(t, d)| (o.field.as_str(), t, d))
+    })
+}
+
+/// What a grow's `Resized` Event adds when it carries out an approval: which one.
+fn approved(approval: Option<&Approval>) -> String {
+    approval
+        .map(|a| format!(" (approved recommendation {})", a.id))
+        .unwrap_or_default()
 }
 
 pub enum Applied {
@@ -217,25 +240,43 @@ impl Actor<'_> {
             self.events.update(&key, pvc, notice_for(report)).await;
             return self.restart(pvc, eval, status, switchover, now).await;
         }
+        let through = through(eval, owner);
         if let Some(e) = &report.enforced {
-            return self.enforce(&key, pvc, eval, e, &status, now).await;
+            return self
+                .enforce(&key, pvc, eval, (e, through), &status, now)
+                .await;
         }
-        let Some((to, kind)) = report.decision.grow_to() else {
+        let Some(grow) = report.decision.grow_to() else {
             self.announce_block(&key, pvc, report, now).await;
             return self.write_status(&key, pvc, eval, &status).await;
         };
-        let through = owner.filter(|_| through_owner(eval)).and_then(|o| {
-            o.declared
-                .as_ref()
-                .ok()
-                .map(|(t, d)| (o.field.as_str(), t, d))
-        });
+        self.grow_through(&key, pvc, eval, grow, &status, through, (now, None))
+            .await
+    }
+
+    /// Makes a grow where the claim's policy writes it: the owner's size field (`through`), else
+    /// the claim's request; `approval`, the approved recommendation it carries out, is recorded
+    /// on its history entry either way.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn grow_through(
+        &self,
+        key: &str,
+        pvc: &PersistentVolumeClaim,
+        eval: &Evaluation,
+        grow: (u64, GrowKind),
+        status: &StatusAnnotation,
+        through: Option<Through<'_>>,
+        (now, approval): (Timestamp, Option<Approval>),
+    ) -> Applied {
         match through {
             Some(owner) => {
-                self.grow_owner(&key, pvc, eval, (to, kind), &status, owner, now)
+                self.grow_owner(key, pvc, eval, grow, status, owner, (now, approval))
                     .await
             }
-            None => self.grow(&key, pvc, eval, (to, kind), &status, now).await,
+            None => {
+                self.grow_approved(key, pvc, eval, grow, status, (now, approval))
+                    .await
+            }
         }
     }
 
@@ -346,22 +387,9 @@ impl Actor<'_> {
         }
     }
 
-    /// Carries out the engine's grow: the PATCH, its metric, its Events.
-    async fn grow(
-        &self,
-        key: &str,
-        pvc: &PersistentVolumeClaim,
-        eval: &Evaluation,
-        grow: (u64, GrowKind),
-        status: &StatusAnnotation,
-        now: Timestamp,
-    ) -> Applied {
-        self.grow_approved(key, pvc, eval, grow, status, (now, None))
-            .await
-    }
-
-    /// [`Self::grow`], carrying out `approval` when there is one.
-    pub(super) async fn grow_approved(
+    /// Carries out a grow on the claim's request: the PATCH, its metric, its Events; `approval`,
+    /// the approved recommendation it carries out, if any.
+    async fn grow_approved(
         &self,
         key: &str,
         pvc: &PersistentVolumeClaim,
@@ -378,7 +406,7 @@ impl Actor<'_> {
             tracing::info!(pvc = %key, kind = kind.as_str(), from = %quantity::format(from), to = %quantity::format(to), "dry run: would grow");
             return Applied::Done;
         }
-        let approved = approval.as_ref().map(|a| a.id.clone());
+        let approved = approved(approval.as_ref());
         let body =
             match approved_grow_body(eval, &rv, (to, kind), self.node, status, (now, approval)) {
                 Ok(b) => b,
@@ -409,14 +437,11 @@ impl Actor<'_> {
                     _ => None,
                 });
                 let note = format!(
-                    "{} {} -> {}{used}{}{}",
+                    "{} {} -> {}{used}{}{approved}",
                     kind.as_str(),
                     quantity::format(from),
                     quantity::format(to),
                     cut.unwrap_or_default(),
-                    approved
-                        .map(|id| format!(" (approved recommendation {id})"))
-                        .unwrap_or_default()
                 );
                 tracing::info!(pvc = %key, %note, "resized");
                 self.announce_resized(pvc, eval, (kind, from, to), note, now)

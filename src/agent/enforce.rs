@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::act::{Actor, Applied};
+use super::act::{Actor, Applied, Through};
 use crate::decide::Approval;
 use crate::decide::recommend::{Enforced, Recommendation};
 use crate::events::Notice;
@@ -17,12 +17,13 @@ use crate::resolve::Evaluation;
 use crate::resolve::enforce::approver;
 
 impl Actor<'_> {
+    /// `through`: the owner a grow is written to (`resizeThrough: owner`), as for `act`.
     pub(super) async fn enforce(
         &self,
         key: &str,
         pvc: &PersistentVolumeClaim,
         eval: &Evaluation,
-        e: &Enforced,
+        (e, through): (&Enforced, Option<Through<'_>>),
         status: &StatusAnnotation,
         now: Timestamp,
     ) -> Applied {
@@ -35,14 +36,14 @@ impl Actor<'_> {
             };
             let grow = (rec.to_bytes, rec.kind);
             return self
-                .grow_approved(key, pvc, eval, grow, status, (now, Some(approval)))
+                .grow_through(key, pvc, eval, grow, status, through, (now, Some(approval)))
                 .await;
         }
         let before = state::read_status(pvc).ok().flatten();
         let applied = match report.decision.grow_to() {
             // Past the emergency line with emergencyGrow.enabled: grown without approval.
             Some(grow) if !e.hold => {
-                self.grow_approved(key, pvc, eval, grow, status, (now, None))
+                self.grow_through(key, pvc, eval, grow, status, through, (now, None))
                     .await
             }
             _ => {

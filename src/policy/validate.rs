@@ -11,10 +11,7 @@ use super::floor::{self, Floor};
 use super::sections::{emergency_grow, modification_interval, predictive, wal_safety, window};
 use super::spec::PolicySpec;
 use super::value::{self, boolean, size};
-use super::{
-    Enforcement, Fallback, MinAvailable, Mode, OfflineExpansion, Policy, ResizeThrough, Source,
-    Step,
-};
+use super::{Enforcement, Fallback, MinAvailable, Mode, OfflineExpansion, Policy, Source, Step};
 use crate::quantity::format as q;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -97,13 +94,6 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
     step_warnings(&mut c, step, min_step, limit);
     let evicts = offline_expansion == OfflineExpansion::Evict;
     mode_warnings(&mut c, mode, (evicts, enforcement == Enforcement::Approve));
-    // An approved grow is carried out on the claim: it would bypass the owner.
-    if resize_through == ResizeThrough::Owner && enforcement == Enforcement::Approve {
-        c.error(
-            "resizeThrough",
-            "owner is not combined with enforcement: approve yet (an approved grow writes the claim's request, not the owner); write resizeThrough: claim, or enforcement: act or recommend".into(),
-        );
-    }
     if wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
         c.warn(
             "walSafety.acknowledgeWALRisk",

@@ -750,17 +750,18 @@ fn emergency_grow_enabled_is_used_in_threshold_mode_by_approve() {
 }
 
 #[test]
-fn resize_through_owner_is_refused_with_approve_and_accepted_otherwise() {
-    assert_eq!(
-        error_fields("limit: 10Gi\nresizeThrough: owner\nenforcement: approve\n"),
-        ["resizeThrough"]
-    );
-    for other in ["act", "recommend"] {
+fn resize_through_owner_is_accepted_with_every_enforcement() {
+    for enforcement in ["act", "recommend", "approve"] {
         let v = check(&format!(
-            "limit: 10Gi\nresizeThrough: owner\nenforcement: {other}\n"
+            "limit: 10Gi\nresizeThrough: owner\nenforcement: {enforcement}\n"
         ));
+        assert_eq!(warning_fields(&v), Vec::<&str>::new(), "{enforcement}");
         let p = v.policy.expect("valid");
         assert_eq!(p.resize_through, crate::policy::ResizeThrough::Owner);
+        assert_eq!(
+            serde_json::to_value(p.enforcement).ok(),
+            Some(serde_json::json!(enforcement))
+        );
     }
     assert_eq!(
         error_fields("limit: 10Gi\nresizeThrough: cluster\n"),

@@ -4,10 +4,9 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::{Actor, Applied, PatchError, recorded};
+use super::{Actor, Applied, PatchError, Through, approved, recorded};
 use crate::agent::owner::Written;
-use crate::decide::{Action, GrowKind};
-use crate::k8s::owner::{Declared, Target};
+use crate::decide::{Action, Approval, GrowKind};
 use crate::k8s::state::{self, StatusAnnotation};
 use crate::metrics::labels::ResizeResult;
 use crate::quantity;
@@ -19,7 +18,9 @@ const RECORD_ATTEMPTS: usize = 3;
 impl Actor<'_> {
     /// Carries out the engine's grow through the claim's owner: the owner's one conditional
     /// PATCH (none when it already declares as much: another member's agent wrote it for the
-    /// same growth), then this claim's history and status, never its request.
+    /// same growth), then this claim's history and status, never its request. `approval`, the
+    /// approved recommendation it carries out, is recorded on the claim's history entry, as on a
+    /// grow of the claim.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn grow_owner(
         &self,
@@ -28,8 +29,8 @@ impl Actor<'_> {
         eval: &Evaluation,
         (to, kind): (u64, GrowKind),
         status: &StatusAnnotation,
-        (field, target, declared): (&str, &Target, &Declared),
-        now: Timestamp,
+        (field, target, declared): Through<'_>,
+        (now, approval): (Timestamp, Option<Approval>),
     ) -> Applied {
         let report = &eval.report;
         let from = report.claim.current_bytes();
@@ -59,10 +60,11 @@ impl Actor<'_> {
                 }
             }
             let note = format!(
-                "{} {} -> {} through {field}",
+                "{} {} -> {} through {field}{}",
                 kind.as_str(),
                 quantity::format(from),
-                quantity::format(to)
+                quantity::format(to),
+                approved(approval.as_ref())
             );
             tracing::info!(pvc = %key, %note, "resized through the owner");
             self.announce_resized(pvc, eval, (kind, from, to), note, now)
@@ -70,6 +72,7 @@ impl Actor<'_> {
         }
         let action = Action {
             through_owner: true,
+            approval,
             ..recorded(eval, (now, kind), (from, to), self.node)
         };
         self.events.update(key, pvc, None).await;
