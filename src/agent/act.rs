@@ -100,14 +100,12 @@ fn recorded(
     }
 }
 
-/// Does `eval`'s policy grow through the claim's owner (`resizeThrough: owner`)?
-/// `enforcement: recommend` writes nothing, so reads no owner either; `approve` grows (what a
-/// person approved, or past the emergency line), and a grow must not bypass the owner.
+/// Does `eval`'s policy grow through the claim's owner? See
+/// [`crate::policy::Policy::grows_through_owner`].
 pub fn through_owner(eval: &Evaluation) -> bool {
-    eval.policy.as_ref().is_some_and(|p| {
-        p.resize_through == crate::policy::ResizeThrough::Owner
-            && p.enforcement != crate::policy::Enforcement::Recommend
-    })
+    eval.policy
+        .as_ref()
+        .is_some_and(crate::policy::Policy::grows_through_owner)
 }
 
 /// The owner a grow is written to, as read for this decision: its size field's name, the object

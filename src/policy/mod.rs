@@ -428,6 +428,14 @@ impl Policy {
         }
     }
 
+    /// Whether a grow is written to the claim's owning cluster (`resizeThrough: owner`), which
+    /// the agent then reads for it. `recommend` writes nothing, so reads no owner either;
+    /// `approve` grows (what a person approved, or past the emergency line), and such a grow
+    /// must not bypass the owner.
+    pub fn grows_through_owner(&self) -> bool {
+        self.resize_through == ResizeThrough::Owner && self.enforcement != Enforcement::Recommend
+    }
+
     /// The size a claim of `current` bytes grows to by `step`: rounded as claims are sized
     /// (whole Gi from 1Gi, whole Mi below), never past the limit.
     pub fn grown_by(&self, current: u64, step: u64) -> u64 {

@@ -762,6 +762,8 @@ fn resize_through_owner_is_accepted_with_every_enforcement() {
             serde_json::to_value(p.enforcement).ok(),
             Some(serde_json::json!(enforcement))
         );
+        // What writes a size writes the owner's, and the agent reads the owner for it.
+        assert_eq!(p.grows_through_owner(), enforcement != "recommend");
     }
     assert_eq!(
         error_fields("limit: 10Gi\nresizeThrough: cluster\n"),
@@ -769,4 +771,5 @@ fn resize_through_owner_is_accepted_with_every_enforcement() {
     );
     let p = check("limit: 10Gi\n").policy.expect("valid");
     assert_eq!(p.resize_through, crate::policy::ResizeThrough::Claim);
+    assert!(!p.grows_through_owner());
 }
