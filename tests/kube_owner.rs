@@ -333,6 +333,35 @@ fn setup_policy(
     )
 }
 
+/// The test's CSI driver and operator for CloudNativePG instances `pg-1` (mounted at `primary`)
+/// and `pg-2`, and the agent scanning every 500ms; all stopped when dropped.
+fn run_cnpg(
+    c: &KubeCluster,
+    (primary, replica): (&PathBuf, &PathBuf),
+) -> (support::node::CsiDriver, Operator, support::node::Agent) {
+    let csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
+    let operator = Operator::start(c, &CNPG, &["pg-1", "pg-2"]);
+    (csi, operator, c.agent("500ms", &[]))
+}
+
+/// Both claims raised to 80Mi by the operator from the Cluster's size, which the agent wrote in
+/// one patch of that field alone, with the resourceVersion read as precondition; no claim's
+/// request written by the agent.
+fn assert_grown_once_through_the_cluster(c: &KubeCluster) {
+    for name in ["pg-1", "pg-2"] {
+        c.wait_capacity(name, 80 * MI);
+    }
+    assert_eq!(cluster_spec(c)["storage"]["size"], "80Mi");
+    std::thread::sleep(Duration::from_secs(2));
+    let patches = owner_patches(c);
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    let body = &patches[0];
+    assert_eq!(body["spec"], json!({"storage": {"size": "80Mi"}}), "{body}");
+    assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
+    assert_eq!(body.as_object().map(|o| o.len()), Some(2), "{body}");
+    assert_no_claim_resized(c, &["pg-1", "pg-2"]);
+}
+
 #[test]
 fn a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought() {
     let test = "a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought";
@@ -342,25 +371,11 @@ fn a_cluster_grows_through_its_owner_once_and_a_lowered_owner_is_not_fought() {
     let mut c = KubeCluster::new();
     let (primary, replica) = setup(&mut c, json!({"instances": 2, "storage": {"size": "64Mi"}}));
     fill(&replica, MI);
-    let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
-    let _operator = Operator::start(&c, &CNPG, &["pg-1", "pg-2"]);
-    let _agent = c.agent("500ms", &[]);
+    let _running = run_cnpg(&c, (&primary, &replica));
 
     // 56Mi of 64Mi is past 80 %: +16Mi, written to the Cluster, applied by the operator.
     fill(&primary, 56 * MI);
-    for name in ["pg-1", "pg-2"] {
-        c.wait_capacity(name, 80 * MI);
-    }
-    assert_eq!(cluster_spec(&c)["storage"]["size"], "80Mi");
-    std::thread::sleep(Duration::from_secs(2));
-    let patches = owner_patches(&c);
-    assert_eq!(patches.len(), 1, "{patches:?}");
-    // That field alone, with the resourceVersion read as precondition.
-    let body = &patches[0];
-    assert_eq!(body["spec"], json!({"storage": {"size": "80Mi"}}), "{body}");
-    assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
-    assert_eq!(body.as_object().map(|o| o.len()), Some(2), "{body}");
-    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    assert_grown_once_through_the_cluster(&c);
     let history = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
     assert!(history.contains("\"owner\":true"), "{history}");
     c.assert_one_event("pg-1", "Resized", "Normal", "through Cluster");
@@ -401,9 +416,7 @@ fn an_approved_grow_is_made_through_the_owner_once_and_records_the_approval() {
     let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
     let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
     fill(&replica, MI);
-    let _csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
-    let _operator = Operator::start(&c, &CNPG, &["pg-1", "pg-2"]);
-    let _agent = c.agent("500ms", &[]);
+    let _running = run_cnpg(&c, (&primary, &replica));
 
     // 56Mi of 64Mi is past 80 % and short of the emergency line: recommended, not made.
     fill(&primary, 56 * MI);
@@ -430,15 +443,7 @@ fn an_approved_grow_is_made_through_the_owner_once_and_records_the_approval() {
         ..PatchParams::default()
     };
     block(async move { pvcs.patch("pg-1", &params, &Patch::Merge(&body)).await }).expect("approve");
-    for name in ["pg-1", "pg-2"] {
-        c.wait_capacity(name, 80 * MI);
-    }
-    assert_eq!(cluster_spec(&c)["storage"]["size"], "80Mi");
-    std::thread::sleep(Duration::from_secs(2));
-    let patches = owner_patches(&c);
-    assert_eq!(patches.len(), 1, "{patches:?}");
-    assert_eq!(patches[0]["spec"], json!({"storage": {"size": "80Mi"}}));
-    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+    assert_grown_once_through_the_cluster(&c);
     let text = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
     let history: Vec<Value> = serde_json::from_str(&text).expect("history is JSON");
     assert_eq!(history.len(), 1, "{history:?}");
