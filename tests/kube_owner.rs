@@ -465,6 +465,59 @@ fn an_approved_grow_is_made_through_the_owner_once_and_records_the_approval() {
     );
 }
 
+/// `enforcement: approve` past the emergency line grows without an approval, and through the
+/// owner all the same: one patch of the Cluster's size, no claim's request, no approval recorded.
+#[test]
+fn an_emergency_grow_under_approve_is_made_through_the_owner() {
+    if !server::available("an_emergency_grow_under_approve_is_made_through_the_owner") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mut policy = owner_policy();
+    policy.push(("enforcement", "approve"));
+    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
+    let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
+    fill(&replica, MI);
+    let _running = run_cnpg(&c, (&primary, &replica));
+    // 62Mi of 64Mi is past the emergency line (95 %).
+    fill(&primary, 62 * MI);
+    assert_grown_once_through_the_cluster(&c);
+    let text = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
+    let history: Vec<Value> = serde_json::from_str(&text).expect("history is JSON");
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["owner"], json!(true), "{history:?}");
+    assert_eq!(history[0].get("approval"), None, "{history:?}");
+    c.assert_one_event("pg-1", "Resized", "Normal", "through Cluster");
+}
+
+/// `enforcement: recommend` with `resizeThrough: owner` writes nothing, so reads no owner: the
+/// recommendation is made with no request of the agent's for the Cluster in the audit log.
+#[test]
+fn a_recommendation_reads_no_owner() {
+    if !server::available("a_recommendation_reads_no_owner") {
+        return;
+    }
+    let mut c = KubeCluster::new();
+    let mut policy = owner_policy();
+    policy.push(("enforcement", "recommend"));
+    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
+    let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
+    fill(&replica, MI);
+    let _running = run_cnpg(&c, (&primary, &replica));
+    fill(&primary, 56 * MI);
+    wait_for(Duration::from_secs(20), "pg-1's recommendation", || {
+        c.status_field("pg-1", "recommendation")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let read: Vec<_> = c
+        .agent_requests()
+        .into_iter()
+        .filter(|e| e.resource() == CNPG.plural)
+        .collect();
+    assert!(read.is_empty(), "{read:?}");
+    assert_no_claim_resized(&c, &["pg-1", "pg-2"]);
+}
+
 #[test]
 fn an_operator_that_never_applies_is_awaiting_owner_and_a_revert_meanwhile_is_seen_at_once() {
     let test =
