@@ -333,12 +333,12 @@ fn setup_policy(
     )
 }
 
+/// What plays the storage, the operator and the node's agent; all stopped when dropped.
+type Running = (support::node::CsiDriver, Operator, support::node::Agent);
+
 /// The test's CSI driver and operator for CloudNativePG instances `pg-1` (mounted at `primary`)
-/// and `pg-2`, and the agent scanning every 500ms; all stopped when dropped.
-fn run_cnpg(
-    c: &KubeCluster,
-    (primary, replica): (&PathBuf, &PathBuf),
-) -> (support::node::CsiDriver, Operator, support::node::Agent) {
+/// and `pg-2`, and the agent scanning every 500ms.
+fn run_cnpg(c: &KubeCluster, (primary, replica): (&PathBuf, &PathBuf)) -> Running {
     let csi = c.csi(&[("pg-1", primary.clone()), ("pg-2", replica.clone())], 200);
     let operator = Operator::start(c, &CNPG, &["pg-1", "pg-2"]);
     (csi, operator, c.agent("500ms", &[]))
@@ -360,6 +360,26 @@ fn assert_grown_once_through_the_cluster(c: &KubeCluster) {
     assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
     assert_eq!(body.as_object().map(|o| o.len()), Some(2), "{body}");
     assert_no_claim_resized(c, &["pg-1", "pg-2"]);
+}
+
+/// A two-instance CloudNativePG cluster of 64Mi claims with [`owner_policy`] under
+/// `enforcement`, its replica 1Mi full, running ([`run_cnpg`]); the primary's mount.
+fn running_cnpg(c: &mut KubeCluster, enforcement: &'static str) -> (PathBuf, Running) {
+    let mut policy = owner_policy();
+    policy.push(("enforcement", enforcement));
+    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
+    let (primary, replica) = setup_policy(c, &CNPG, spec, &policy);
+    fill(&replica, MI);
+    let running = run_cnpg(c, (&primary, &replica));
+    (primary, running)
+}
+
+/// `pg-1`'s history, which holds one entry: that entry.
+fn one_history_entry(c: &KubeCluster) -> Value {
+    let text = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
+    let history: Vec<Value> = serde_json::from_str(&text).expect("history is JSON");
+    assert_eq!(history.len(), 1, "{history:?}");
+    history[0].clone()
 }
 
 #[test]
@@ -411,12 +431,7 @@ fn an_approved_grow_is_made_through_the_owner_once_and_records_the_approval() {
         return;
     }
     let mut c = KubeCluster::new();
-    let mut policy = owner_policy();
-    policy.push(("enforcement", "approve"));
-    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
-    let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
-    fill(&replica, MI);
-    let _running = run_cnpg(&c, (&primary, &replica));
+    let (primary, _running) = running_cnpg(&mut c, "approve");
 
     // 56Mi of 64Mi is past 80 % and short of the emergency line: recommended, not made.
     fill(&primary, 56 * MI);
@@ -444,10 +459,7 @@ fn an_approved_grow_is_made_through_the_owner_once_and_records_the_approval() {
     };
     block(async move { pvcs.patch("pg-1", &params, &Patch::Merge(&body)).await }).expect("approve");
     assert_grown_once_through_the_cluster(&c);
-    let text = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
-    let history: Vec<Value> = serde_json::from_str(&text).expect("history is JSON");
-    assert_eq!(history.len(), 1, "{history:?}");
-    let entry = &history[0];
+    let entry = one_history_entry(&c);
     assert_eq!(
         (&entry["owner"], &entry["to"]),
         (&json!(true), &json!(80 * MI))
@@ -473,20 +485,13 @@ fn an_emergency_grow_under_approve_is_made_through_the_owner() {
         return;
     }
     let mut c = KubeCluster::new();
-    let mut policy = owner_policy();
-    policy.push(("enforcement", "approve"));
-    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
-    let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
-    fill(&replica, MI);
-    let _running = run_cnpg(&c, (&primary, &replica));
+    let (primary, _running) = running_cnpg(&mut c, "approve");
     // 62Mi of 64Mi is past the emergency line (95 %).
     fill(&primary, 62 * MI);
     assert_grown_once_through_the_cluster(&c);
-    let text = annotation(&c.get("pg-1"), "headroom.dev/history").expect("history");
-    let history: Vec<Value> = serde_json::from_str(&text).expect("history is JSON");
-    assert_eq!(history.len(), 1, "{history:?}");
-    assert_eq!(history[0]["owner"], json!(true), "{history:?}");
-    assert_eq!(history[0].get("approval"), None, "{history:?}");
+    let history = one_history_entry(&c);
+    assert_eq!(history["owner"], json!(true), "{history}");
+    assert_eq!(history.get("approval"), None, "{history}");
     c.assert_one_event("pg-1", "Resized", "Normal", "through Cluster");
 }
 
@@ -498,12 +503,7 @@ fn a_recommendation_reads_no_owner() {
         return;
     }
     let mut c = KubeCluster::new();
-    let mut policy = owner_policy();
-    policy.push(("enforcement", "recommend"));
-    let spec = json!({"instances": 2, "storage": {"size": "64Mi"}});
-    let (primary, replica) = setup_policy(&mut c, &CNPG, spec, &policy);
-    fill(&replica, MI);
-    let _running = run_cnpg(&c, (&primary, &replica));
+    let (primary, _running) = running_cnpg(&mut c, "recommend");
     fill(&primary, 56 * MI);
     wait_for(Duration::from_secs(20), "pg-1's recommendation", || {
         c.status_field("pg-1", "recommendation")
