@@ -9,6 +9,9 @@ in: `cargo fuzz cmin` reduces them to fuzz/corpus/<target>/, which is; see fuzz/
   layouts, as a standby, with a `backup_label`, and with WAL on a volume of its own.
 - kubelet_root: this machine's /proc/self/mountinfo, with the kubelet root's volumes mounted.
 - the JSON, policy and schedule targets: the test suite's own objects and values.
+- kubelet_root and kubelet_stats (`real-node`), with $HEADROOM_FUZZ_CAPTURE set: what
+  tests/real_node.rs captured into that directory from the real kubelet 1.20.2 (the host's
+  mountinfo and vol_data.json while a pod's CSI volume is mounted, /stats/summary then).
 
 Run as root (PostgreSQL runs as the `postgres` user): python3 fuzz/seeds.py
 """
@@ -17,6 +20,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -164,6 +168,35 @@ def kubelet_seeds():
                            "attachmentID": "csi-1"}).encode()
     seed("kubelet_root", mountinfo + mounted + b"\0" + vol_data, "this-machine")
     seed("kubelet_root", mounted + b"\0" + vol_data.replace(b"Persistent", b"Ephemeral"), "ephemeral")
+
+
+# The real node's kubelet root, and the place of the fuzz target's mounted CSI volume in its own.
+REAL_ROOT = b"/var/lib/kubelet"
+TARGET_VOLUME = b"@ROOT@/pods/u1/volumes/kubernetes.io~csi/pv-1/mount"
+
+
+def real_node_seeds(captured):
+    """The real node's capture: its mount table with the captured CSI volume's mount point moved
+    to the target's mounted volume and every other one below the kubelet root to `@ROOT@`, so
+    discovery finds that volume as the kubelet mounted it; its vol_data.json; the summary as is."""
+    def read(name):
+        with open(os.path.join(captured, name), "rb") as f:
+            return f.read()
+    vol_data = read("vol_data.json")
+    pv = json.loads(vol_data)["specVolID"].encode()
+    lines = []
+    for line in read("mountinfo").split(b"\n"):
+        f = line.split(b" ")
+        if len(f) > 4 and (f[4] + b"/").startswith(REAL_ROOT + b"/"):
+            below = f[4][len(REAL_ROOT):]
+            ours = rb"/pods/[^/]+/volumes/kubernetes\.io~csi/" + re.escape(pv) + rb"/mount"
+            f[4] = TARGET_VOLUME if re.fullmatch(ours, below) else b"@ROOT@" + below
+        lines.append(b" ".join(f))
+    table = b"\n".join(lines)
+    if TARGET_VOLUME not in table:
+        sys.exit(f"seeds.py: {captured}/mountinfo has no mount of {pv.decode()}")
+    seed("kubelet_root", table + b"\0" + vol_data, "real-node")
+    seed("kubelet_stats", read("summary.json"), "real-node")
 
 
 SUMMARY = {"node": {"nodeName": "n"}, "pods": [
@@ -357,4 +390,6 @@ if __name__ == "__main__":
     shutil.rmtree(OUT, ignore_errors=True)
     text_seeds()
     kubelet_seeds()
+    if os.environ.get("HEADROOM_FUZZ_CAPTURE"):
+        real_node_seeds(os.environ["HEADROOM_FUZZ_CAPTURE"])
     pg_seeds()

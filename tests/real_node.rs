@@ -88,6 +88,7 @@ fn a_claim_mounted_after_the_agent_started_is_measured_through_a_0700_directory(
         },
     );
     assert_eq!(r["measured_by"], "statfs", "{r}");
+    capture_for_fuzzing(node, &v);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Reading back what the real node's parts say: the claim as the API server holds it, the
 //! agent's own endpoints and reports, and the kubelet's stats as a token sees them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -136,4 +137,50 @@ pub fn wait_landed(node: &Node, v: &Vol, entries: usize, within: Duration) -> Ve
         let h = history(&claim_json(node, v));
         (h.len() == entries && h.iter().all(|e| !e["landed"].is_null())).then_some(h)
     })
+}
+
+/// With `HEADROOM_FUZZ_CAPTURE=<dir>` set, writes what the real node hands the agent while `v`'s
+/// pod runs, for `fuzz/seeds.py` to make the `kubelet_root` and `kubelet_stats` seeds of
+/// (fuzz/README.md): the host's `mountinfo`, the kubelet's `vol_data.json` beside `v`, and
+/// `summary.json`, the kubelet's `/stats/summary` to the agent's token once it lists `v`'s claim.
+/// Unset, it does nothing.
+pub fn capture_for_fuzzing(node: &Node, v: &Vol) {
+    let Some(dir) = std::env::var_os("HEADROOM_FUZZ_CAPTURE").map(PathBuf::from) else {
+        return;
+    };
+    let token = token_of(node, "headroom", "headroom");
+    let summary = wait_for_cmd(
+        Duration::from_secs(120),
+        "the claim's volume in /stats/summary",
+        || {
+            let (code, body) = kubelet_get(node, &token, "/stats/summary");
+            let s: Value = serde_json::from_str(&body).ok()?;
+            let listed = s["pods"].as_array()?.iter().any(|p| {
+                p["volume"].as_array().into_iter().flatten().any(|vol| {
+                    vol["pvcRef"]["name"] == v.claim.as_str()
+                        && vol["pvcRef"]["namespace"] == v.ns.as_str()
+                        && !vol["usedBytes"].is_null()
+                })
+            });
+            (code == 200 && listed).then_some(body)
+        },
+    );
+    std::fs::create_dir_all(&dir).expect("capture dir");
+    for (name, bytes) in [
+        ("summary.json", summary.into_bytes()),
+        (
+            "mountinfo",
+            std::fs::read("/proc/self/mountinfo").expect("mountinfo"),
+        ),
+        (
+            "vol_data.json",
+            std::fs::read(v.mount().with_file_name("vol_data.json")).expect("vol_data.json"),
+        ),
+    ] {
+        std::fs::write(dir.join(name), bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    eprintln!(
+        "captured the real node's inputs for fuzzing into {}",
+        dir.display()
+    );
 }
