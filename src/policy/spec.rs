@@ -301,7 +301,11 @@ impl PolicySpec {
 
     fn fill(&mut self, prefix: &str, entries: Vec<(String, Node)>, origin: Option<&str>) {
         for (key, value) in entries {
-            let path = format!("{prefix}{key}");
+            // An empty key is named as YAML writes it, so its finding names a field.
+            let path = match key.as_str() {
+                "" => format!("{prefix}\"\""),
+                key => format!("{prefix}{key}"),
+            };
             if prefix.is_empty() && GROUPS.contains(&key.as_str()) {
                 match value {
                     Node::Null => {}

@@ -160,3 +160,16 @@ fn scalars_keep_their_text() {
         v.errors[0].message
     );
 }
+
+/// Found by the `policy` fuzz target: an empty key (`'': 1`) made a finding with an empty field,
+/// an error that names nothing.
+#[test]
+fn an_empty_key_is_named_as_written() {
+    let v = parse_policy_yaml(
+        "limit: 10Gi\n'': 1\ntrigger:\n  '': 2\n",
+        &Context::default(),
+    );
+    let fields: Vec<&str> = v.errors.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["\"\"", "trigger.\"\""], "{:?}", v.errors);
+    assert!(v.policy.is_none());
+}
