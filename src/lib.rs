@@ -9,7 +9,8 @@
 //! and checks it against the `crate::` and `super::` paths in `src/`; test code may reach
 //! upward for fixtures.
 //!
-//! - `quantity`, `ca`, `health`: leaves (storage sizes, CA bundles, the liveness rule)
+//! - `quantity`, `ca`, `health`, `net`: leaves (storage sizes, CA bundles, the liveness rule,
+//!   addresses as requests write them)
 //! - `policy`: the policy keys, their layers and validation (pure)
 //! - `decide`: the engine (pure)
 //! - `probe`: statfs and the kubelet walk
@@ -35,6 +36,7 @@ pub mod health;
 pub mod http;
 pub mod k8s;
 pub mod metrics;
+pub mod net;
 pub mod notify;
 pub mod policy;
 pub mod postgres;

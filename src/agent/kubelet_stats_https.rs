@@ -49,11 +49,7 @@ pub enum KubeletError {
 
 impl KubeletEndpoint {
     fn authority(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        crate::net::authority(&self.host, self.port)
     }
 }
 
