@@ -85,11 +85,20 @@ fn json_sink(mode: Mode) -> (tokio::runtime::Runtime, Sink, Counted, Notifier) {
     (rt, server, seen, n)
 }
 
+/// The endpoint of `server`, in `format`, trusting its own CA when it has one.
+fn endpoint(server: &Sink, format: Format) -> Endpoint {
+    let ca = server.ca_pem.as_deref().map(str::as_bytes);
+    Endpoint::new("team", format, &server.url(), ca).expect("endpoint")
+}
+
+/// A notifier of the one sink `ep`, running on the test's runtime.
+fn notifier(ep: Endpoint, s: Settings, count: Count) -> Notifier {
+    Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)])
+}
+
 /// A sink on `server`, in `format`, running on the test's runtime.
 fn sink(server: &Sink, format: Format, s: Settings, count: Count) -> Notifier {
-    let ca = server.ca_pem.as_deref().map(str::as_bytes);
-    let ep = Endpoint::new("team", format, &server.url(), ca).expect("endpoint");
-    Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)])
+    notifier(endpoint(server, format), s, count)
 }
 
 // The sink records a body before it answers, and the notifier counts `sent` only once it has
@@ -304,7 +313,7 @@ fn tls_with_a_private_ca_is_verified() {
     let ep = Endpoint::new("team", Format::Json, &server.url(), ca).expect("endpoint");
     let (seen, count) = counter();
     let s = settings(10, 500, Duration::from_millis(400));
-    let n = Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)]);
+    let n = notifier(ep, s, count);
     n.send(message("b"));
     wait("failed", Duration::from_secs(10), || {
         total(&seen, NotificationOutcome::Failed) == 1
@@ -326,12 +335,8 @@ fn a_url_that_is_not_http_is_refused_without_quoting_it() {
 
 /// A notifier of one sink at `server`, reached as `proxies` say.
 fn proxied(server: &Sink, proxies: &Proxies, count: Count, retry_for: Duration) -> Notifier {
-    let ca = server.ca_pem.as_deref().map(str::as_bytes);
-    let ep = Endpoint::new("team", Format::Json, &server.url(), ca)
-        .expect("endpoint")
-        .through(proxies);
-    let s = settings(10, 2000, retry_for);
-    Notifier::with_sinks(vec![SinkHandle::spawn("team", s, Some(ep), count)])
+    let ep = endpoint(server, Format::Json).through(proxies);
+    notifier(ep, settings(10, 2000, retry_for), count)
 }
 
 const PROXY_USER: (&str, &str) = ("headroom", "pr0xy-s3cr3t");
@@ -384,10 +389,7 @@ fn a_proxy_refusing_the_credential_fails_the_message_and_no_proxy_goes_direct() 
     let rt = runtime();
     let _g = rt.enter();
     let tls = Sink::https(Mode::Ok);
-    let ca = tls.ca_pem.as_deref().map(str::as_bytes);
-    let ep = Endpoint::new("team", Format::Json, &tls.url(), ca)
-        .expect("endpoint")
-        .through(&proxies);
+    let ep = endpoint(&tls, Format::Json).through(&proxies);
     let e = rt
         .block_on(ep.post(b"{}".to_vec(), Duration::from_secs(5)))
         .expect_err("refused by the proxy")

@@ -104,14 +104,9 @@ impl Endpoint {
     }
 
     async fn connect_and_post(&self, body: Vec<u8>) -> Result<u16, NotifyError> {
-        let (host, port) = match &self.proxy {
-            Some(p) => (p.host.as_str(), p.port),
-            None => (self.host.as_str(), self.port),
-        };
-        let what = if self.proxy.is_some() {
-            "proxy"
-        } else {
-            "connect"
+        let (host, port, what) = match &self.proxy {
+            Some(p) => (p.host.as_str(), p.port, "proxy"),
+            None => (self.host.as_str(), self.port, "connect"),
         };
         let tcp = tokio::net::TcpStream::connect((host, port))
             .await
@@ -156,7 +151,7 @@ impl Endpoint {
         tokio::spawn(async move {
             let _ = conn.with_upgrades().await;
         });
-        let target = authority(&self.host, self.port);
+        let target = crate::net::authority(&self.host, self.port);
         let mut request = http::Request::connect(target.as_str())
             .header(http::header::HOST, target.as_str())
             .header(http::header::USER_AGENT, "headroom");
@@ -202,7 +197,10 @@ impl Endpoint {
         // credential; a tunnel's proxy has had its say.
         let via = self.proxy.as_ref().filter(|_| self.tls.is_none());
         let path = match via {
-            Some(_) => format!("http://{}{path}", authority(&self.host, self.port)),
+            Some(_) => format!(
+                "http://{}{path}",
+                crate::net::authority(&self.host, self.port)
+            ),
             None => path,
         };
         let host = self
@@ -235,14 +233,5 @@ impl Endpoint {
         .await;
         driver.abort();
         result
-    }
-}
-
-/// `host:port` as a request names it (an IPv6 address in brackets).
-fn authority(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
     }
 }

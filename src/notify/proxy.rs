@@ -79,7 +79,8 @@ impl Proxies {
     pub fn for_target(&self, https: bool, host: &str, port: u16) -> Option<&Proxy> {
         let proxy = if https { &self.https } else { &self.http };
         let host = host.trim_end_matches('.').to_ascii_lowercase();
-        let direct = self.direct.iter().any(|d| d.matches(&host, port));
+        let ip = ip_of(&host);
+        let direct = self.direct.iter().any(|d| d.matches(&host, ip, port));
         proxy.as_ref().filter(|_| !direct)
     }
 }
@@ -169,14 +170,14 @@ fn direct(entry: &str) -> Option<Direct> {
         let max = if ip.is_ipv4() { 32 } else { 128 };
         return (bits <= max).then_some(Direct::Net(ip, bits));
     }
-    if let Ok(ip) = entry.trim_start_matches('[').trim_end_matches(']').parse() {
+    if let Some(ip) = ip_of(entry) {
         return Some(Direct::Ip(ip, None));
     }
     let (name, port) = match entry.rsplit_once(':') {
         Some((n, p)) => (n, Some(p.parse().ok()?)),
         None => (entry, None),
     };
-    if let Ok(ip) = name.trim_start_matches('[').trim_end_matches(']').parse() {
+    if let Some(ip) = ip_of(name) {
         return Some(Direct::Ip(ip, port));
     }
     // `*.example.com` is `.example.com`, as in Go's net/http.
@@ -191,12 +192,8 @@ fn direct(entry: &str) -> Option<Direct> {
 }
 
 impl Direct {
-    fn matches(&self, host: &str, port: u16) -> bool {
-        let ip: Option<IpAddr> = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse()
-            .ok();
+    /// `host` lowercased, `ip` the address it is (if it is one).
+    fn matches(&self, host: &str, ip: Option<IpAddr>, port: u16) -> bool {
         match self {
             Direct::All => true,
             Direct::Ip(want, p) => ip == Some(*want) && p.is_none_or(|p| p == port),
@@ -214,6 +211,14 @@ impl Direct {
             }
         }
     }
+}
+
+/// The address `text` writes, bare or in brackets.
+fn ip_of(text: &str) -> Option<IpAddr> {
+    text.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
 }
 
 fn in_net(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
