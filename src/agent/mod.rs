@@ -198,6 +198,23 @@ fn start_notifier(
     )
 }
 
+/// A server task and the sender that stops it.
+struct Server<T> {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: Option<tokio::task::JoinHandle<T>>,
+}
+
+impl<T> Server<T> {
+    /// Asks the server to stop and waits until it has.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if let Some(task) = self.task {
+            let _ = task.await;
+        }
+    }
+}
+
+/// The agent until SIGTERM: its servers and watch stores, then the reconcile loop.
 pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     let shutdown = shutdown::Shutdown::install()?;
     let admin = Arc::new(AdminState::new(
@@ -205,6 +222,30 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         &cfg.node,
         cfg.interval,
     ));
+    let admin_server = serve_admin(&cfg, &admin).await?;
+    // Bound before anything else, like --listen: a port in use is a configuration error.
+    let webhook_listener = bind_webhook(&cfg).await?;
+    let client = build_client(&admin).await?;
+    let mut world = start_watches(&cfg, &client, &admin).await?;
+    // Served once the stores it reads (classes, the ConfigMap) have synced.
+    let webhook = serve_webhook(&cfg, webhook_listener, &world, &client, &admin)?;
+    let mut scanner = build_scanner(&cfg, client, &admin, &shutdown)?;
+    let signalled = reconcile(&cfg, &admin, &shutdown, &mut scanner, &mut world).await;
+    // Volume work that outlasted its scan (a slow PATCH) may finish within what is left of the
+    // grace.
+    let left = cfg.shutdown_grace.saturating_sub(signalled.elapsed());
+    scanner.finish_running(left).await;
+    tracing::info!("shutting down");
+    admin_server.stop().await;
+    webhook.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Binds `--listen` and serves the admin endpoint (`/metrics`, `/ready`, ...) on it.
+async fn serve_admin(
+    cfg: &AgentConfig,
+    admin: &Arc<AdminState>,
+) -> Result<Server<Result<(), crate::http::HttpError>>, AgentError> {
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .map_err(|source| AgentError::Listen {
@@ -212,33 +253,48 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
             addr: cfg.listen.clone(),
             source,
         })?;
-    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::http::serve(listener, admin.clone(), async move {
-        let _ = http_stopped.await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(crate::http::serve(listener, admin.clone(), async move {
+        let _ = stopped.await;
     }));
+    Ok(Server {
+        stop,
+        task: Some(task),
+    })
+}
 
-    // Bound before anything else, like --listen: a port in use is a configuration error.
-    let webhook_listener = match &cfg.webhook {
-        Some(w) => Some(
-            tokio::net::TcpListener::bind(&w.listen)
-                .await
-                .map_err(|source| AgentError::Listen {
-                    flag: "--webhook-listen",
-                    addr: w.listen.clone(),
-                    source,
-                })?,
-        ),
-        None => None,
+/// The webhook's listener, when `--webhook-listen` is set.
+async fn bind_webhook(cfg: &AgentConfig) -> Result<Option<tokio::net::TcpListener>, AgentError> {
+    let Some(w) = &cfg.webhook else {
+        return Ok(None);
     };
+    let listener = tokio::net::TcpListener::bind(&w.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            flag: "--webhook-listen",
+            addr: w.listen.clone(),
+            source,
+        })?;
+    Ok(Some(listener))
+}
+
+/// The API client, its requests counted and fed to `/ready`.
+async fn build_client(admin: &Arc<AdminState>) -> Result<kube::Client, AgentError> {
     let counted = api_metrics::CountRequests(Arc::new(ApiHealth(admin.clone())));
-    let client = client::build(
-        kube::Config::infer()
-            .await
-            .map_err(|e| AgentError::Config(e.to_string()))?,
-        &counted,
-    )?;
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| AgentError::Config(e.to_string()))?;
+    client::build(config, &counted)
+}
+
+/// Starts the watch stores and waits until they have synced.
+async fn start_watches(
+    cfg: &AgentConfig,
+    client: &kube::Client,
+    admin: &Arc<AdminState>,
+) -> Result<world::World, AgentError> {
     let observer: world::Observer = Arc::new(WatchHealth(admin.clone()));
-    let mut world = world::World::start(
+    let world = world::World::start(
         client.clone(),
         &cfg.node,
         &cfg.namespace,
@@ -251,32 +307,57 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         .await
         .map_err(|_| AgentError::StoreDropped)?;
     admin.set_synced(true);
-    // Served once the stores it reads (classes, the ConfigMap) have synced.
-    let (stop_webhook, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhook = spawn_webhook(
-        &cfg,
-        webhook_listener,
-        &world,
-        &client,
-        admin.metrics().registry(),
-        webhook_stopped,
-    )?;
+    Ok(world)
+}
+
+/// The claim admission webhook on `listener`, if any, reading the synced stores of `world`.
+fn serve_webhook(
+    cfg: &AgentConfig,
+    listener: Option<tokio::net::TcpListener>,
+    world: &world::World,
+    client: &kube::Client,
+    admin: &AdminState,
+) -> Result<Server<()>, AgentError> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let registry = admin.metrics().registry();
+    let task = spawn_webhook(cfg, listener, world, client, registry, stopped)?;
+    Ok(Server { stop, task })
+}
+
+/// The scanner and what it acts through: Events, notifications and the reclaimer.
+fn build_scanner(
+    cfg: &AgentConfig,
+    client: kube::Client,
+    admin: &Arc<AdminState>,
+    shutdown: &shutdown::Shutdown,
+) -> Result<scan::Scanner, AgentError> {
     let events =
         crate::events::Events::new(crate::events::Publisher::new(client.clone(), &cfg.node));
     let reclaimer =
         crate::reclaim::Reclaimer::new(client.clone(), &cfg.node, cfg.dry_run, cfg.api_timeout)?;
     (reclaimer.metrics().register(admin.metrics().registry()))
         .map_err(crate::reclaim::ReclaimError::Metrics)?;
-    let notifier = start_notifier(&cfg, &client, &admin);
-    let mut scanner = scan::Scanner::new(
+    let notifier = start_notifier(cfg, &client, admin);
+    Ok(scan::Scanner::new(
         cfg.clone(),
         client,
         (events, notifier),
         admin.clone(),
         shutdown.clone(),
         reclaimer,
-    );
+    ))
+}
 
+/// The reconcile loop, with the fast measurement loop beside it, until SIGTERM; returns no
+/// later than when it arrived (the start of the last scan), so the grace left is never
+/// overestimated.
+async fn reconcile(
+    cfg: &AgentConfig,
+    admin: &AdminState,
+    shutdown: &shutdown::Shutdown,
+    scanner: &mut scan::Scanner,
+    world: &mut world::World,
+) -> std::time::Instant {
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (watchlist, prober) = scanner.watchlist();
@@ -285,8 +366,6 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         .map(|every| tokio::spawn(watchlist.clone().run(prober, every)));
     tracing::info!(node = %cfg.node, interval = ?cfg.interval, measure = ?cfg.measure_interval, "agent started");
     admin.loop_started();
-    // No later than SIGTERM arrived (the start of the last scan), so the grace left is never
-    // overestimated.
     let mut signalled = std::time::Instant::now();
     loop {
         let crossed = tokio::select! {
@@ -302,42 +381,47 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
         }
         let started = std::time::Instant::now();
         signalled = started;
-        let turn = turn(&mut scanner, &mut world, crossed);
-        let mut turn = std::pin::pin!(turn);
-        tokio::select! {
-            result = &mut turn => match result {
-                Ok(Turn::Scanned(reports)) => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
-                Ok(Turn::Crossed(reports)) => admin.volumes_decided(reports),
-                Ok(Turn::Nothing) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, root = %cfg.kubelet_root.display(), "scan could not measure the node; keeping the last good values");
-                    admin.scan_failed(started.elapsed(), jiff::Timestamp::now());
-                }
-            },
-            _ = shutdown.wait() => {
-                signalled = std::time::Instant::now();
-                // The scan starts no new action now; what is in flight may finish, bounded.
-                if tokio::time::timeout(cfg.shutdown_grace, &mut turn).await.is_err() {
-                    tracing::warn!(grace = ?cfg.shutdown_grace, "scan still running at the end of the shutdown grace");
-                }
-                break;
-            }
+        let turn = turn(scanner, world, crossed);
+        if let Some(at) = finish_turn(cfg, admin, shutdown, turn, started).await {
+            signalled = at;
+            break;
         }
         heap::release_free();
     }
-    // Volume work that outlasted its scan (a slow PATCH) may finish within what is left of the
-    // grace.
     if let Some(task) = measuring {
         task.abort();
     }
-    let left = cfg.shutdown_grace.saturating_sub(signalled.elapsed());
-    scanner.finish_running(left).await;
-    tracing::info!("shutting down");
-    let _ = stop_http.send(());
-    let _ = server.await;
-    let _ = stop_webhook.send(());
-    if let Some(w) = webhook {
-        let _ = w.await;
+    signalled
+}
+
+/// Records what `turn` found; when SIGTERM arrives first, lets it finish within the grace and
+/// returns when the signal came.
+async fn finish_turn(
+    cfg: &AgentConfig,
+    admin: &AdminState,
+    shutdown: &shutdown::Shutdown,
+    turn: impl std::future::Future<Output = Result<Turn, crate::probe::ProbeError>>,
+    started: std::time::Instant,
+) -> Option<std::time::Instant> {
+    let mut turn = std::pin::pin!(turn);
+    tokio::select! {
+        result = &mut turn => match result {
+            Ok(Turn::Scanned(reports)) => admin.scan_finished(reports, started.elapsed(), jiff::Timestamp::now()),
+            Ok(Turn::Crossed(reports)) => admin.volumes_decided(reports),
+            Ok(Turn::Nothing) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, root = %cfg.kubelet_root.display(), "scan could not measure the node; keeping the last good values");
+                admin.scan_failed(started.elapsed(), jiff::Timestamp::now());
+            }
+        },
+        _ = shutdown.wait() => {
+            let signalled = std::time::Instant::now();
+            // The scan starts no new action now; what is in flight may finish, bounded.
+            if tokio::time::timeout(cfg.shutdown_grace, &mut turn).await.is_err() {
+                tracing::warn!(grace = ?cfg.shutdown_grace, "scan still running at the end of the shutdown grace");
+            }
+            return Some(signalled);
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    None
 }
