@@ -11,22 +11,23 @@ use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use prometheus::{Encoder, Histogram, HistogramOpts, Registry, TextEncoder};
+use prometheus::{Encoder, Registry, TextEncoder};
 
 use crate::decide::GrowKind;
 use crate::report::VolumeReport;
 
 mod families;
 pub mod labels;
+mod own;
 mod resizes;
 #[cfg(test)]
 pub(crate) mod tests;
 mod volume;
 
 use labels::{
-    ApiRequestLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels, Counters, Gauges,
-    NotificationLabels, NotificationOutcome, PendingEventLabels, PendingEventOutcome, ResizeLabels,
-    ResizeResult, VolumeLabels, WatchEventLabels, WatchLabels,
+    ApiRequestLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels, Gauges, NotificationLabels,
+    NotificationOutcome, PendingEventLabels, PendingEventOutcome, ResizeLabels, ResizeResult,
+    VolumeLabels, WatchEventLabels, WatchLabels,
 };
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
@@ -38,9 +39,6 @@ pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
 pub const BLOCKED_STATE: &str = "Blocked";
 /// The convergent-storage RFC's `Emergency` state: past the critical line, not growing now.
 pub const EMERGENCY_STATE: &str = "Emergency";
-
-/// Scan durations from a few statfs calls to a slow API server or Postgres.
-const SCAN_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -69,19 +67,9 @@ pub struct Metrics {
     disagreement_series: Mutex<BTreeSet<VolumeLabels>>,
     /// Each volume's last measurement time, kept across scans that could not measure it.
     measured_at: Mutex<HashMap<VolumeLabels, f64>>,
-    scan_duration: Histogram,
-    volumes_seen: prometheus::Gauge,
-    last_scan: prometheus::Gauge,
-    api_requests: Counters<ApiRequestLabels, 2>,
-    watch_restarts: Counters<WatchLabels, 1>,
-    watch_events: Counters<WatchEventLabels, 1>,
-    claim_watches: Gauges<ClaimWatchLabels, 1>,
-    notifications: Counters<NotificationLabels, 2>,
-    restore_too_small: Counters<PendingEventLabels, 1>,
-    config_key_invalid: Gauges<ConfigKeyLabels, 1>,
-    internal_errors: prometheus::IntCounter,
-    scan_failures: prometheus::IntCounter,
-    stuck_calls: prometheus::Gauge,
+    scans: own::Scans,
+    api: own::Api,
+    notices: own::Notices,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -109,6 +97,26 @@ impl Builder<'_> {
         self.register(name, g.clone())?;
         Ok(g)
     }
+
+    fn int_counter(
+        &self,
+        name: &'static str,
+        help: &str,
+    ) -> Result<prometheus::IntCounter, MetricsError> {
+        let c = prometheus::IntCounter::new(name, help)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        self.register(name, c.clone())?;
+        Ok(c)
+    }
+}
+
+/// The agent's own registry (never the global default), `node` on every series.
+fn node_registry(node: &str) -> Result<Registry, MetricsError> {
+    let labels = HashMap::from([("node".to_string(), node.to_string())]);
+    Registry::new_custom(None, Some(labels)).map_err(|source| MetricsError::Register {
+        name: "node",
+        source,
+    })
 }
 
 fn bool_f(b: bool) -> f64 {
@@ -118,129 +126,25 @@ fn bool_f(b: bool) -> f64 {
 impl Metrics {
     /// A fresh registry whose every series carries `node="<node>"`.
     pub fn new(node: &str) -> Result<Metrics, MetricsError> {
-        let labels = HashMap::from([("node".to_string(), node.to_string())]);
-        let registry =
-            Registry::new_custom(None, Some(labels)).map_err(|source| MetricsError::Register {
-                name: "node",
-                source,
-            })?;
+        let registry = node_registry(node)?;
         let b = Builder {
             registry: &registry,
         };
-        let volumes = VolumeGauges::new(&b)?;
-        let resizes = resizes::Resizes::new(&b)?;
-        let disagreement = Gauges::new(
-            &b,
-            "headroom_kubelet_statfs_disagreement_ratio",
-            "How far the kubelet's used bytes are from statfs's, as a fraction of capacity (0 = agree).",
-        )?;
-        let scan_duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "headroom_scan_duration_seconds",
-                "Time one scan of the node's volumes took.",
-            )
-            .buckets(SCAN_BUCKETS.to_vec()),
-        )
-        .map_err(|source| MetricsError::Register {
-            name: "headroom_scan_duration_seconds",
-            source,
-        })?;
-        b.register("headroom_scan_duration_seconds", scan_duration.clone())?;
-        let volumes_seen = b.gauge(
-            "headroom_volumes_seen",
-            "Volumes on this node in the last scan.",
-        )?;
-        let last_scan = b.gauge(
-            "headroom_last_successful_scan_timestamp_seconds",
-            "Unix time the last successful scan finished.",
-        )?;
-        let api_requests = Counters::new(
-            &b,
-            "headroom_api_requests_total",
-            "Kubernetes API requests, by verb and HTTP status code.",
-        )?;
-        let watch_restarts = Counters::new(
-            &b,
-            "headroom_watch_restarts_total",
-            "Times a Kubernetes watch was restarted, by watcher.",
-        )?;
-        let watch_events = Counters::new(
-            &b,
-            "headroom_watch_events_total",
-            "Objects received on the agent's watches (added, changed, deleted, listed), by resource.",
-        )?;
-        let claim_watches = Gauges::new(
-            &b,
-            "headroom_claim_watches",
-            "Claim watches held, by kind: a claim mounted here, a selector of their peers, a whole namespace.",
-        )?;
-        for resource in labels::watched::ALL {
-            watch_events.inc_by(&WatchEventLabels { resource }, 0);
-        }
-        let notifications = Counters::new(
-            &b,
-            "headroom_notifications_total",
-            "Notifications to each configured sink, by outcome: sent (2xx), dropped (its queue was full), failed (refused, or not delivered within retryFor).",
-        )?;
-        let restore_too_small = Counters::new(
-            &b,
-            "headroom_restore_too_small_events_total",
-            "RestoreTooSmall Events on a restored or cloned claim left Pending below its group's size, by outcome: posted, already_posted (another agent had, 409), failed.",
-        )?;
-        for outcome in PendingEventOutcome::ALL {
-            restore_too_small.inc_by(&PendingEventLabels { outcome }, 0);
-        }
-        let config_key_invalid = Gauges::new(
-            &b,
-            "headroom_config_key_invalid",
-            "1 while a key of the agent's ConfigMap read outside the policy (notifications.yaml, postgres.yaml) cannot be read: it is ignored (a ConfigKeyInvalid Event on the ConfigMap says why).",
-        )?;
-        for key in ConfigKey::ALL {
-            config_key_invalid.set(&ConfigKeyLabels { key }, 0.0);
-        }
-        let internal_errors = prometheus::IntCounter::new(
-            "headroom_internal_errors_total",
-            "Claim evaluations that panicked (a bug); each left its claim blocked with internal_error.",
-        )
-        .map_err(|source| MetricsError::Register {
-            name: "headroom_internal_errors_total",
-            source,
-        })?;
-        b.register("headroom_internal_errors_total", internal_errors.clone())?;
-        let scan_failures = prometheus::IntCounter::new(
-            "headroom_scan_failures_total",
-            "Scans that could not measure the node (the probe failed or timed out); the last good values are kept.",
-        )
-        .map_err(|source| MetricsError::Register {
-            name: "headroom_scan_failures_total",
-            source,
-        })?;
-        b.register("headroom_scan_failures_total", scan_failures.clone())?;
-        let stuck_calls = b.gauge(
-            "headroom_probe_stuck_calls",
-            "Blocking probe calls (statfs, directory reads) past their deadline that have not returned: one per hung mount.",
-        )?;
         let metrics = Metrics {
-            registry,
             scan_lock: RwLock::new(()),
-            volumes,
-            resizes,
-            disagreement,
+            volumes: VolumeGauges::new(&b)?,
+            resizes: resizes::Resizes::new(&b)?,
+            disagreement: Gauges::new(
+                &b,
+                "headroom_kubelet_statfs_disagreement_ratio",
+                "How far the kubelet's used bytes are from statfs's, as a fraction of capacity (0 = agree).",
+            )?,
             disagreement_series: Mutex::new(BTreeSet::new()),
             measured_at: Mutex::new(HashMap::new()),
-            scan_duration,
-            volumes_seen,
-            last_scan,
-            api_requests,
-            watch_restarts,
-            watch_events,
-            claim_watches,
-            notifications,
-            restore_too_small,
-            config_key_invalid,
-            internal_errors,
-            scan_failures,
-            stuck_calls,
+            scans: own::Scans::new(&b)?,
+            api: own::Api::new(&b)?,
+            notices: own::Notices::new(&b)?,
+            registry,
         };
         metrics.claim_watches(&BTreeMap::new());
         Ok(metrics)
@@ -255,8 +159,9 @@ impl Metrics {
         finished_at: Timestamp,
     ) {
         self.observe_volumes(reports);
-        self.scan_duration.observe(duration.as_secs_f64());
-        self.last_scan
+        self.scans.duration.observe(duration.as_secs_f64());
+        self.scans
+            .last_success
             .set(finished_at.as_millisecond() as f64 / 1000.0);
     }
 
@@ -295,18 +200,18 @@ impl Metrics {
             }
             keep
         });
-        self.volumes_seen.set(reports.len() as f64);
+        self.scans.volumes_seen.set(reports.len() as f64);
     }
 
     /// A scan that could not measure: the per-volume series and the last-successful timestamp
     /// stay as the last good scan left them.
     pub fn scan_failed(&self, duration: Duration) {
-        self.scan_duration.observe(duration.as_secs_f64());
-        self.scan_failures.inc();
+        self.scans.duration.observe(duration.as_secs_f64());
+        self.scans.failures.inc();
     }
 
     pub fn stuck_calls(&self, n: usize) {
-        self.stuck_calls.set(n as f64);
+        self.scans.stuck_calls.set(n as f64);
     }
 
     /// Counts one resize request.
@@ -333,16 +238,16 @@ impl Metrics {
     }
 
     pub fn api_request(&self, verb: &'static str, code: u16) {
-        self.api_requests.inc(&ApiRequestLabels { verb, code });
+        self.api.requests.inc(&ApiRequestLabels { verb, code });
     }
 
     /// One claim evaluation that panicked.
     pub fn internal_error(&self) {
-        self.internal_errors.inc();
+        self.scans.internal_errors.inc();
     }
 
     pub fn watch_restart(&self, watcher: &str) {
-        self.watch_restarts.inc(&WatchLabels {
+        self.api.watch_restarts.inc(&WatchLabels {
             watcher: watcher.to_string(),
         });
     }
@@ -353,30 +258,36 @@ impl Metrics {
             sink: sink.to_string(),
             outcome,
         };
-        self.notifications.inc_by(&labels, n);
+        self.notices.notifications.inc_by(&labels, n);
     }
 
     /// Whether `key` of the agent's ConfigMap could be read at the last scan.
     pub fn config_key_invalid(&self, key: ConfigKey, invalid: bool) {
         let v = if invalid { 1.0 } else { 0.0 };
-        self.config_key_invalid.set(&ConfigKeyLabels { key }, v);
+        self.notices
+            .config_key_invalid
+            .set(&ConfigKeyLabels { key }, v);
     }
 
     /// One `RestoreTooSmall` Event tried, and what became of it.
     pub fn restore_too_small(&self, outcome: PendingEventOutcome) {
-        self.restore_too_small.inc(&PendingEventLabels { outcome });
+        self.notices
+            .restore_too_small
+            .inc(&PendingEventLabels { outcome });
     }
 
     /// An object received on a watch of `resource`.
     pub fn watch_event(&self, resource: &'static str) {
-        self.watch_events.inc(&WatchEventLabels { resource });
+        self.api.watch_events.inc(&WatchEventLabels { resource });
     }
 
     /// The claim watches held now, by kind; every kind is set, so a rate is defined from 0.
     pub fn claim_watches(&self, by_kind: &BTreeMap<&'static str, usize>) {
         for kind in ["claim", "selector", "namespace"] {
             let n = by_kind.get(kind).copied().unwrap_or(0);
-            self.claim_watches.set(&ClaimWatchLabels { kind }, n as f64);
+            self.api
+                .claim_watches
+                .set(&ClaimWatchLabels { kind }, n as f64);
         }
     }
 
