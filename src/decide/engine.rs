@@ -6,12 +6,12 @@
 //! computed from the measurement; gates that only matter when growth is needed (in flight, WAL
 //! safety, limit, drain, window, cooldown, budget) come after.
 
-use super::budget::{self, Budget, COOLDOWN};
+use super::budget::Budget;
 use super::decision::{BlockReason, Decision, Note, State, Verdict};
-use super::inputs::{FailureCause, GrowKind, Inputs, OwnerProblem, PolicyInput, ResizeState};
+use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
 use super::logical::{budget_history, follow, joining};
-use super::{deadline, interval, predictive, quota, wal};
+use super::{deadline, gates, interval, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, round_size};
 
@@ -151,52 +151,18 @@ fn blocked(reason: BlockReason) -> Verdict {
     Verdict::Blocked { reason }
 }
 
+/// The refusals, the need, then the gates of growth in the order the module's doc gives.
 fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Decision) -> Verdict {
-    let facts = inputs.facts;
-    if facts.shared {
-        return blocked(BlockReason::SharedFilesystem);
+    if let Some(reason) = gates::refusal(inputs) {
+        return blocked(reason);
     }
-    if facts.block_mode {
-        return blocked(BlockReason::BlockMode);
-    }
-    if !facts.expandable {
-        return blocked(BlockReason::NotExpandable);
-    }
-    if facts.unmeasured {
-        return blocked(BlockReason::NotMeasured);
-    }
-    // An owner lowered under what headroom set is not fought, with or without a need to grow.
-    match facts.owner {
-        Some(OwnerProblem::Reverted) => return blocked(BlockReason::OwnerReverted),
-        Some(OwnerProblem::Invalid) => return blocked(BlockReason::OwnerInvalid),
-        None => {}
-    }
-    if let ResizeState::Failed { cause, .. } = inputs.claim.resize {
-        return blocked(match cause {
-            FailureCause::NeedsRemount => BlockReason::AwaitingRemount,
-            FailureCause::NeedsDetach => BlockReason::AwaitingDetach,
-            FailureCause::AwaitingOwner => BlockReason::AwaitingOwner,
-            _ => BlockReason::ResizeFailed,
-        });
-    }
-    if facts.capacity_unknown {
-        return blocked(BlockReason::CapacityUnknown);
-    }
-
     let need = match policy.mode {
         Mode::Threshold => threshold_need(inputs, policy, decision),
         Mode::Convergent => convergent_need(inputs, policy, decision),
     };
     let need = group_need(inputs, policy, need);
     let (to, kind, emergency) = match need {
-        Need::Nothing(state) => {
-            if let ResizeState::InProgress { .. } = inputs.claim.resize {
-                return Verdict::NoAction {
-                    state: State::Resizing,
-                };
-            }
-            return Verdict::NoAction { state };
-        }
+        Need::Nothing(state) => return no_action(inputs, state),
         Need::AtLimit { emergency } => (0, GrowKind::Grow, emergency),
         Need::Grow {
             to,
@@ -204,15 +170,10 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
             emergency,
         } => (to, kind, emergency),
     };
-
-    if let ResizeState::InProgress { .. } = inputs.claim.resize {
-        return blocked(BlockReason::ResizeInProgress);
+    if let Some(reason) = gates::in_flight(inputs) {
+        return blocked(reason);
     }
-    // The same cloud modification as a resize: an emergency too waits for it to land.
-    if facts.attributes_changing {
-        return blocked(BlockReason::VolumeAttributesChanging);
-    }
-    if facts.holds_wal()
+    if inputs.facts.holds_wal()
         && let Some(reason) = wal::gate(inputs, policy, &mut decision.notes)
     {
         return blocked(reason);
@@ -220,37 +181,10 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
     if matches!(need, Need::AtLimit { .. }) {
         return blocked(BlockReason::AtLimit);
     }
-    // The storage would refuse it: an emergency too, since a refused resize lands nothing and
-    // leaves the claim in a resize error.
-    if decision.next_grow.is_some() {
-        return blocked(BlockReason::ModificationInterval);
+    if let Some(reason) = gates::not_now(inputs, policy, decision, (kind, emergency)) {
+        return blocked(reason);
     }
-    if facts.node_draining && !emergency {
-        return blocked(BlockReason::NodeDraining);
-    }
-    // A group member joining its peers is planned growth too: it waits for a configured window,
-    // unless it restores a copy of them, which fills it to their size long before.
-    let planned = kind == GrowKind::ScheduledGrow
-        || (kind == GrowKind::GroupGrow && policy.maintenance_window.is_some() && !facts.restoring);
-    if planned {
-        let open = policy
-            .maintenance_window
-            .as_ref()
-            .is_some_and(|w| w.is_open(inputs.now));
-        if !open {
-            return blocked(BlockReason::OutsideWindow);
-        }
-    }
-    let joins = kind == GrowKind::GroupGrow && joining(inputs).is_some();
-    let spent = if policy.mode == Mode::Convergent && kind != GrowKind::EmergencyGrow && !joins {
-        let since = budget::minus(inputs.now, COOLDOWN);
-        let cooling = budget::counted(budget_history(inputs), inputs.now).any(|a| a.at > since);
-        cooling.then_some(BlockReason::Cooldown)
-    } else {
-        None
-    };
-    let spent = spent.or((!joins && !budget.allows(kind)).then_some(BlockReason::BudgetExhausted));
-    match spent {
+    match gates::spent(inputs, policy, budget, kind) {
         // A need of its own the logical volume's budget cannot pay: the member still follows the
         // action its peers already paid for.
         Some(reason) => match follow(inputs, policy) {
@@ -259,6 +193,15 @@ fn verdict(inputs: &Inputs, policy: &Policy, budget: &Budget, decision: &mut Dec
         },
         None => within_quota(inputs, policy, (to, kind), decision),
     }
+}
+
+/// Nothing to grow; a resize still on its way is what the volume is doing.
+fn no_action(inputs: &Inputs, state: State) -> Verdict {
+    let state = match inputs.claim.resize {
+        ResizeState::InProgress { .. } => State::Resizing,
+        _ => state,
+    };
+    Verdict::NoAction { state }
 }
 
 /// The grow, cut to what the namespace's quotas leave when a smaller step still does; blocked

@@ -4,6 +4,7 @@ pub mod budget;
 pub mod deadline;
 pub mod decision;
 mod engine;
+mod gates;
 pub mod held;
 pub mod inputs;
 pub mod interval;
