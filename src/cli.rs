@@ -39,9 +39,10 @@ pub enum Format {
 pub enum Command {
     /// Run the node agent (what the DaemonSet runs): measure, decide and act for this node's volumes.
     Agent(Box<AgentArgs>),
-    /// Validate policy YAML files or the central ConfigMap's manifest (every data key): warnings
-    /// print and exit 0, errors print and exit 1. With --context or --kubeconfig, selector
-    /// sections that no claim on the cluster reaches are warnings too.
+    /// Validate policy YAML files, files of the ConfigMap's selector sections (a YAML list), or
+    /// the central ConfigMap's manifest (every data key): warnings print and exit 0, errors print
+    /// and exit 1. With --context or --kubeconfig, selector sections that no claim on the
+    /// cluster reaches are warnings too.
     Validate(ValidateArgs),
     /// Replay a growth trace through the decision engine (a dry run of a policy).
     Simulate(SimulateArgs),
@@ -71,7 +72,8 @@ pub struct TrimArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// Policy files (YAML), or ConfigMap manifests (`kind: ConfigMap`).
+    /// Policy files (YAML), files of selector sections (a list, or named like `selectors.yaml`),
+    /// or ConfigMap or Namespace manifests.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The claim's size (a quantity), for the checks that need it: a limit at or below it, a

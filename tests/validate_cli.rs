@@ -329,3 +329,46 @@ fn a_configmap_manifest_is_read_key_by_key() {
     let r = validate(&[&shipped]);
     assert_eq!(r.lines, [format!("{}: ok", shipped.display())]);
 }
+
+/// Issue 49: the ConfigMap's selector sections kept in a file of their own (a YAML list, as in
+/// Git beside policy.yaml) are checked as the ConfigMap's key is; a file of no form is told
+/// every form validate reads.
+#[test]
+fn a_file_of_selector_sections_is_checked_as_the_configmaps_key() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let good = write(
+        &dir,
+        "selectors.yaml",
+        b"- namespaces: [db]\n  matchLabels: {cnpg.io/cluster: pg-main}\n  policy: {enabled: true, limit: 2Ti}\n- matchExpressions: [{key: team, operator: In, values: [a]}]\n  policy: {limit: 500Gi}\n",
+    );
+    let bad = write(
+        &dir,
+        "prod-selectors.yaml",
+        b"- matchLabels: {app: a}\n  policy: {limit: 1Gi}\n- matchLabel: {app: b}\n  policy: {limit: 1Gi}\n",
+    );
+    let wrong = write(&dir, "notes.yaml", b"remember to grow pg-main\n");
+    let r = validate(&[&good, &bad, &wrong]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.lines.len(), 3, "{:?}", r.lines);
+    assert_eq!(r.lines[0], format!("{}: ok", good.display()));
+    assert_eq!(
+        r.lines[1],
+        format!(
+            "{}: error: selectors.yaml[1].matchLabel: selector sections file prod-selectors.yaml, section 1, matchLabel: unknown key; a section has namespaces, matchLabels, matchExpressions and policy",
+            bad.display()
+        )
+    );
+    let line = &r.lines[2];
+    assert!(
+        line.starts_with(&format!("{}: error: (document): ", wrong.display())),
+        "{line}"
+    );
+    for form in [
+        "a policy file",
+        "a file of selector sections (a list",
+        "the central ConfigMap's manifest (kind: ConfigMap)",
+        "a Namespace's",
+    ] {
+        assert!(line.contains(form), "{form}: {line}");
+    }
+}

@@ -1,7 +1,8 @@
 //! `headroom validate FILE...`: one line per finding, `FILE: error|warning: FIELD: message`,
 //! or `FILE: ok`. Exit 1 when any file has an error (an unreadable file is one), else 0. A file
-//! is a bare policy or the central ConfigMap's manifest (see [`crate::policy::manifest`]); a
-//! ConfigMap's FIELD starts with its data key, e.g. `storageClasses.yaml[fast]: limit`.
+//! is a bare policy, a file of selector sections, or the central ConfigMap's or a Namespace's
+//! manifest (see [`crate::policy::manifest`]); a ConfigMap's FIELD starts with its data key,
+//! e.g. `storageClasses.yaml[fast]: limit`.
 //!
 //! With `--context` or `--kubeconfig`, one LIST of the claims' metadata in every namespace
 //! (under a deadline) lets a ConfigMap's selector sections be checked against the claims they
@@ -17,7 +18,7 @@ use kube::api::{Api, ListParams};
 
 use super::StatusError;
 use crate::cli::ValidateArgs;
-use crate::policy::manifest::{Checked, check_document_on};
+use crate::policy::manifest::{Checked, check_file};
 use crate::policy::selector_usage::LiveClaim;
 use crate::policy::validate::Context;
 use crate::policy::yaml::one_line;
@@ -113,8 +114,9 @@ pub fn report(
     live: Option<&[LiveClaim]>,
 ) -> Result<bool, ValidateError> {
     let name = path.display();
+    let file_name = path.file_name().unwrap_or_default().to_string_lossy();
     let v = match std::fs::read_to_string(path) {
-        Ok(text) => check_document_on(&text, ctx, live),
+        Ok(text) => check_file(&file_name, &text, ctx, live),
         Err(e) => {
             let e = ValidateError::Read {
                 path: path.to_path_buf(),

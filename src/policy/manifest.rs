@@ -1,6 +1,8 @@
 //! What `headroom validate` reads: a bare policy file, the central ConfigMap's whole manifest
 //! (`kind: ConfigMap`, as `kubectl apply` or `helm template` would give it), or a Namespace's
-//! (its `headroom.dev/*` annotations, a policy layer), told apart by `kind`. A ConfigMap's every
+//! (its `headroom.dev/*` annotations, a policy layer), told apart by `kind`; or a file of the
+//! ConfigMap's selector sections alone (as kept in Git beside a policy file), told apart by its
+//! shape (a list) or its name (`selectors.yaml`, `prod-selectors.yml`). A ConfigMap's every
 //! data key headroom reads is checked as the agent reads it: the defaults, each StorageClass
 //! section and each selector section over the defaults, and the node-wide trim switch. A finding names the data key (and section) before its field.
 //! Given the cluster's claims (`validate --context`), a selector section none of them reach is a
@@ -15,7 +17,7 @@ use super::merge::{
     CentralPolicy, POLICY_KEY, STORAGE_CLASSES_KEY, Source, merge_layers, parse_configmap,
 };
 use super::reclaim_global::GLOBAL_KEY;
-use super::selector::{SELECTORS_KEY, SelectorError};
+use super::selector::{self, SELECTORS_KEY, Section, SelectorError};
 use super::selector_usage::{LiveClaim, unused_sections};
 use super::spec::PolicySpec;
 use super::validate::{Validation, parse_policy_yaml, validate};
@@ -23,6 +25,9 @@ use super::yaml::{Node, parse_yaml};
 
 /// The ConfigMap's data keys that other parts of headroom read (not policy).
 const OTHER_KEYS: &[&str] = &["postgres.yaml"];
+
+/// What a file must be, said when it is none of them.
+const FORMS: &str = "headroom validate reads a policy file (a mapping of policy keys), a file of selector sections (a list, as in the ConfigMap's selectors.yaml), the central ConfigMap's manifest (kind: ConfigMap) or a Namespace's (its headroom.dev/* annotations)";
 
 /// Every finding of one document.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,27 +53,87 @@ pub fn check_document(text: &str, ctx: &Context) -> Checked {
 /// As [`check_document`]; given the cluster's claims, a ConfigMap's selector sections that
 /// none of them reach are warnings too ([`unused_sections`]).
 pub fn check_document_on(text: &str, ctx: &Context, claims: Option<&[LiveClaim]>) -> Checked {
-    let Ok(Node::Map(entries)) = parse_yaml(text) else {
-        return parse_policy_yaml(text, ctx).into();
-    };
-    let kind = entries.iter().find_map(|(k, v)| match (k.as_str(), v) {
-        ("kind", Node::Scalar(s)) => Some(s.clone()),
+    check_file("", text, ctx, claims)
+}
+
+/// As [`check_document_on`], for a file whose name (its last component) is `name`: a name
+/// like `selectors.yaml` makes it a file of selector sections whatever it holds, so that one
+/// written as a mapping by mistake is told it should be a list, not checked as a policy.
+pub fn check_file(name: &str, text: &str, ctx: &Context, claims: Option<&[LiveClaim]>) -> Checked {
+    let doc = parse_yaml(text);
+    let kind = match &doc {
+        Ok(Node::Map(entries)) => entries.iter().find_map(|(k, v)| match (k.as_str(), v) {
+            ("kind", Node::Scalar(s)) => Some(s.clone()),
+            _ => None,
+        }),
         _ => None,
-    });
-    match kind.as_deref() {
-        None => parse_policy_yaml(text, ctx).into(),
-        Some("ConfigMap") => check_configmap(entries, ctx, claims),
-        Some("Namespace") => check_namespace(entries, ctx),
-        Some(other) => Checked {
-            errors: vec![Finding {
-                field: "kind".into(),
-                message: format!(
-                    "a {other} manifest; headroom validate reads a policy file, the central ConfigMap's manifest (kind: ConfigMap) or a Namespace's (its headroom.dev/* annotations)"
-                ),
-            }],
-            warnings: Vec::new(),
-        },
+    };
+    match (doc, kind) {
+        (Ok(Node::Map(entries)), Some(kind)) => check_manifest(&kind, entries, ctx, claims),
+        (Ok(Node::Seq(_)), _) => check_selectors_file(name, text, ctx, claims),
+        _ if names_selectors(name) => check_selectors_file(name, text, ctx, claims),
+        (Ok(other @ Node::Scalar(_)), _) => {
+            wrong_form("(document)", &format!("the file is {}", other.kind()))
+        }
+        _ => parse_policy_yaml(text, ctx).into(),
     }
+}
+
+fn check_manifest(
+    kind: &str,
+    entries: Vec<(String, Node)>,
+    ctx: &Context,
+    claims: Option<&[LiveClaim]>,
+) -> Checked {
+    match kind {
+        "ConfigMap" => check_configmap(entries, ctx, claims),
+        "Namespace" => check_namespace(entries, ctx),
+        other => wrong_form("kind", &format!("a {other} manifest")),
+    }
+}
+
+/// A file no form of [`FORMS`] fits: `what` says what it is instead.
+fn wrong_form(field: &str, what: &str) -> Checked {
+    Checked {
+        errors: vec![Finding {
+            field: field.into(),
+            message: format!("{what}; {FORMS}"),
+        }],
+        warnings: Vec::new(),
+    }
+}
+
+/// `selectors.yaml`, `selectors.yml`, or such a name with a prefix (`prod-selectors.yaml`).
+fn names_selectors(name: &str) -> bool {
+    let stem = name
+        .strip_suffix(".yaml")
+        .or_else(|| name.strip_suffix(".yml"));
+    stem.is_some_and(|s| s.ends_with("selectors"))
+}
+
+/// A file of the ConfigMap's selector sections, read and checked as its `selectors.yaml` key
+/// is. The ConfigMap's defaults are not in the file, so each section is checked over none, as
+/// a ConfigMap without `policy.yaml` would be.
+fn check_selectors_file(
+    name: &str,
+    text: &str,
+    ctx: &Context,
+    claims: Option<&[LiveClaim]>,
+) -> Checked {
+    let mut out = Checked::default();
+    // A document checked without its file's name (check_document) still names something.
+    let name = if name.is_empty() { SELECTORS_KEY } else { name };
+    match selector::parse_file(text, name) {
+        Ok(sections) => {
+            let defaults = PolicySpec::default();
+            selector_sections(&sections, &defaults, ctx, &BTreeSet::new(), &mut out);
+            if let Some(claims) = claims {
+                out.warnings.extend(unused_sections(&sections, claims));
+            }
+        }
+        Err(e) => out.errors.push(e.finding()),
+    }
+    out
 }
 
 fn check_configmap(
@@ -190,15 +255,22 @@ fn sections(central: &CentralPolicy, ctx: &Context, out: &mut Checked) {
         );
         push(out, &format!("{STORAGE_CLASSES_KEY}[{class}]"), c, &seen);
     }
-    for s in &central.selectors {
+    selector_sections(&central.selectors, &central.defaults, ctx, &seen, out);
+}
+
+/// Each selector section: what makes it unreadable, then its policy over the defaults.
+fn selector_sections(
+    sections: &[Section],
+    defaults: &PolicySpec,
+    ctx: &Context,
+    seen: &BTreeSet<(String, String)>,
+    out: &mut Checked,
+) {
+    for s in sections {
         out.errors
             .extend(s.errors.iter().map(SelectorError::finding));
-        let c = check_layer(
-            Some((Source::ConfigMapSelector, &s.policy)),
-            &central.defaults,
-            ctx,
-        );
-        push(out, &format!("{SELECTORS_KEY}[{}]", s.index), c, &seen);
+        let c = check_layer(Some((Source::ConfigMapSelector, &s.policy)), defaults, ctx);
+        push(out, &format!("{SELECTORS_KEY}[{}]", s.index), c, seen);
     }
 }
 

@@ -126,3 +126,92 @@ fn selector_sections_are_checked() {
     );
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
 }
+
+const SECTIONS: &str = "- matchLabels: {cnpg.io/cluster: pg-main}\n  policy: {enabled: true, limit: 1Ti, usageThreshold: 150}\n- matchExpressions: [{key: app, operator: Exists, values: [x]}]\n  policy: {limit: 1Gi}\n";
+
+/// Issue 49: the selector sections kept as a file of their own (a list, whatever its name) get
+/// the checks the ConfigMap's key gets, the file named in their messages.
+#[test]
+fn a_file_of_selector_sections_is_checked_as_the_configmap_key() {
+    let ctx = Context::default();
+    let file = check_file("selectors.yaml", SECTIONS, &ctx, None);
+    let indented: String = SECTIONS.lines().map(|l| format!("    {l}\n")).collect();
+    let cm = format!("kind: ConfigMap\ndata:\n  selectors.yaml: |\n{indented}");
+    assert_eq!(file, {
+        let key = check_document(&cm, &ctx);
+        Checked {
+            errors: key
+                .errors
+                .iter()
+                .map(|f| Finding {
+                    field: f.field.clone(),
+                    message: f.message.replace(
+                        "ConfigMap (unnamed) key selectors.yaml",
+                        "selector sections file selectors.yaml",
+                    ),
+                })
+                .collect(),
+            warnings: key.warnings,
+        }
+    });
+    assert_eq!(
+        fields(&file.errors),
+        [
+            "selectors.yaml[0]: usageThreshold",
+            "selectors.yaml[1].matchExpressions[0].values"
+        ]
+    );
+    assert!(
+        file.errors[1].message.starts_with("selector sections file selectors.yaml, section 1, matchExpressions[0].values: Exists takes no values"),
+        "{:?}",
+        file.errors[1]
+    );
+    // By its shape alone, under any name.
+    let other = check_file("team-a.yaml", SECTIONS, &ctx, None);
+    assert_eq!(fields(&other.errors), fields(&file.errors));
+    let good = "- namespaces: [db]\n  matchLabels: {cnpg.io/cluster: pg-main}\n  policy: {enabled: true, limit: 2Ti}\n";
+    assert_eq!(check_file("s.yaml", good, &ctx, None), Checked::default());
+    // With the cluster's claims, as for the ConfigMap: a section none of them reach is said.
+    let c = check_file("s.yaml", good, &ctx, Some(&[]));
+    assert_eq!(
+        fields(&c.warnings),
+        ["selectors.yaml[0]"],
+        "{:?}",
+        c.warnings
+    );
+}
+
+/// Issue 49: a file named as selector sections is read as them whatever it holds; a file that
+/// is no form at all is told every form validate reads.
+#[test]
+fn a_selectors_file_by_its_name_and_a_file_of_no_form() {
+    let ctx = Context::default();
+    let mapping = "matchLabels: {app: a}\npolicy: {limit: 1Gi}\n";
+    let c = check_file("prod-selectors.yml", mapping, &ctx, None);
+    assert_eq!(fields(&c.errors), ["selectors.yaml"], "{:?}", c.errors);
+    assert!(
+        c.errors[0]
+            .message
+            .starts_with("selector sections file prod-selectors.yml: expected a list of sections"),
+        "{:?}",
+        c.errors
+    );
+    // The same mapping under another name is a policy file, with its unknown keys.
+    let c = check_file("p.yaml", mapping, &ctx, None);
+    assert!(fields(&c.errors).contains(&"matchLabels"), "{:?}", c.errors);
+    assert_eq!(
+        check_file("selectors.yaml", "", &ctx, None),
+        Checked::default()
+    );
+    let c = check_file("notes.yaml", "just some notes\n", &ctx, None);
+    assert_eq!(fields(&c.errors), ["(document)"]);
+    for form in [
+        "the file is a single value",
+        "a policy file",
+        "a file of selector sections",
+        "kind: ConfigMap",
+        "a Namespace's",
+    ] {
+        assert!(c.errors[0].message.contains(form), "{form}: {:?}", c.errors);
+    }
+}

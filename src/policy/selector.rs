@@ -18,15 +18,15 @@ use super::yaml::{Node, parse_yaml};
 /// ConfigMap data key holding the selector sections (a YAML list).
 pub const SELECTORS_KEY: &str = "selectors.yaml";
 
-/// A selector section that cannot be read, naming the ConfigMap, the key, the section and the
-/// field.
+/// A selector section that cannot be read, naming where the sections were read (the ConfigMap
+/// and its key, or a file of them), the section and the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
-    #[error("ConfigMap {configmap} key {SELECTORS_KEY}: {message}")]
-    Document { configmap: String, message: String },
-    #[error("ConfigMap {configmap} key {SELECTORS_KEY}, section {index}, {field}: {message}")]
+    #[error("{place}: {message}")]
+    Document { place: String, message: String },
+    #[error("{place}, section {index}, {field}: {message}")]
     Section {
-        configmap: String,
+        place: String,
         index: usize,
         field: String,
         message: String,
@@ -136,8 +136,19 @@ pub fn first_match<'a>(
 
 /// Reads `selectors.yaml`; `configmap` (e.g. `headroom/headroom-policy`) names it in messages.
 pub fn parse(text: &str, configmap: &str) -> Result<Vec<Section>, SelectorError> {
+    parse_at(text, &format!("ConfigMap {configmap} key {SELECTORS_KEY}"))
+}
+
+/// Reads the same sections kept as a file of their own (in Git beside a policy file), named
+/// `file` in messages: the ConfigMap it will go in is not known here.
+pub fn parse_file(text: &str, file: &str) -> Result<Vec<Section>, SelectorError> {
+    parse_at(text, &format!("selector sections file {file}"))
+}
+
+/// `place` says where the sections were read, in every message.
+fn parse_at(text: &str, place: &str) -> Result<Vec<Section>, SelectorError> {
     let doc = |message: String| SelectorError::Document {
-        configmap: configmap.to_string(),
+        place: place.to_string(),
         message,
     };
     match parse_yaml(text) {
@@ -145,7 +156,7 @@ pub fn parse(text: &str, configmap: &str) -> Result<Vec<Section>, SelectorError>
         Ok(Node::Seq(items)) => Ok(items
             .into_iter()
             .enumerate()
-            .map(|(index, node)| section(index, node, configmap))
+            .map(|(index, node)| section(index, node, place))
             .collect()),
         Ok(other) => Err(doc(format!(
             "expected a list of sections, e.g. `- matchLabels: {{cnpg.io/cluster: pg-main}}` with a `policy:`, found {}",
@@ -156,7 +167,7 @@ pub fn parse(text: &str, configmap: &str) -> Result<Vec<Section>, SelectorError>
 }
 
 struct Reader<'c> {
-    configmap: &'c str,
+    place: &'c str,
     index: usize,
     errors: Vec<SelectorError>,
 }
@@ -164,7 +175,7 @@ struct Reader<'c> {
 impl Reader<'_> {
     fn bad(&mut self, field: &str, message: String) {
         self.errors.push(SelectorError::Section {
-            configmap: self.configmap.to_string(),
+            place: self.place.to_string(),
             index: self.index,
             field: field.to_string(),
             message,
@@ -191,9 +202,9 @@ impl Reader<'_> {
     }
 }
 
-fn section(index: usize, node: Node, configmap: &str) -> Section {
+fn section(index: usize, node: Node, place: &str) -> Section {
     let mut r = Reader {
-        configmap,
+        place,
         index,
         errors: Vec::new(),
     };
@@ -220,7 +231,7 @@ fn section(index: usize, node: Node, configmap: &str) -> Section {
             "matchExpressions" => s.match_expressions = expressions(&mut r, value),
             "policy" => {
                 has_policy = true;
-                let origin = format!("ConfigMap {configmap} key {SELECTORS_KEY}, section {index}");
+                let origin = format!("{place}, section {index}");
                 s.policy = PolicySpec::from_node(value, Some(&origin));
             }
             other => r.bad(

@@ -114,6 +114,43 @@ fn shapes_that_are_not_sections_are_errors() {
     );
 }
 
+/// Issue 49: the same sections kept as a file are read alike, the file named where the
+/// ConfigMap's key would be, in the section's messages and its policy's.
+#[test]
+fn a_file_of_sections_is_read_as_the_configmap_key_and_named() {
+    let text = "- matchExpressions: [{key: app, operator: Equals}]\n  policy: {limit: 1Gi}\n- policy: {limt: 1Gi}\n";
+    let from_file = parse_file(text, "selectors.yaml").expect("a list");
+    let from_key = sections(text);
+    let fields = |s: &[Section]| -> Vec<String> {
+        s.iter()
+            .flat_map(|s| s.errors.iter().map(|e| e.finding().field))
+            .collect()
+    };
+    assert_eq!(fields(&from_file), fields(&from_key));
+    assert_eq!(
+        fields(&from_file),
+        ["selectors.yaml[0].matchExpressions[0].operator"]
+    );
+    let msg = from_file[0].errors[0].to_string();
+    assert!(
+        msg.starts_with("selector sections file selectors.yaml, section 0, matchExpressions[0].operator: 'Equals'"),
+        "{msg}"
+    );
+    let problem = &from_file[1].policy.problems[0];
+    assert!(
+        problem
+            .message
+            .contains("(in selector sections file selectors.yaml, section 1)"),
+        "{problem:?}"
+    );
+    let e = parse_file("limit: 1Gi\n", "selectors.yaml").expect_err("a mapping");
+    assert!(
+        e.to_string()
+            .starts_with("selector sections file selectors.yaml: expected a list of sections"),
+        "{e}"
+    );
+}
+
 #[test]
 fn hostile_selectors_never_panic() {
     for text in [
