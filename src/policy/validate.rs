@@ -43,123 +43,127 @@ pub fn validate(spec: &PolicySpec, ctx: &Context) -> Validation {
         errors: spec.problems.clone(),
         warnings: Vec::new(),
     };
-    let enabled = c.value("enabled", boolean).unwrap_or(ENABLED);
-    let mode = c.value("mode", value::mode).unwrap_or(MODE);
-    let logical_volume = c
-        .value("logicalVolume", value::logical_volume)
-        .unwrap_or(LOGICAL_VOLUME);
-    let offline_expansion = c
-        .value("offlineExpansion", value::offline_expansion)
-        .unwrap_or(OFFLINE_EXPANSION);
-    let node_expansion = c
-        .value("nodeExpansion", value::node_expansion)
-        .unwrap_or(NODE_EXPANSION);
-    let enforcement = c
-        .value("enforcement", value::enforcement)
-        .unwrap_or(ENFORCEMENT);
-    let resize_through = c
-        .value("resizeThrough", value::resize_through)
-        .unwrap_or(RESIZE_THROUGH);
-
+    // Every key is read into one draft; its limit is a stand-in until the limit read is known
+    // valid, and only then is the draft the policy.
+    let mut p = Policy::with_limit(0);
+    switches(&mut c, &mut p);
     let limit = limit(&mut c);
-    let (usage_threshold, min_available, fallback) = triggers(&mut c, mode);
-    let inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
-    let step = c.value("step", value::step).unwrap_or(STEP);
-    let max_step = c.value("maxStep", size).unwrap_or(MAX_STEP);
-    // The default minStep yields to a smaller maxStep written for a small claim: only a
-    // minStep the user wrote contradicts maxStep (see `cross_key_errors`).
-    let min_step = c.value("minStep", size).unwrap_or(MIN_STEP.min(max_step));
-    let max_actions = c.count("maxActionsPerDay", 10, MAX_ACTIONS_PER_DAY);
-    let request = c.value("request", size);
-    let target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
-    let predictive = predictive(&mut c);
-    let (modification_interval, modification_budget) = modification_interval(&mut c, ctx);
-    let window = window(&mut c, mode);
+    space(&mut c, &mut p);
+    timing(&mut c, &mut p, ctx);
     let (_, reclaim_errors) = super::reclaim::check_keys(spec);
     c.errors.extend(reclaim_errors);
-
-    let emergency_grow = emergency_grow(&mut c, mode, max_actions);
-
-    let wal_safety = wal_safety(&mut c);
-
-    cross_key_errors(&mut c, (min_step, max_step), request, limit);
-    // Warnings.
-    if enabled && max_actions == 0 && mode == Mode::Threshold {
-        c.warn(
-            "maxActionsPerDay",
-            "0 with enabled: true means headroom never acts; write 1 or more, or enabled: false"
-                .into(),
-        );
-    }
-    step_warnings(&mut c, step, min_step, limit);
-    let evicts = offline_expansion == OfflineExpansion::Evict;
-    mode_warnings(&mut c, mode, (evicts, enforcement == Enforcement::Approve));
-    if wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
-        c.warn(
-            "walSafety.acknowledgeWALRisk",
-            "has no effect: WAL has its own volume, so this volume is not grown on WAL's account; remove it".into(),
-        );
-    }
-    if offline_expansion == OfflineExpansion::Evict && window.is_none() {
-        c.warn(
-            "offlineExpansion",
-            "evict without a maintenance window restarts a pod only past the emergency line (emergencyGrow.criticalThreshold, criticalMinimumFree); write maintenanceWindow.schedule for planned restarts".into(),
-        );
-    }
+    p.emergency_grow = emergency_grow(&mut c, p.mode, p.max_actions_per_day);
+    p.wal_safety = wal_safety(&mut c);
+    cross_key_errors(&mut c, (p.min_step, p.max_step), p.request, limit);
+    policy_warnings(&mut c, &p, limit, ctx);
     let floor = Floor {
-        value: min_available,
-        usage: usage_threshold,
+        value: p.min_available,
+        usage: p.usage_threshold,
         on_claim: ctx.min_available_source.map(Source::on_claim),
     };
     if let Some(current) = ctx.current_size {
-        // What the floor's steps are counted with: the engine's own step and limit.
-        let mut sizing = Policy::with_limit(limit.unwrap_or(u64::MAX));
-        (sizing.step, sizing.min_step, sizing.max_step) = (step, min_step, max_step);
-        sizing.max_actions_per_day = max_actions;
-        size_warnings(&mut c, current, limit, &floor, &sizing);
-        // The emergency line also decides what proceeds during a node drain: on a volume not much
-        // larger than criticalMinimumFree, nearly every growth counts as an emergency.
-        let critical_minimum_free = emergency_grow.critical_minimum_free;
-        if critical_minimum_free > 0 && critical_minimum_free.saturating_mul(2) >= current {
-            c.warn("emergencyGrow.criticalMinimumFree", format!("{} is half or more of the volume ({}), so nearly every check counts as an emergency (growing outside windows and during drains); write a value well below {}", q(critical_minimum_free), q(current), q(current / 2)));
-        }
+        current_size_warnings(&mut c, &p, (current, limit), &floor);
     }
-
+    p.floor_on_claim = floor.on_claim == Some(true);
     let policy = match (c.errors.is_empty(), limit) {
-        (true, Some(limit)) => {
-            let mut p = Policy::with_limit(limit);
-            p.enabled = enabled;
-            p.mode = mode;
-            p.logical_volume = logical_volume;
-            p.offline_expansion = offline_expansion;
-            p.node_expansion = node_expansion;
-            p.enforcement = enforcement;
-            p.resize_through = resize_through;
-            p.usage_threshold = usage_threshold;
-            p.min_available = min_available;
-            p.inode_threshold = inode_threshold;
-            p.step = step;
-            p.min_step = min_step;
-            p.max_step = max_step;
-            p.max_actions_per_day = max_actions;
-            p.request = request;
-            p.target_buffer = target_buffer;
-            p.predictive = predictive;
-            p.modification_interval = modification_interval;
-            p.modification_budget = modification_budget;
-            p.maintenance_window = window;
-            p.emergency_grow = emergency_grow;
-            p.wal_safety = wal_safety;
-            p.fallback = fallback;
-            p.floor_on_claim = floor.on_claim == Some(true);
-            Some(p)
-        }
+        (true, Some(limit)) => Some(Policy { limit, ..p }),
         _ => None,
     };
     Validation {
         policy,
         errors: c.errors,
         warnings: c.warnings,
+    }
+}
+
+/// The keys that choose among behaviours: on or off, the mode, the logical volume, how a
+/// resize is finished, carried out and written.
+fn switches(c: &mut Checker<'_>, p: &mut Policy) {
+    p.enabled = c.value("enabled", boolean).unwrap_or(ENABLED);
+    p.mode = c.value("mode", value::mode).unwrap_or(MODE);
+    p.logical_volume = c
+        .value("logicalVolume", value::logical_volume)
+        .unwrap_or(LOGICAL_VOLUME);
+    p.offline_expansion = c
+        .value("offlineExpansion", value::offline_expansion)
+        .unwrap_or(OFFLINE_EXPANSION);
+    p.node_expansion = c
+        .value("nodeExpansion", value::node_expansion)
+        .unwrap_or(NODE_EXPANSION);
+    p.enforcement = c
+        .value("enforcement", value::enforcement)
+        .unwrap_or(ENFORCEMENT);
+    p.resize_through = c
+        .value("resizeThrough", value::resize_through)
+        .unwrap_or(RESIZE_THROUGH);
+}
+
+/// When a volume grows on space and by how much: the triggers, the steps, the daily budget,
+/// convergent mode's request and buffer.
+fn space(c: &mut Checker<'_>, p: &mut Policy) {
+    (p.usage_threshold, p.min_available, p.fallback) = triggers(c, p.mode);
+    p.inode_threshold = c.percent("inodeThreshold", 1, 99, INODE_THRESHOLD);
+    p.step = c.value("step", value::step).unwrap_or(STEP);
+    p.max_step = c.value("maxStep", size).unwrap_or(MAX_STEP);
+    // The default minStep yields to a smaller maxStep written for a small claim: only a
+    // minStep the user wrote contradicts maxStep (see `cross_key_errors`).
+    p.min_step = c.value("minStep", size).unwrap_or(MIN_STEP.min(p.max_step));
+    p.max_actions_per_day = c.count("maxActionsPerDay", 10, MAX_ACTIONS_PER_DAY);
+    p.request = c.value("request", size);
+    p.target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
+}
+
+/// When a grow may happen: ahead of the fill, the storage's own interval, the window.
+fn timing(c: &mut Checker<'_>, p: &mut Policy, ctx: &Context) {
+    p.predictive = predictive(c);
+    (p.modification_interval, p.modification_budget) = modification_interval(c, ctx);
+    p.maintenance_window = window(c, p.mode);
+}
+
+/// Warnings about keys that are valid alone but do not do what they seem to beside the others.
+fn policy_warnings(c: &mut Checker<'_>, p: &Policy, limit: Option<u64>, ctx: &Context) {
+    if p.enabled && p.max_actions_per_day == 0 && p.mode == Mode::Threshold {
+        c.warn(
+            "maxActionsPerDay",
+            "0 with enabled: true means headroom never acts; write 1 or more, or enabled: false"
+                .into(),
+        );
+    }
+    step_warnings(c, p.step, p.min_step, limit);
+    let evicts = p.offline_expansion == OfflineExpansion::Evict;
+    mode_warnings(c, p.mode, (evicts, p.enforcement == Enforcement::Approve));
+    if p.wal_safety.acknowledge_wal_risk && ctx.wal_has_own_volume == Some(true) {
+        c.warn(
+            "walSafety.acknowledgeWALRisk",
+            "has no effect: WAL has its own volume, so this volume is not grown on WAL's account; remove it".into(),
+        );
+    }
+    if evicts && p.maintenance_window.is_none() {
+        c.warn(
+            "offlineExpansion",
+            "evict without a maintenance window restarts a pod only past the emergency line (emergencyGrow.criticalThreshold, criticalMinimumFree); write maintenanceWindow.schedule for planned restarts".into(),
+        );
+    }
+}
+
+/// Warnings that need the claim's size (`validate --size`): a limit it reaches, a floor it
+/// cannot meet, an emergency line near it.
+fn current_size_warnings(
+    c: &mut Checker<'_>,
+    p: &Policy,
+    (current, limit): (u64, Option<u64>),
+    floor: &Floor,
+) {
+    // What the floor's steps are counted with: the engine's own step and limit.
+    let mut sizing = Policy::with_limit(limit.unwrap_or(u64::MAX));
+    (sizing.step, sizing.min_step, sizing.max_step) = (p.step, p.min_step, p.max_step);
+    sizing.max_actions_per_day = p.max_actions_per_day;
+    size_warnings(c, current, limit, floor, &sizing);
+    // The emergency line also decides what proceeds during a node drain: on a volume not much
+    // larger than criticalMinimumFree, nearly every growth counts as an emergency.
+    let critical_minimum_free = p.emergency_grow.critical_minimum_free;
+    if critical_minimum_free > 0 && critical_minimum_free.saturating_mul(2) >= current {
+        c.warn("emergencyGrow.criticalMinimumFree", format!("{} is half or more of the volume ({}), so nearly every check counts as an emergency (growing outside windows and during drains); write a value well below {}", q(critical_minimum_free), q(current), q(current / 2)));
     }
 }
 
