@@ -1,33 +1,40 @@
 #!/usr/bin/env bash
-# Builds what a real single-node cluster needs (tests/support/realnode), once per machine, and
-# prints the directory that holds it: kubelet, kube-controller-manager, kube-scheduler and
-# kube-proxy from Debian's `kubernetes` source package (1.20.2, the recipe of
-# scripts/kube-apiserver.sh, all missing ones in one `make WHAT=...` so the Go cache is shared),
-# the pause image (`gcc -static` of the source's build/pause/linux/pause.c, as the OCI archive
-# pause.oci.tar named k8s.gcr.io/pause:3.2, the 1.20 kubelet's default) and the test CSI node
-# plugin (tests/support/realnode/csi/main.go, built with the same Go against the source's vendored
-# CSI spec and kubelet plugin-registration API). Cached outside the clone in
-# ${HEADROOM_KUBE_CACHE:-~/.cache/headroom}/node-1.20.2; the source tree (shared with
-# scripts/kube-apiserver.sh through scripts/kube-source.sh, in kubernetes-1.20.2) is kept without
-# its build output so a changed plugin rebuilds in seconds. Installs containerd, runc, the CNI
-# plugins, iptables, ipset, conntrack and xfsprogs from Debian's packages when missing. Runs as
-# root (apt-get).
+# Builds what a real single-node cluster needs (tests/support/realnode), once per machine and
+# Kubernetes release, and prints the directory that holds it:
+# - kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and
+#   etcd of the release (scripts/kube-release.sh, from the Go module proxy), linked from its
+#   directory (the tests drive the node with the release's own kubectl: drain's evictions are
+#   policy/v1, and kustomize v5 reads the overlays);
+# - the pause image: `gcc -static` of build/pause/linux/pause.c of the release's k8s.io/kubernetes
+#   module, as the OCI archive pause.oci.tar named registry.k8s.io/pause:<TAG of its Makefile>;
+# - the test CSI node plugin (tests/support/realnode/csi: a Go module of its own, its go.mod and
+#   go.sum pin the CSI spec, gRPC and k8s.io/kubelet's plugin-registration API at the versions
+#   of $KUBE_NEWEST; the same plugin serves an older node: registration v1 and CSI 1.x are stable),
+#   named by the hash of its sources so an edited plugin is rebuilt, never stale.
+# The release is $KUBE_NEWEST of scripts/kube-versions.sh, or HEADROOM_KUBE_NODE_VERSION (e.g.
+# v1.34.4, $KUBE_OLDEST). Cached outside the clone in ${HEADROOM_KUBE_CACHE:-~/.cache/headroom}/
+# node-<version>, with the Go build and module caches of kube-release.sh. Measured here on 2
+# cores: the release itself 8-12 minutes (kube-release.sh: v1.34.4 in 8 min with a cold Go cache,
+# v1.37.2 in 12 min after it); then the plugin 20 s with cold module and build caches, the pause
+# image under a second, a whole run of this script on a built release 2-4 s. Installs
+# containerd (1.6), runc, the CNI plugins, iptables, ipset, conntrack and xfsprogs from Debian's
+# packages when missing (Kubernetes itself no longer comes from Debian's 1.20.2 source package:
+# scripts/kube-source.sh and scripts/kube-apiserver.sh are not used here). Runs as root (apt-get).
 set -euo pipefail
-version=1.20.2
+here="$(cd "$(dirname "$0")/.." && pwd)"
+. "$here/scripts/kube-versions.sh"
+version="${HEADROOM_KUBE_NODE_VERSION:-$KUBE_NEWEST}"
 cache="${HEADROOM_KUBE_CACHE:-$HOME/.cache/headroom}"
 dir="$cache/node-$version"
-here="$(cd "$(dirname "$0")/.." && pwd)"
-plugin_src="$here/tests/support/realnode/csi/main.go"
+csi="$here/tests/support/realnode/csi"
+export PATH="/usr/local/go/bin:$PATH" GOTOOLCHAIN=local
+export GOCACHE="$cache/go-build" GOMODCACHE="$cache/go-mod"
 log() { echo "kube-node.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-apt_install() {
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
 missing=()
 need() { compgen -G "$1" >/dev/null || missing+=("$2"); }
-need /usr/bin/etcd etcd-server
 need /usr/bin/containerd containerd
 need /usr/sbin/runc runc
 need /usr/lib/cni/bridge containernetworking-plugins
@@ -38,62 +45,47 @@ need /usr/sbin/xfs_growfs xfsprogs
 need /usr/sbin/mkfs.ext4 e2fsprogs
 need /usr/sbin/losetup mount
 need /usr/bin/openssl openssl
+need /usr/bin/curl curl
 need /usr/bin/gcc gcc
 need /usr/lib/x86_64-linux-gnu/libc.a libc6-dev
-need /usr/bin/go golang-go
-need /usr/bin/rsync rsync
-need /usr/bin/dpkg-source dpkg-dev
-need /usr/bin/make make
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]} from Debian's packages"
-  apt_install "${missing[@]}" ca-certificates
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" ca-certificates >/dev/null
 fi
 
+release="$("$here/scripts/kube-release.sh" "$version")" || die "cannot build Kubernetes $version"
 mkdir -p "$dir"
-# Before the tree was shared it lived here; a machine that has it gets the space back.
-rm -rf "$dir/src" "$dir/.go" "$dir/.gocache"
-. "$here/scripts/kube-source.sh"
-kube_source
-
-want=()
-for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do
-  [ -x "$dir/$b" ] || want+=("cmd/$b")
+for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd; do
+  ln -sfn "$release/$b" "$dir/$b"
 done
-if [ "${#want[@]}" -gt 0 ]; then
-  start=$(date +%s)
-  log "building ${want[*]} (about 12 minutes on 2 cores after kube-apiserver filled the Go cache)"
-  kube_make "$dir" "" "${want[@]}"
-  log "built ${want[*]} in $(( $(date +%s) - start ))s"
-fi
 
-if [ ! -x "$dir/pause" ]; then
-  gcc -Os -static -o "$dir/pause.tmp" "$src/build/pause/linux/pause.c" -DVERSION=3.4.1
-  mv "$dir/pause.tmp" "$dir/pause"
-fi
-if [ ! -f "$dir/pause.oci.tar" ]; then
+# The pause image, under the name and tag the release's build/pause/Makefile gives it.
+build_pause() {
+  local src tag
+  src="$GOMODCACHE/k8s.io/kubernetes@$version/build/pause"
+  [ -f "$src/linux/pause.c" ] || go mod download "k8s.io/kubernetes@$version"
+  tag=$(sed -n 's/^TAG ?= *//p' "$src/Makefile")
+  [ -n "$tag" ] || die "no TAG in $src/Makefile"
   rm -rf "$dir/pause-root"; mkdir -p "$dir/pause-root"
-  install -m 0755 "$dir/pause" "$dir/pause-root/pause"
-  "$here/scripts/oci-archive.sh" "$dir/pause-root" k8s.gcr.io/pause:3.2 "$dir/pause.oci.tar" \
-    '{"Entrypoint":["/pause"],"User":"65535:65535"}'
+  gcc -Os -static -o "$dir/pause-root/pause" "$src/linux/pause.c" -DVERSION="$tag"
+  "$here/scripts/oci-archive.sh" "$dir/pause-root" "registry.k8s.io/pause:$tag" \
+    "$dir/pause.oci.tar.tmp" '{"Entrypoint":["/pause"],"User":"65535:65535"}'
+  mv "$dir/pause.oci.tar.tmp" "$dir/pause.oci.tar"
   rm -rf "$dir/pause-root"
-fi
+}
+[ -f "$dir/pause.oci.tar" ] || build_pause
 
-# The plugin's binary is named by its source's hash: an edited plugin is rebuilt, never stale.
-if [ -f "$plugin_src" ]; then
-  sum=$(sha256sum "$plugin_src" | cut -c1-16)
-  plugin="$dir/headroom-csi-$sum"
-  if [ ! -x "$plugin" ]; then
-    pkg="$src/cmd/headroom-csi"
-    mkdir -p "$pkg" && cp "$plugin_src" "$pkg/main.go"
-    start=$(date +%s)
-    (cd "$GOPATH/src/k8s.io/kubernetes" \
-      && CGO_ENABLED=0 go build -o "$plugin.tmp" ./cmd/headroom-csi) || exit 1
-    mv "$plugin.tmp" "$plugin"
-    ln -sfn "$(basename "$plugin")" "$dir/headroom-csi"
-    log "built the CSI plugin in $(( $(date +%s) - start ))s"
-  fi
-  ln -sfn "$(basename "$plugin")" "$dir/headroom-csi"
+# The plugin's binary is named by its sources' hash: an edited plugin or go.mod is rebuilt.
+sum=$(cat "$csi/main.go" "$csi/go.mod" "$csi/go.sum" | sha256sum | cut -c1-16)
+plugin="$dir/headroom-csi-$sum"
+if [ ! -x "$plugin" ]; then
+  start=$(date +%s)
+  (cd "$csi" && CGO_ENABLED=0 go build -mod=readonly -trimpath -o "$plugin.tmp" .) \
+    || die "building the CSI plugin failed"
+  mv "$plugin.tmp" "$plugin"
+  log "built the CSI plugin in $(( $(date +%s) - start ))s"
 fi
-# The plugin's own dependencies rebuild in under a minute without the Go cache.
-kube_cache_done
+ln -sfn "$(basename "$plugin")" "$dir/headroom-csi"
 echo "$dir"

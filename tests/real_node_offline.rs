@@ -153,15 +153,15 @@ fn a_budget_allowing_no_disruption_blocks_the_eviction_and_is_reported_once() {
     offline_claim(node, ns, "data-db-0", &evicting(""));
     statefulset(node, ns, "db", "data-db-0", true, "");
     node.apply(&format!(
-        "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: db\n  namespace: {ns}\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels: {{app: db}}\n"
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: db\n  namespace: {ns}\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels: {{app: db}}\n"
     ));
-    // Ready, so that the budget counts it: on 1.20 an unready pod is evictable whatever it says.
+    // Ready, so that the budget counts it as healthy (an unready pod is not what this test is about).
     let uid = ready_pod(node, ns, "db", None, Duration::from_secs(120));
     wait_for_cmd(
         Duration::from_secs(60),
         "the disruption controller's status",
         || {
-            let s = node.get_json(&["-n", ns, "pdb.v1beta1.policy", "db"])["status"].clone();
+            let s = node.get_json(&["-n", ns, "pdb.v1.policy", "db"])["status"].clone();
             (s["currentHealthy"] == 1 && s["disruptionsAllowed"] == 0).then_some(())
         },
     );

@@ -69,3 +69,59 @@ pub fn tokens(node: &str) -> String {
          kubelet-token,system:node:{node},kubelet,\"system:nodes\"\n"
     )
 }
+
+/// What the kubelet reads from its config file (the flags for these are deprecated or gone).
+pub struct Kubelet<'a> {
+    pub address: &'a str,
+    pub pki: &'a Path,
+    pub runtime_sock: &'a Path,
+    pub flex_dir: &'a Path,
+    pub evict_below_mi: u64,
+}
+
+/// The kubelet's KubeletConfiguration. `failCgroupV1: false`: these machines mount cgroup v1
+/// (v2 only at /sys/fs/cgroup/unified, without controllers), which 1.35+ refuses by default.
+/// Eviction floors are absolute, not percentages: a CI host's large root disk can be 99 % used
+/// with gigabytes free, and a percentage then evicts every pod the tests start (stop 39's CI:
+/// DiskPressure at 2.7 GiB free of 252). The short transition period keeps a brief dip from
+/// holding the node under pressure for the default five minutes. containerd 1.6 lacks the CRI
+/// RuntimeConfig call, so the kubelet's own `cgroupDriver` is used (until 1.38).
+pub fn kubelet(k: &Kubelet) -> String {
+    let pki = |f: &str| k.pki.join(f).display().to_string();
+    let sock = format!("unix://{}", k.runtime_sock.display());
+    let evict = k.evict_below_mi;
+    format!(
+        r#"apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: "{address}"
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+  x509: {{clientCAFile: "{ca}"}}
+authorization: {{mode: Webhook}}
+tlsCertFile: "{crt}"
+tlsPrivateKeyFile: "{key}"
+containerRuntimeEndpoint: "{sock}"
+imageServiceEndpoint: "{sock}"
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+volumePluginDir: "{flex}"
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: {evict}Mi
+  imagefs.available: {evict}Mi
+evictionPressureTransitionPeriod: 30s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+"#,
+        address = k.address,
+        ca = pki("ca.crt"),
+        crt = pki("kubelet.crt"),
+        key = pki("kubelet.key"),
+        flex = k.flex_dir.display(),
+    )
+}

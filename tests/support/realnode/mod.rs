@@ -1,8 +1,10 @@
-//! A real single-node Kubernetes 1.20.2 for tests: etcd, kube-apiserver, kube-controller-manager,
-//! kube-scheduler, kube-proxy (iptables), containerd with a bridge CNI, a kubelet with webhook
-//! authentication and authorization, and the test CSI node plugin (`csi/main.go`). Binaries come
-//! from `scripts/kube-node.sh` (`HEADROOM_KUBE_NODE`, cached per machine), the API server from
-//! `scripts/kube-apiserver.sh`, headroom's image from `scripts/image.sh` (`HEADROOM_IMAGE`).
+//! A real single-node Kubernetes for tests (`KUBE_NEWEST` of scripts/kube-versions.sh, or
+//! `HEADROOM_KUBE_NODE_VERSION`): etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+//! kube-proxy (iptables), containerd with a bridge CNI, a kubelet with webhook authentication and
+//! authorization, and the test CSI node plugin (`csi/main.go`). The release's binaries, its
+//! kubectl, the plugin and the pause image come from `scripts/kube-node.sh`
+//! (`HEADROOM_KUBE_NODE`, cached per machine and release), headroom's image from
+//! `scripts/image.sh` (`HEADROOM_IMAGE`); containerd 1.6, runc and the CNI plugins are Debian's.
 //!
 //! The kubelet runs with `--root-dir=/var/lib/kubelet`, so the shipped DaemonSet needs no
 //! hostPath change; one node per machine at a time (a pid file in /run says whose). Every process
@@ -40,7 +42,8 @@ pub const SERVICE_IP: &str = "10.213.78.1";
 pub const API_PORT: u16 = 6443;
 pub const KUBELET_ROOT: &str = "/var/lib/kubelet";
 pub const DRIVER: &str = "headroom.test.csi";
-pub const PAUSE_IMAGE: &str = "k8s.gcr.io/pause:3.2";
+/// The name the harness gives the release's pause image (see `Node::tag_pause`).
+pub const PAUSE_IMAGE: &str = "headroom.test/pause:realnode";
 /// The name the test's kustomize overlay gives headroom's image (the archive is imported under
 /// it); the shipped manifests say `headroom:0.1.0`.
 pub const AGENT_IMAGE: &str = "headroom.test/headroom:realnode";
@@ -77,26 +80,38 @@ fn cache() -> Option<PathBuf> {
     )
 }
 
+/// The node's release: `HEADROOM_KUBE_NODE_VERSION` or `KUBE_NEWEST` of
+/// scripts/kube-versions.sh, as scripts/kube-node.sh picks it.
+fn node_version() -> Option<String> {
+    if let Ok(v) = std::env::var("HEADROOM_KUBE_NODE_VERSION") {
+        return Some(v);
+    }
+    let pins = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kube-versions.sh");
+    let text = std::fs::read_to_string(pins).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("KUBE_NEWEST="))
+        .map(|v| v.trim().to_owned())
+}
+
 /// The parts, or `None` (skip) when some are missing and CI is unset; with CI set a missing
 /// part fails the test.
 pub fn parts(test: &str) -> Option<Parts> {
     let node_dir = std::env::var_os("HEADROOM_KUBE_NODE")
         .map(PathBuf::from)
-        .or_else(|| Some(cache()?.join("node-1.20.2")))
-        .unwrap_or_default();
-    let kubectl = std::env::var_os("HEADROOM_KUBECTL")
-        .map(PathBuf::from)
-        .or_else(|| Some(cache()?.join("kubectl-1.20.2/usr/bin/kubectl")))
+        .or_else(|| Some(cache()?.join(format!("node-{}", node_version()?))))
         .unwrap_or_default();
     let image = std::env::var_os("HEADROOM_IMAGE")
         .map(PathBuf::from)
         .unwrap_or_default();
     let mut missing = Vec::new();
     for b in [
+        "etcd",
+        "kube-apiserver",
         "kubelet",
         "kube-controller-manager",
         "kube-scheduler",
         "kube-proxy",
+        "kubectl",
         "headroom-csi",
         "pause.oci.tar",
     ] {
@@ -104,16 +119,7 @@ pub fn parts(test: &str) -> Option<Parts> {
             missing.push(format!("{b} (scripts/kube-node.sh, HEADROOM_KUBE_NODE)"));
         }
     }
-    let apiserver = std::env::var_os("HEADROOM_KUBE_APISERVER")
-        .map(PathBuf::from)
-        .or_else(|| Some(cache()?.join("kube-apiserver-1.20.2")))
-        .unwrap_or_default();
     for (p, what) in [
-        (&apiserver, "kube-apiserver (scripts/kube-apiserver.sh)"),
-        (
-            &kubectl,
-            "kubectl 1.20.2 (scripts/kubectl.sh, HEADROOM_KUBECTL)",
-        ),
         (
             &image,
             "headroom's image archive (scripts/image.sh, HEADROOM_IMAGE)",
@@ -127,7 +133,6 @@ pub fn parts(test: &str) -> Option<Parts> {
             "CNI plugins (containernetworking-plugins)",
         ),
         (&PathBuf::from("/usr/sbin/xfs_growfs"), "xfsprogs"),
-        (&PathBuf::from("/usr/bin/etcd"), "etcd (etcd-server)"),
     ] {
         if !p.is_file() {
             missing.push(what.to_owned());
@@ -138,9 +143,9 @@ pub fn parts(test: &str) -> Option<Parts> {
     }
     if missing.is_empty() {
         return Some(Parts {
+            apiserver: node_dir.join("kube-apiserver"),
+            kubectl: node_dir.join("kubectl"),
             node_dir,
-            apiserver,
-            kubectl,
             image,
             pg_image: std::env::var_os("HEADROOM_PG_IMAGE")
                 .map(PathBuf::from)
@@ -238,6 +243,7 @@ impl Node {
         self.start_controllers();
         self.start_containerd();
         self.import(&self.parts.node_dir.join("pause.oci.tar"));
+        self.tag_pause();
         self.import(&self.parts.image.clone());
         self.tag_image(AGENT_IMAGE);
         if let Some(pg) = self.parts.pg_image.clone() {

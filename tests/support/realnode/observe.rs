@@ -73,39 +73,15 @@ pub fn reported_once(ip: &str, v: &Vol) -> Option<Value> {
         .cloned()
 }
 
-/// The agent's own service-account token, as the kubelet sees it.
+/// A token of service account `sa` (the agent's own, as the kubelet sees it), from the
+/// TokenRequest API: since 1.24 no Secret holds one.
 pub fn token_of(node: &Node, ns: &str, sa: &str) -> String {
-    let secret = wait_for_cmd(
+    let token = wait_for_cmd(
         Duration::from_secs(30),
         "the service account's token",
-        || {
-            let s = node.get_json(&["-n", ns, "serviceaccount", sa]);
-            s["secrets"][0]["name"].as_str().map(str::to_owned)
-        },
+        || node.kubectl(&["-n", ns, "create", "token", sa]).ok(),
     );
-    let data = node
-        .kubectl(&[
-            "-n",
-            ns,
-            "get",
-            "secret",
-            &secret,
-            "-o",
-            "jsonpath={.data.token}",
-        ])
-        .expect("token secret");
-    let out = std::process::Command::new("base64")
-        .arg("-d")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().expect("stdin").write_all(data.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("base64");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    token.trim().to_owned()
 }
 
 pub fn kubelet_get(node: &Node, token: &str, path: &str) -> (u16, String) {

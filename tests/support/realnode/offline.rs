@@ -16,8 +16,9 @@ use super::{Node, PAUSE_IMAGE, wait_for_cmd};
 pub const RESIZE_TIMEOUT: &str = "30s";
 
 /// The shipped manifests plus `overlays/offline-expansion/rbac.yaml` as it ships, and the agent's
-/// `HEADROOM_RESIZE_TIMEOUT` set to [`RESIZE_TIMEOUT`]. kubectl 1.20's kustomize (v2.0.3) cannot
-/// load the overlay's directory `resources`, so its one file is listed here instead.
+/// `HEADROOM_RESIZE_TIMEOUT` set to [`RESIZE_TIMEOUT`]. The overlay's one file is listed here
+/// rather than its directory: the test's overlay names `../daemonset` under `bases` (as the
+/// shipped daemonset/ names rbac/), which a second `resources` list would replace.
 pub fn install_offline(node: &Node) {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let rbac = std::fs::read_to_string(repo.join("overlays/offline-expansion/rbac.yaml"))

@@ -1,15 +1,16 @@
 //! The controller half of a CSI resize, as external-resizer does it for a driver whose
 //! ControllerExpandVolume grows the backing storage: for each bound claim of the test driver
 //! whose request exceeds its PV's capacity, after `delay`, grow the backing file, set the PV's
-//! `spec.capacity` and the claim's `FileSystemResizePending` condition. The kubelet then calls
-//! the plugin's NodeExpandVolume and sets the claim's `status.capacity`.
+//! `spec.capacity`, then the claim's `allocatedResources`, `allocatedResourceStatuses`
+//! (`NodeResizePending`) and `FileSystemResizePending` condition. The kubelet then calls the
+//! plugin's NodeExpandVolume and sets the claim's `status.capacity`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{API_PORT, DRIVER, NODE_IP, Node};
+use super::{DRIVER, Node};
 
 /// When the resizer saw a request and when it had done its part, per PV.
 #[derive(Clone, Debug, Default)]
@@ -159,44 +160,35 @@ fn expand(node: &Node, pv: &str, file: &str, ns: &str, claim: &str, want: u64) -
     {
         return false;
     }
-    let cond = serde_json::json!({"status": {"conditions": [{
-        "type": "FileSystemResizePending", "status": "True",
-        "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."
-    }]}});
-    status_patch(
-        node,
-        &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}/status"),
-        &cond,
-    )
+    // What external-resizer leaves on a claim whose driver grows the filesystem on the node:
+    // since KEP-1790 (GA in 1.34) the kubelet expands only a claim whose
+    // allocatedResourceStatuses say NodeResizePending (or InProgress), and the condition alone
+    // is no longer enough.
+    let status = serde_json::json!({"status": {
+        "allocatedResources": {"storage": want.to_string()},
+        "allocatedResourceStatuses": {"storage": "NodeResizePending"},
+        "conditions": [{
+            "type": "FileSystemResizePending", "status": "True",
+            "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."
+        }]
+    }});
+    status_patch(node, ns, claim, &status)
 }
 
-/// A merge patch of a status subresource (kubectl 1.20 has no `--subresource`). Not as "curl":
-/// kube-apiserver pretty-prints JSON for curl's user agent, and 1.20.2 built with Debian's Go
-/// 1.19 crashes doing so ("fatal error: fault" in reflect2's map iteration, the json-iterator
-/// sortKeys encoder: reflect2 before 1.0.2 does not work with Go 1.18's maps).
-pub fn status_patch(node: &Node, path: &str, body: &serde_json::Value) -> bool {
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sf",
-            "-o",
-            "/dev/null",
-            "-A",
-            "headroom-realnode-test",
-            "--cacert",
-        ])
-        .arg(node.pki().join("ca.crt"))
-        .args([
-            "-H",
-            "Authorization: Bearer admin-token",
-            "-H",
-            "Content-Type: application/merge-patch+json",
-            "-X",
-            "PATCH",
-            "--data",
-        ])
-        .arg(body.to_string())
-        .arg(format!("https://{NODE_IP}:{API_PORT}{path}"))
-        .status();
-    out.is_ok_and(|s| s.success())
+/// A merge patch of a claim's status subresource.
+pub fn status_patch(node: &Node, ns: &str, claim: &str, body: &serde_json::Value) -> bool {
+    let body = body.to_string();
+    node.kubectl(&[
+        "patch",
+        "pvc",
+        claim,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &body,
+    ])
+    .is_ok()
 }

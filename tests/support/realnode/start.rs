@@ -9,7 +9,7 @@ use super::*;
 
 impl Node {
     pub(super) fn start_etcd(&self) {
-        let mut cmd = Command::new("/usr/bin/etcd");
+        let mut cmd = Command::new(self.parts.bin("etcd"));
         cmd.arg("--name=realnode")
             .arg(format!("--data-dir={}", self.dir.join("etcd").display()))
             .arg("--listen-client-urls=http://127.0.0.1:23790")
@@ -17,19 +17,17 @@ impl Node {
             .arg("--listen-peer-urls=http://127.0.0.1:23800")
             .arg("--initial-advertise-peer-urls=http://127.0.0.1:23800")
             .arg("--initial-cluster=realnode=http://127.0.0.1:23800")
-            .arg("--log-level=error")
-            .arg("--logger=zap");
+            .arg("--log-level=error");
         self.spawn("etcd", cmd);
     }
 
     pub(super) fn start_apiserver(&self) {
         let p = |f: &str| self.pki().join(f).display().to_string();
-        let mut cmd = Command::new(&self.parts.apiserver);
+        let mut cmd = Command::new(self.parts.bin("kube-apiserver"));
         cmd.arg("--etcd-servers=http://127.0.0.1:23790")
             .arg(format!("--bind-address={NODE_IP}"))
             .arg(format!("--advertise-address={NODE_IP}"))
             .arg(format!("--secure-port={API_PORT}"))
-            .arg("--insecure-port=0")
             .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
             .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
             .arg(format!("--client-ca-file={}", p("ca.crt")))
@@ -80,7 +78,6 @@ impl Node {
                 "--flex-volume-plugin-dir={}",
                 self.dir.join("flex").display()
             ))
-            .arg("--port=0")
             .arg("--secure-port=0")
             .arg("--node-monitor-grace-period=40s");
         self.spawn("kube-controller-manager", kcm);
@@ -91,7 +88,6 @@ impl Node {
                 self.kubeconfig("scheduler").display()
             ))
             .arg("--leader-elect=false")
-            .arg("--port=0")
             .arg("--secure-port=0");
         self.spawn("kube-scheduler", sched);
         let mut proxy = Command::new(self.parts.bin("kube-proxy"));
@@ -151,11 +147,25 @@ impl Node {
 
     /// Gives headroom's imported image another name (e.g. a new tag for a rolling update).
     pub fn tag_image(&self, name: &str) {
+        self.tag_imported(
+            |l| l.contains("headroom:") && !l.starts_with("headroom.test/"),
+            name,
+        );
+    }
+
+    /// Names the imported pause image as containerd's `sandbox_image` and the test pods say:
+    /// its archive carries the release's own name (`registry.k8s.io/pause:<tag>`), which
+    /// changes with the release.
+    pub(super) fn tag_pause(&self) {
+        self.tag_imported(|l| l.starts_with("registry.k8s.io/pause:"), PAUSE_IMAGE);
+    }
+
+    fn tag_imported(&self, is_source: impl Fn(&str) -> bool, name: &str) {
         let listed = self.ctr(&["images", "ls", "-q"]).unwrap_or_default();
         let source = listed
             .lines()
-            .find(|l| l.contains("headroom:") && !l.starts_with("headroom.test/"))
-            .unwrap_or_else(|| panic!("headroom's image is not imported: {listed}"))
+            .find(|l| is_source(l))
+            .unwrap_or_else(|| panic!("no imported image to name {name}: {listed}"))
             .to_owned();
         let _ = self.ctr(&["images", "rm", name]);
         assert!(
@@ -175,51 +185,38 @@ impl Node {
     }
 
     pub fn start_kubelet(&self) {
-        let p = |f: &str| self.pki().join(f).display().to_string();
-        let sock = format!("unix://{}", self.containerd_sock().display());
+        let conf = self.dir.join("kubelet.yaml");
+        let text = config::kubelet(&config::Kubelet {
+            address: NODE_IP,
+            pki: &self.pki(),
+            runtime_sock: &self.containerd_sock(),
+            flex_dir: &self.dir.join("flex"),
+            evict_below_mi: EVICT_BELOW_MI,
+        });
+        std::fs::write(&conf, text).expect("kubelet config");
         let mut cmd = Command::new(self.parts.bin("kubelet"));
-        cmd.arg(format!(
-            "--kubeconfig={}",
-            self.kubeconfig("kubelet").display()
-        ))
-        .arg(format!("--root-dir={KUBELET_ROOT}"))
-        .arg(format!("--hostname-override={NODE}"))
-        .arg(format!("--node-ip={NODE_IP}"))
-        .arg(format!("--address={NODE_IP}"))
-        .arg("--container-runtime=remote")
-        .arg(format!("--container-runtime-endpoint={sock}"))
-        .arg(format!("--image-service-endpoint={sock}"))
-        .arg(format!("--pod-infra-container-image={PAUSE_IMAGE}"))
-        .arg("--cgroup-driver=cgroupfs")
-        .arg("--fail-swap-on=false")
-        .arg("--anonymous-auth=false")
-        .arg("--authentication-token-webhook=true")
-        .arg("--authorization-mode=Webhook")
-        .arg(format!("--client-ca-file={}", p("ca.crt")))
-        .arg(format!("--tls-cert-file={}", p("kubelet.crt")))
-        .arg(format!("--tls-private-key-file={}", p("kubelet.key")))
-        .arg(format!(
-            "--cert-dir={}",
-            self.dir.join("kubelet-pki").display()
-        ))
-        .arg("--read-only-port=0")
-        .arg("--healthz-port=0")
-        .arg(format!(
-            "--volume-plugin-dir={}",
-            self.dir.join("flex").display()
-        ))
-        // Absolute floors, not percentages: a CI host's large root disk can be 99 % used with
-        // gigabytes free, and a percentage then evicts every pod the tests start (stop 39's CI:
-        // DiskPressure at 2.7 GiB free of 252). The short transition period keeps a brief dip
-        // from holding the node under pressure for the default five minutes.
-        .arg(format!(
-            "--eviction-hard=memory.available<100Mi,nodefs.available<{EVICT_BELOW_MI}Mi,imagefs.available<{EVICT_BELOW_MI}Mi"
-        ))
-        .arg("--eviction-pressure-transition-period=30s")
-        .arg("--image-gc-high-threshold=100")
-        .arg("--image-gc-low-threshold=99")
-        .arg("--serialize-image-pulls=false")
-        .arg("--v=1");
+        cmd.arg(format!("--config={}", conf.display()))
+            .arg(format!(
+                "--kubeconfig={}",
+                self.kubeconfig("kubelet").display()
+            ))
+            .arg(format!("--root-dir={KUBELET_ROOT}"))
+            .arg(format!("--hostname-override={NODE}"))
+            .arg(format!("--node-ip={NODE_IP}"))
+            .arg(format!(
+                "--cert-dir={}",
+                self.dir.join("kubelet-pki").display()
+            ))
+            .arg("--v=1");
         self.spawn("kubelet", cmd);
+        // Serving on :10250 means it has its runtime: the 1.37 kubelet exits when containerd does
+        // not answer as it starts (a restart test restarted containerd right after it), and the
+        // node's Ready condition stays the old kubelet's for up to --node-monitor-grace-period.
+        let serving = || super::observe::kubelet_get(self, "admin-token", "/healthz").0 == 200;
+        wait_for_cmd(
+            Duration::from_secs(90),
+            "the kubelet serving :10250",
+            || serving().then_some(()),
+        );
     }
 }

@@ -13,17 +13,19 @@
 // grows the filesystem to its device (the backing file as the controller half left it) before
 // the pod sees it, and records the device's size then; NodeExpandVolume on a volume whose device
 // has grown since refuses with FailedPrecondition, and answers with the size when there is
-// nothing left to grow. That is what the kubelet of 1.20 needs of such a driver: without
+// nothing left to grow. That is what the kubelet (1.20 as 1.37) needs of such a driver: without
 // STAGE_UNSTAGE it calls NodeExpandVolume only on a published volume, both from its periodic pod
-// sync while the pod runs (operation_generator.go, GenerateExpandInUseVolumeFunc) and right after
-// NodePublish when it mounts the volume again (GenerateMountVolumeFunc). A FailedPrecondition
-// marks the volume "in use" for expansion (MarkForInUseExpansionError: not retried while it stays
-// mounted, the claim keeps FileSystemResizePending); the answer after the next publish lets it
-// set the claim's status.capacity and clear the condition (MarkFSResizeFinished). A real driver
-// would read the mode from its StorageClass parameters, which its provisioner copies into the
-// volume attributes; the request of NodeExpandVolume carries no attributes, so the mode and the
-// size are kept in <state-dir>/<volume id>.offline from the publish on.
-// Built by scripts/kube-node.sh with the Go and vendored CSI spec of Kubernetes 1.20.2.
+// sync while the pod runs and right after NodePublish when it mounts the volume again. A
+// FailedPrecondition marks the volume "in use" for expansion (MarkForInUseExpansionError: not
+// retried while it stays mounted; since KEP-1790 the claim also gets a NodeResizeError condition
+// and keeps allocatedResourceStatuses NodeResizeInProgress, pkg/volume/util/operationexecutor/
+// node_expander.go); the answer after the next publish lets it set the claim's status.capacity
+// and clear the resize state. A real driver would read the mode from its StorageClass
+// parameters, which its provisioner copies into the volume attributes; the request of
+// NodeExpandVolume carries no attributes, so the mode and the size are kept in
+// <state-dir>/<volume id>.offline from the publish on.
+// Built by scripts/kube-node.sh as a module of its own (go.mod here: the CSI spec, gRPC and
+// k8s.io/kubelet's plugin-registration API at the versions Kubernetes 1.37.2 requires).
 package main
 
 import (
@@ -58,6 +60,8 @@ var (
 type plugin struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
+	// grpc-go's generated servers require the embedding (forward compatibility); 1.20's did not.
+	registration.UnimplementedRegistrationServer
 	endpoint string
 }
 
