@@ -132,6 +132,7 @@ pub fn notice_for(report: &VolumeReport) -> Option<Notice> {
         BlockReason::OwnerReverted => owner_notice(report, "OwnerReverted"),
         BlockReason::OwnerInvalid => owner_notice(report, "OwnerInvalid"),
         BlockReason::QuotaExhausted => Notice::warning("QuotaExhausted", quota_note(report)),
+        BlockReason::PoolExhausted => Notice::warning("PoolExhausted", pool_note(report)),
         BlockReason::WalSlotRetention => Notice::warning(
             "ResizeBlocked",
             format!("growth needed but blocked: {reason}{}", slot_over_limit(report)),
@@ -234,6 +235,33 @@ fn quota_note(report: &VolumeReport) -> String {
         l.resource,
         used,
         quantity::format(l.hard_bytes),
+    )
+}
+
+/// The pool that blocks: its class, segment and source, its free bytes and the increase the grow
+/// needed (a step, which moves only with the claim's size, so the Event is said once per pool
+/// state).
+fn pool_note(report: &VolumeReport) -> String {
+    let needed = report.decision.notes.iter().find_map(|n| match n {
+        Note::PoolShort { needed, room } => Some((*needed, *room)),
+        _ => None,
+    });
+    let Some(p) = &report.pool else {
+        return "growth needed but the storage pool has too little free: no step that would do fits"
+            .to_string();
+    };
+    let max = p.max_volume_bytes.map_or_else(String::new, |m| {
+        format!(", largest volume {}", quantity::format(m))
+    });
+    let (needed, room) = needed.unwrap_or_default();
+    format!(
+        "pool_exhausted: growth needed but the storage pool of StorageClass {} in segment {} ({}) has {} free{max}: the grow needs {}, the pool gives {} after poolReserve; no step that would do fits, not sent",
+        p.class,
+        p.segment,
+        p.source,
+        quantity::format(p.free_bytes),
+        quantity::format(needed),
+        quantity::format(room),
     )
 }
 

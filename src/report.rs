@@ -91,6 +91,9 @@ pub struct VolumeReport {
     /// The namespace's tightest ResourceQuota line on this claim, when one limits it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::decide::quota::QuotaView>,
+    /// The storage pool the claim is carved from, when its driver publishes one for this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<crate::decide::pool::PoolView>,
     /// The logical volume whose budget and history the claim shares, when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logical: Option<crate::decide::logical::LogicalView>,

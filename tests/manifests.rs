@@ -88,6 +88,15 @@ const NEEDS: &[Need] = &[
         file: "src/agent/world.rs",
         evidence: &["Api::<StorageClass>::all", REFLECTOR],
     },
+    // The pool's free space: one paged list per decision that would send a grow, no watch.
+    Need {
+        scope: "cluster",
+        group: "storage.k8s.io",
+        resource: "csistoragecapacities",
+        verbs: &["list"],
+        file: "src/agent/work/pool.rs",
+        evidence: &["Api<CSIStorageCapacity> = Api::all", "api.list(&params)"],
+    },
     // csi-addons' trim schedule on the claim's Namespace and its driver's CSIDriver.
     Need {
         scope: "cluster",
@@ -298,6 +307,7 @@ const TYPES: &[(&str, &str)] = &[
     ("StorageClass", "storageclasses"),
     ("Namespace", "namespaces"),
     ("CSIDriver", "csidrivers"),
+    ("CSIStorageCapacity", "csistoragecapacities"),
     ("ConfigMap", "configmaps"),
     // events.k8s.io/v1 Event created under a name of its own (src/events.rs, publish_named),
     // named apart from kube-runtime's Event.

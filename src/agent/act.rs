@@ -426,10 +426,15 @@ impl Actor<'_> {
                     .measurement
                     .map(|m| format!(" at {:.1}% used", m.used_percent()))
                     .unwrap_or_default();
-                // A step cut to fit the namespace's quota says so: the next one may be blocked.
+                // A step cut to fit the namespace's quota or the storage pool says so: the next
+                // one may be blocked.
                 let cut = report.decision.notes.iter().find_map(|n| match n {
                     crate::decide::Note::QuotaReduced { wanted, .. } => Some(format!(
                         " (cut from {} to fit the namespace's ResourceQuota)",
+                        quantity::format(*wanted)
+                    )),
+                    crate::decide::Note::PoolReduced { wanted, .. } => Some(format!(
+                        " (cut from {} to fit the storage pool)",
                         quantity::format(*wanted)
                     )),
                     _ => None,

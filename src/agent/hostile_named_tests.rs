@@ -257,6 +257,8 @@ fn a_panic_is_contained_to_its_claim() {
         watching_since: jiff::Timestamp::UNIX_EPOCH,
         eviction_refused: None,
         owner: None,
+        node_object: None,
+        pool: &crate::resolve::pool::PoolRead::NotRead,
         volume: &vol,
         pod: &pod,
         pvc: &p,

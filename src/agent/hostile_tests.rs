@@ -352,6 +352,8 @@ fn run(w: &World, metrics: &Metrics) -> Evaluation {
         watching_since: jiff::Timestamp::UNIX_EPOCH,
         eviction_refused: None,
         owner: None,
+        node_object: None,
+        pool: &crate::resolve::pool::PoolRead::NotRead,
         volume: &vol,
         pod: &pod,
         pvc: &p,

@@ -171,6 +171,7 @@ impl Scanner {
             central: Arc::new(central),
             creds: Arc::new(creds),
             draining: node_draining(world.node().as_deref()),
+            node: world.node(),
             now,
         };
         let mut started = Vec::new();
@@ -421,5 +422,6 @@ struct Common {
     central: Arc<CentralPolicy>,
     creds: Arc<Credentials>,
     draining: bool,
+    node: Option<Arc<k8s_openapi::api::core::v1::Node>>,
     now: Timestamp,
 }

@@ -22,8 +22,11 @@ use crate::events::Events;
 use crate::http::AdminState;
 use crate::policy::merge::CentralPolicy;
 use crate::probe::{self, Volume};
+use crate::resolve::pool::PoolRead;
 use crate::resolve::trigger::Trigger;
 use crate::resolve::{Evaluation, Subject, inflight, prepare};
+
+mod pool;
 
 /// A conflicting writer (another agent on an RWX claim, an old pod during a move) gets at most
 /// this many fresh reads and decisions per scan.
@@ -85,6 +88,7 @@ impl Work {
         let mut wal: Option<WalHealth> = None;
         let mut attempt = 0;
         let mut owner = self.owner_awaited(ctx, &pvc).await;
+        let mut pool = PoolRead::NotRead;
         loop {
             let claim_refs: Vec<&PersistentVolumeClaim> = ctx
                 .claims
@@ -117,8 +121,18 @@ impl Work {
                 watching_since: self.started,
                 eviction_refused: self.eviction_refused(&key, &pvc),
                 owner: owner.as_ref(),
+                node_object: ctx.node.as_deref(),
+                pool: &pool,
             };
             let eval = self.evaluate(ctx, &subject, &mut wal, now).await;
+            // A grow that would be sent is decided again with the class's published capacity
+            // read (once): the pool may not hold it.
+            if matches!(pool, PoolRead::NotRead)
+                && let Some(driver) = pool::wanted(&eval, ctx.class.as_deref())
+            {
+                pool = pool::read(&self.client, driver, self.cfg.api_timeout).await;
+                continue;
+            }
             // A grow through the owner is decided again with the owner read (once): it may
             // have been lowered under what headroom set, or be unreadable.
             if owner.is_none()
@@ -300,6 +314,9 @@ pub(super) struct VolumeCtx {
     pub(super) central: Arc<CentralPolicy>,
     pub(super) creds: Arc<Credentials>,
     pub(super) draining: bool,
+    /// This node as its watch holds it (labels and annotations: the pool's segment and
+    /// TopoLVM's free bytes).
+    pub(super) node: Option<Arc<k8s_openapi::api::core::v1::Node>>,
     pub(super) group_size: Option<u64>,
     /// The claim's logical volume and its other members, from the namespace's claim watch.
     pub(super) logical: Option<crate::k8s::logical::Peers>,

@@ -57,10 +57,14 @@ pub enum BlockReason {
     OwnerReverted,
     /// The owning cluster could not be read, or has an unexpected shape: no action.
     OwnerInvalid,
+    /// The storage pool the volume is carved from (its node's volume group, as
+    /// `CSIStorageCapacity` or TopoLVM's node annotation says) has too little free for a step
+    /// that would still do: the storage would refuse the resize.
+    PoolExhausted,
 }
 
 impl BlockReason {
-    pub const ALL: [BlockReason; 27] = [
+    pub const ALL: [BlockReason; 28] = [
         BlockReason::AtLimit,
         BlockReason::BudgetExhausted,
         BlockReason::OutsideWindow,
@@ -88,6 +92,7 @@ impl BlockReason {
         BlockReason::AwaitingOwner,
         BlockReason::OwnerReverted,
         BlockReason::OwnerInvalid,
+        BlockReason::PoolExhausted,
     ];
 
     /// The reason `as_str` names (a status annotation's `blockedReason`).
@@ -124,6 +129,7 @@ impl BlockReason {
             BlockReason::AwaitingOwner => "awaiting_owner",
             BlockReason::OwnerReverted => "owner_reverted",
             BlockReason::OwnerInvalid => "owner_invalid",
+            BlockReason::PoolExhausted => "pool_exhausted",
         }
     }
 }
@@ -317,6 +323,18 @@ pub enum Note {
         wanted: u64,
         to: u64,
     },
+    /// The step was cut to what the storage pool can still give.
+    PoolReduced {
+        wanted: u64,
+        to: u64,
+    },
+    /// No step that would do fits in the storage pool: `needed` is the increase the policy's
+    /// step asks (before widening for the fill rate), `room` what the pool (less the reserve)
+    /// still gives.
+    PoolShort {
+        needed: u64,
+        room: u64,
+    },
     /// The instance restores a base backup: sized to its group's size (`source`, its source's)
     /// while below it, else (outside a group too) grown by its step; its fill rate is the
     /// copy's and not extrapolated.
@@ -382,6 +400,18 @@ impl std::fmt::Display for Note {
                 "step reduced from {} to {} to fit the namespace's ResourceQuota",
                 human(*wanted),
                 human(*to)
+            ),
+            Note::PoolReduced { wanted, to } => write!(
+                f,
+                "step reduced from {} to {} to fit the storage pool",
+                human(*wanted),
+                human(*to)
+            ),
+            Note::PoolShort { needed, room } => write!(
+                f,
+                "the grow needs {} from the storage pool, which gives {}",
+                human(*needed),
+                human(*room)
             ),
             Note::KubeletNumbersStale => f.write_str(
                 "statfs could not measure the volume; the kubelet's numbers predate headroom's last resize",

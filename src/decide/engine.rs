@@ -11,7 +11,7 @@ use super::decision::{BlockReason, Decision, Note, State, Verdict};
 use super::inputs::{GrowKind, Inputs, PolicyInput, ResizeState};
 use super::lines::Lines;
 use super::logical::{budget_history, follow, joining};
-use super::{deadline, gates, interval, predictive, quota, wal};
+use super::{deadline, gates, interval, pool, predictive, quota, wal};
 use crate::policy::{Mode, Policy, Step};
 use crate::quantity::{GI, round_size};
 
@@ -204,8 +204,51 @@ fn no_action(inputs: &Inputs, state: State) -> Verdict {
     Verdict::NoAction { state }
 }
 
+/// The grow, cut to what the storage pool gives (less `poolReserve`) when a smaller step
+/// still does; blocked when none does (the storage would refuse the resize).
+fn within_pool(
+    inputs: &Inputs,
+    policy: &Policy,
+    (to, kind): (u64, GrowKind),
+    decision: &mut Decision,
+) -> Verdict {
+    let current = inputs.claim.current_bytes();
+    let Some(ceiling) = inputs
+        .facts
+        .pool
+        .map(|room| pool::ceiling(room, current, policy.pool_reserve))
+        .filter(|c| to > *c)
+    else {
+        return Verdict::Grow { to, kind };
+    };
+    let floor = quota_floor(inputs, policy, kind);
+    match floor.and_then(|f| quota::fit(current, f, ceiling)) {
+        Some(fitted) => {
+            decision.notes.push(Note::PoolReduced {
+                wanted: to,
+                to: fitted,
+            });
+            Verdict::Grow { to: fitted, kind }
+        }
+        None => {
+            // The policy's step, not one widened for the fill rate: the Event names it, and it
+            // moves only with the claim's size.
+            let step = match policy.mode {
+                Mode::Threshold => to.min(current.saturating_add(policy.threshold_step(current))),
+                Mode::Convergent => to,
+            };
+            decision.notes.push(Note::PoolShort {
+                needed: step.saturating_sub(current),
+                room: ceiling.saturating_sub(current),
+            });
+            blocked(BlockReason::PoolExhausted)
+        }
+    }
+}
+
 /// The grow, cut to what the namespace's quotas leave when a smaller step still does; blocked
-/// when none does (the API server would refuse the write with 403).
+/// when none does (the API server would refuse the write with 403). Then the storage pool's
+/// bound.
 fn within_quota(
     inputs: &Inputs,
     policy: &Policy,
@@ -213,7 +256,7 @@ fn within_quota(
     decision: &mut Decision,
 ) -> Verdict {
     let Some(ceiling) = inputs.facts.quota_ceiling.filter(|c| to > *c) else {
-        return Verdict::Grow { to, kind };
+        return within_pool(inputs, policy, (to, kind), decision);
     };
     let floor = quota_floor(inputs, policy, kind);
     match floor.and_then(|f| quota::fit(inputs.claim.current_bytes(), f, ceiling)) {
@@ -222,7 +265,7 @@ fn within_quota(
                 wanted: to,
                 to: fitted,
             });
-            Verdict::Grow { to: fitted, kind }
+            within_pool(inputs, policy, (fitted, kind), decision)
         }
         None => blocked(BlockReason::QuotaExhausted),
     }

@@ -390,6 +390,9 @@ pub struct VolumeFacts {
     /// The largest request the namespace's ResourceQuotas admit for this claim (see
     /// [`super::quota::ceiling`]); `None` when no quota limits it.
     pub quota_ceiling: Option<u64>,
+    /// What the storage pool the volume is carved from can still give (see [`super::pool`]);
+    /// `None` when its driver publishes nothing for this node.
+    pub pool: Option<super::pool::PoolRoom>,
     /// The pod's role, its peers and past refusals, for a restart that finishes a resize.
     pub restart: super::restart_facts::RestartFacts,
     /// What the owning cluster showed that stops growth (`resizeThrough: owner`), when it was

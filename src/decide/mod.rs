@@ -11,6 +11,7 @@ pub mod interval;
 pub mod lines;
 pub mod logical;
 pub mod lsn;
+pub mod pool;
 pub mod predictive;
 pub mod quota;
 pub mod rate;
@@ -42,6 +43,8 @@ mod held_tests;
 mod interval_tests;
 #[cfg(test)]
 mod planned_tests;
+#[cfg(test)]
+mod pool_tests;
 #[cfg(test)]
 mod predictive_tests;
 #[cfg(test)]

@@ -108,6 +108,7 @@ prop_compose! {
             },
             fallback: None,
             floor_on_claim,
+            pool_reserve: crate::policy::PoolReserve::Bytes(0),
         }
     }
 }
@@ -155,7 +156,10 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
         prop::bool::weighted(0.05),
         proptest::option::weighted(0.2, (1u64..2048).prop_map(|g| g * GI)),
         prop::bool::weighted(0.05),
-        proptest::option::weighted(0.2, (0u64..8192).prop_map(|m| m * GI / 4)),
+        (
+            proptest::option::weighted(0.2, (0u64..8192).prop_map(|m| m * GI / 4)),
+            proptest::option::weighted(0.2, (0u64..8192, proptest::option::of(1u64..2048))),
+        ),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.05),
     )
@@ -170,7 +174,7 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                 unmeasured,
                 group_size,
                 capacity_unknown,
-                quota_ceiling,
+                (quota_ceiling, pool),
                 restoring,
                 attributes_changing,
             )| {
@@ -190,6 +194,10 @@ pub(super) fn facts() -> impl Strategy<Value = VolumeFacts> {
                     group_size,
                     capacity_unknown,
                     quota_ceiling,
+                    pool: pool.map(|(free, max)| super::pool::PoolRoom {
+                        free_bytes: free * GI / 4,
+                        max_volume_bytes: max.map(|m| m * GI),
+                    }),
                     restoring,
                     restart: Default::default(),
                     owner: None,
@@ -328,6 +336,10 @@ pub(super) fn check_one(p: &Policy, i: &Inputs, d: &Decision) -> Result<(), Test
     prop_assert!(!i.facts.capacity_unknown, "grew a claim of unknown size");
     if let Some(ceiling) = i.facts.quota_ceiling {
         prop_assert!(to <= ceiling, "over quota: {to} > {ceiling}");
+    }
+    if let Some(room) = i.facts.pool {
+        let ceiling = super::pool::ceiling(room, current, p.pool_reserve);
+        prop_assert!(to <= ceiling, "past the pool: {to} > {ceiling}");
     }
     prop_assert_eq!(&i.claim.resize, &ResizeState::Idle);
     prop_assert!(!wal_unsafe(p, &i.facts, i.wal), "grew while WAL-unsafe");

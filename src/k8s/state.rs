@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::{KubeError, pvc_name};
 use crate::decide::logical::LogicalView;
+use crate::decide::pool::PoolView;
 use crate::decide::quota::QuotaView;
 use crate::decide::recommend::{ApprovalNote, Recommendation};
 use crate::decide::{
@@ -107,6 +108,9 @@ pub struct StatusAnnotation {
     /// The namespace's tightest ResourceQuota line on the claim and what it leaves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaView>,
+    /// The storage pool the claim is carved from, as last read, when its driver publishes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<crate::decide::pool::PoolView>,
     /// The logical volume whose budget and history the claim shares: members, size, the
     /// distinct actions of the day, and members that cannot follow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -356,6 +360,7 @@ impl StatusAnnotation {
             conditions: conditions(d, state),
             fallback: d.fallback.map(FallbackNote::from),
             quota: report.quota.clone(),
+            pool: report.pool.clone(),
             logical_volume: report.logical.clone(),
             wal: report.wal.as_ref().and_then(WalNote::of),
             full_in_seconds: d.seconds_to_full.and_then(deadline::bucket),
@@ -378,6 +383,7 @@ impl StatusAnnotation {
         };
         let target = target_moved(self.target_size_bytes, other.target_size_bytes);
         let quota = quota_moved(self.quota.as_ref(), other.quota.as_ref());
+        let pool = pool_moved(self.pool.as_ref(), other.pool.as_ref());
         let wal = self.wal.as_ref().map(WalNote::key) != other.wal.as_ref().map(WalNote::key);
         let mut a = self.clone();
         a.wal.clone_from(&other.wal);
@@ -386,7 +392,8 @@ impl StatusAnnotation {
         a.node = other.node.clone();
         a.target_size_bytes = other.target_size_bytes;
         a.quota = other.quota.clone();
-        used_moved || target || quota || wal || a != *other
+        a.pool = other.pool.clone();
+        used_moved || target || quota || pool || wal || a != *other
     }
 }
 
@@ -405,6 +412,26 @@ fn quota_moved(a: Option<&QuotaView>, b: Option<&QuotaView>) -> bool {
         )
     };
     a.map(key) != b.map(key)
+}
+
+/// A pool change worth a write: another pool, or its free space moving by a tenth or more (or
+/// to or from nothing). Every claim carved from a node's pool shares it, and each grow would
+/// otherwise rewrite the status of all of them (the metric has the live number).
+fn pool_moved(a: Option<&PoolView>, b: Option<&PoolView>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let key = |p: &PoolView| (p.class.clone(), p.segment.clone(), p.source.clone());
+            let (lo, hi) = (
+                a.free_bytes.min(b.free_bytes) as f64,
+                a.free_bytes.max(b.free_bytes) as f64,
+            );
+            key(a) != key(b)
+                || a.max_volume_bytes != b.max_volume_bytes
+                || (lo == 0.0) != (hi == 0.0)
+                || hi - lo >= hi / 10.0
+        }
+        (a, b) => a.is_some() != b.is_some(),
+    }
 }
 
 /// The status annotation; `None` when absent, an error naming the claim when corrupt.

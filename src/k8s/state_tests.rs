@@ -276,6 +276,7 @@ fn report(verdict: Verdict, measurement: Option<Measurement>) -> VolumeReport {
         last_action: None,
         fill_rate: None,
         quota: None,
+        pool: None,
         enforced: None,
         evaluated_at: now(),
     }

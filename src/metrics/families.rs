@@ -265,7 +265,14 @@ pub(super) const RECOMMENDED: Family<0> = Family {
     extra: [],
 };
 
-pub(super) const FAMILIES: [Meta; 33] = [
+pub(super) const POOL_FREE: Family<2> = Family {
+    index: 33,
+    name: "headroom_volume_pool_free_bytes",
+    help: "Bytes free in the storage pool the claim is carved from, as last read (its class's CSIStorageCapacity for this node's segment, read for a decision that would grow, or TopoLVM's node annotation), before poolReserve; absent when the driver publishes nothing for this node.",
+    extra: ["segment", "source"],
+};
+
+pub(super) const FAMILIES: [Meta; 34] = [
     INFO.meta(),
     CAPACITY.meta(),
     USED.meta(),
@@ -299,4 +306,5 @@ pub(super) const FAMILIES: [Meta; 33] = [
     SECONDS_TO_LIMIT.meta(),
     RESTART.meta(),
     RECOMMENDED.meta(),
+    POOL_FREE.meta(),
 ];

@@ -58,6 +58,7 @@ pub(crate) fn report(pvc: &str, used: Option<u64>) -> VolumeReport {
         last_action: None,
         fill_rate: None,
         quota: None,
+        pool: None,
         enforced: None,
         evaluated_at: Timestamp::from_second(1_700_000_000).expect("time"),
     }

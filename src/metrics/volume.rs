@@ -121,6 +121,10 @@ impl ScanSeries {
             let labels = [q.line.quota.clone().into(), q.line.resource.clone().into()];
             self.put(&QUOTA_LEFT, labels, q.left_bytes as f64);
         }
+        if let Some(p) = &r.pool {
+            let labels = [p.segment.clone().into(), p.source.clone().into()];
+            self.put(&POOL_FREE, labels, p.free_bytes as f64);
+        }
         let size = r.claim.current_bytes();
         if let Some(limit) = r.limit_bytes {
             self.put(&LIMIT, [], limit as f64);

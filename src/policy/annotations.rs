@@ -104,6 +104,7 @@ mod tests {
             node_expansion: r(),
             enforcement: r(),
             resize_through: r(),
+            pool_reserve: r(),
             trigger: TriggerSpec {
                 predictive: r(),
                 resize_lead_time: r(),

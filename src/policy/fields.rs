@@ -38,6 +38,7 @@ pub const FIELDS: &[Field] = &[
     f("nodeExpansion", "headroom.dev/node-expansion"),
     f("enforcement", "headroom.dev/enforcement"),
     f("resizeThrough", "headroom.dev/resize-through"),
+    f("poolReserve", "headroom.dev/pool-reserve"),
     f("trigger.predictive", "headroom.dev/trigger-predictive"),
     f(
         "trigger.resizeLeadTime",
@@ -181,6 +182,10 @@ pub fn default_text(path: &str) -> Option<String> {
         "nodeExpansion" => "online".to_string(),
         "enforcement" => "act".to_string(),
         "resizeThrough" => "claim".to_string(),
+        "poolReserve" => match POOL_RESERVE {
+            super::PoolReserve::Bytes(b) => q(b),
+            super::PoolReserve::Percent(p) => format!("{p}%"),
+        },
         "trigger.predictive" => PREDICTIVE.to_string(),
         "trigger.resizeLeadTime" => RESIZE_LEAD_TIME.to_string(),
         "trigger.margin" => PREDICTIVE_MARGIN.to_string(),

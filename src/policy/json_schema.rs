@@ -48,7 +48,7 @@ fn kind(path: &str) -> Option<Kind> {
         "nodeExpansion" => Enum(&["online", "offline"]),
         "enforcement" => Enum(&["act", "recommend", "approve"]),
         "resizeThrough" => Enum(&["claim", "owner"]),
-        "minAvailable" => Floor,
+        "minAvailable" | "poolReserve" => Floor,
         "limit"
         | "minStep"
         | "maxStep"

@@ -150,6 +150,28 @@ pub enum MinAvailable {
     Percent(f64),
 }
 
+/// `poolReserve`: what a grow leaves free in the storage pool it is carved from (the node's
+/// volume group as `CSIStorageCapacity` or TopoLVM's node annotation publishes it).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PoolReserve {
+    /// A size; 0 leaves nothing aside.
+    Bytes(u64),
+    /// A percent of what the pool has free: the pool never publishes its total, only its room.
+    Percent(f64),
+}
+
+impl PoolReserve {
+    /// The bytes kept aside of a pool with `free` bytes free.
+    pub fn bytes(self, free: u64) -> u64 {
+        match self {
+            PoolReserve::Bytes(b) => b,
+            // 0 < p < 100, so the product is within u64.
+            PoolReserve::Percent(p) => (free as f64 * p / 100.0).ceil() as u64,
+        }
+    }
+}
+
 impl MinAvailable {
     pub const OFF: MinAvailable = MinAvailable::Bytes(0);
 
@@ -310,6 +332,8 @@ pub struct Policy {
     /// step until it does. A floor inherited from the StorageClass or the ConfigMap is written
     /// for claims of every size, so there it is not applied until the claim is larger.
     pub floor_on_claim: bool,
+    /// Kept free in the storage pool the volume is carved from (see [`PoolReserve`]).
+    pub pool_reserve: PoolReserve,
 }
 
 /// Defaults, in one place; docs/policy.md's table documents the same values.
@@ -361,6 +385,9 @@ pub mod defaults {
     pub const RECLAIM_ENABLED: bool = false;
     pub const RECLAIM_SCHEDULE: &str = "@weekly";
     pub const RECLAIM_TIMEZONE: &str = "UTC";
+    /// The pool's published free space is what the storage admits: nothing is kept aside
+    /// unless written.
+    pub const POOL_RESERVE: PoolReserve = PoolReserve::Bytes(0);
 }
 
 impl Policy {
@@ -412,6 +439,7 @@ impl Policy {
             },
             fallback: None,
             floor_on_claim: false,
+            pool_reserve: POOL_RESERVE,
         }
     }
 

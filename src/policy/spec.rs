@@ -141,6 +141,8 @@ pub struct PolicySpec {
     #[serde(skip_serializing_if = "none")]
     pub enforcement: Option<Raw>,
     pub resize_through: Option<Raw>,
+    #[serde(skip_serializing_if = "none")]
+    pub pool_reserve: Option<Raw>,
     #[serde(skip_serializing_if = "TriggerSpec::is_empty")]
     pub trigger: TriggerSpec,
     #[serde(skip_serializing_if = "WindowSpec::is_empty")]
@@ -206,6 +208,7 @@ macro_rules! slot {
             "nodeExpansion" => Some($($r)+ $s.node_expansion),
             "enforcement" => Some($($r)+ $s.enforcement),
             "resizeThrough" => Some($($r)+ $s.resize_through),
+            "poolReserve" => Some($($r)+ $s.pool_reserve),
             "trigger.predictive" => Some($($r)+ $s.trigger.predictive),
             "trigger.resizeLeadTime" => Some($($r)+ $s.trigger.resize_lead_time),
             "trigger.margin" => Some($($r)+ $s.trigger.margin),

@@ -111,6 +111,9 @@ fn space(c: &mut Checker<'_>, p: &mut Policy) {
     p.max_actions_per_day = c.count("maxActionsPerDay", 10, MAX_ACTIONS_PER_DAY);
     p.request = c.value("request", size);
     p.target_buffer = c.percent("targetBuffer", 5, 50, TARGET_BUFFER);
+    p.pool_reserve = c
+        .value("poolReserve", value::pool_reserve)
+        .unwrap_or(POOL_RESERVE);
 }
 
 /// When a grow may happen: ahead of the fill, the storage's own interval, the window.

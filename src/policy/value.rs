@@ -2,8 +2,8 @@
 //! the caller adds the field name. YAML and annotation values go through the same functions.
 
 use super::{
-    Enforcement, LogicalVolume, MinAvailable, Mode, NodeExpansion, OfflineExpansion, ResizeThrough,
-    Step,
+    Enforcement, LogicalVolume, MinAvailable, Mode, NodeExpansion, OfflineExpansion, PoolReserve,
+    ResizeThrough, Step,
 };
 use crate::quantity::{self, QuantityError};
 
@@ -132,6 +132,20 @@ pub fn min_available(text: &str) -> Result<MinAvailable, String> {
         ));
     }
     Ok(MinAvailable::Percent(p))
+}
+
+/// `poolReserve`: a size, or a percent of the pool's free space (above 0, below 100).
+pub fn pool_reserve(text: &str) -> Result<PoolReserve, String> {
+    let t = text.trim();
+    if t.strip_suffix('%').is_none() {
+        return size(t).map(PoolReserve::Bytes);
+    }
+    match min_available(t) {
+        Ok(MinAvailable::Percent(p)) => Ok(PoolReserve::Percent(p)),
+        _ => Err(format!(
+            "'{t}' is not a percent above 0% and below 100% of the pool's free space; write e.g. 10% or a size like 5Gi (0 keeps nothing aside)"
+        )),
+    }
 }
 
 fn quantity_message(e: &QuantityError) -> String {

@@ -56,6 +56,7 @@ pub fn internal_error(s: &Subject, message: String, now: Timestamp) -> Evaluatio
         last_action: None,
         fill_rate: None,
         quota: None,
+        pool: None,
         logical: None,
         enforced: None,
         evaluated_at: now,

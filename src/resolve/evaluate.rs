@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod, ResourceQuota};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::KubeletVolume;
 use super::inflight::{self, Seen};
 use super::logical::{self, Shared};
+use crate::decide::pool::PoolView;
 use crate::decide::quota::{self, QuotaView};
 use crate::decide::rate::FillRate;
 use crate::decide::restart::Refusal;
@@ -63,6 +64,12 @@ pub struct Subject<'a> {
     /// The owning cluster as the shell read it for this decision (`resizeThrough: owner`: read
     /// only for a grow it would write, and while its operator has yet to apply one).
     pub owner: Option<&'a crate::k8s::owner::Seen>,
+    /// This node as its watch holds it: its labels select a pool's segment, its annotations
+    /// carry TopoLVM's free bytes.
+    pub node_object: Option<&'a Node>,
+    /// The class's `CSIStorageCapacity` objects, when the shell read them for this decision
+    /// (only for one that would grow).
+    pub pool: &'a super::pool::PoolRead,
 }
 
 #[derive(Debug)]
@@ -166,6 +173,7 @@ pub struct Prepared {
     /// The largest request the namespace's quotas admit, and what the status shows of them.
     quota_ceiling: Option<u64>,
     quota: Option<QuotaView>,
+    pool: Option<PoolView>,
     shared: Option<Shared>,
     /// The data directory holds `backup_label`, as the shell read it on a data volume whose WAL
     /// health is not gathered (its WAL has a volume of its own).
@@ -255,6 +263,9 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         (VolumeRole::Other, false, None)
     });
     let (quota_ceiling, quota) = quota_of(s, &mut errors);
+    let mut pool_warnings = Vec::new();
+    let read = (s.node_object, s.pool);
+    let pool = super::pool::resolve(s.storage_class, read, &mut errors, &mut pool_warnings);
     let ctx = Context {
         current_size: Some(claim.current_bytes()).filter(|b| *b > 0),
         wal_has_own_volume: (role == VolumeRole::Data).then_some(!wal_on_data),
@@ -274,6 +285,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
     validation
         .warnings
         .extend(ignored.map(|h| h.finding(state::HISTORY, budget::CLOCK_SKEW)));
+    validation.warnings.extend(pool_warnings);
     Prepared {
         policy: validation.policy.filter(|_| errors.is_empty()),
         // Opt-in: a policy that does not say `enabled: true` is off, and its other problems are
@@ -297,6 +309,7 @@ pub fn prepare(s: &Subject, now: Timestamp) -> Prepared {
         errors,
         quota_ceiling,
         quota,
+        pool,
         shared,
         restoring: false,
     }
@@ -341,6 +354,7 @@ impl Prepared {
                 None => s.group_size,
             },
             quota_ceiling: self.quota_ceiling,
+            pool: self.pool.as_ref().map(PoolView::room),
             restart: super::restart::facts(s.pod, s.logical, s.eviction_refused, now),
             owner: None,
         }
@@ -454,6 +468,7 @@ impl Prepared {
             last_action: self.history.iter().max_by_key(|a| a.at).cloned(),
             fill_rate: self.fill_rate,
             quota: self.quota,
+            pool: self.pool,
             logical,
             enforced,
             evaluated_at: now,

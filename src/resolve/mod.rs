@@ -10,7 +10,11 @@ pub mod inflight;
 pub mod logical;
 pub mod owner;
 pub mod pending;
+pub mod pool;
+#[cfg(test)]
+mod pool_tests;
 pub mod restart;
+pub mod selector;
 pub mod trigger;
 
 use std::collections::BTreeMap;

@@ -106,6 +106,7 @@ pub fn pg_data(ns: &str, pvc: &str) -> VolumeReport {
         last_action: None,
         fill_rate: None,
         quota: None,
+        pool: None,
         enforced: None,
         evaluated_at: at("2025-03-01T10:00:00Z"),
     }

@@ -137,6 +137,7 @@ impl<'v> Claim<'v> {
             central: common.central.clone(),
             creds: common.creds.clone(),
             draining: common.draining,
+            node: common.node.clone(),
         }
     }
 }
