@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::fleet::{Fleet, cpu_seconds, rss, sum};
+use support::fleet::{Fleet, claim_watch_events, cpu_seconds, open_watches, rss, sum};
 use support::kube::cluster::{CNPG_GROUP_POLICY, POLICY};
 use support::kube::server::{self, Server};
 use support::node::{MI, fill, wait_for};
@@ -81,12 +81,8 @@ fn sample(f: &Fleet) -> ServerSample {
         requests: sum(&text, "apiserver_request_total", &[]),
         lists: sum(&text, "apiserver_request_total", &["verb=\"LIST\""]),
         list_bytes: sum(&text, "apiserver_response_sizes_sum", &["verb=\"LIST\""]),
-        watchers: sum(&text, "apiserver_registered_watchers", &[]),
-        pvc_events: sum(
-            &text,
-            "apiserver_watch_events_total",
-            &["kind=\"PersistentVolumeClaim\""],
-        ),
+        watchers: open_watches(&text, false),
+        pvc_events: claim_watch_events(&text),
     }
 }
 

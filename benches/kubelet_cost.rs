@@ -24,7 +24,7 @@ mod realnode;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use support::fleet::sum;
+use support::fleet::{open_watches, sum};
 use support::node::{Agent, AgentOpts, wait_for};
 
 struct Window {
@@ -47,7 +47,7 @@ fn window(node: &realnode::Node, secs: Duration) -> Window {
     let delta = |name: &str| sum(&m1, name, &[]) - sum(&m0, name, &[]);
     Window {
         cpu_percent: delta("process_cpu_seconds_total") / span * 100.0,
-        watchers: sum(&m1, "apiserver_registered_watchers", &[]),
+        watchers: open_watches(&m1, false),
         requests_per_second: delta("apiserver_request_total") / span,
     }
 }

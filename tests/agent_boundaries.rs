@@ -85,11 +85,12 @@ fn postgres_claim(
     mount
 }
 
-/// Requests other than reads that concern claim `name` (patches, Events naming it, anything).
+/// Requests other than reads that concern claim `name` (patches, Events naming it, anything),
+/// answered or not: from the proxy's arrivals, where a request is before the server sees it.
 fn writes_about(c: &Cluster, name: &str) -> Vec<String> {
     let needle = format!("\"{name}\"");
     c.proxy
-        .requests()
+        .arrivals()
         .into_iter()
         .filter(|r| r.method != "GET")
         .filter(|r| {

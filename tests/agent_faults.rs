@@ -57,6 +57,8 @@ fn api_failures_slowness_and_dropped_watches_then_one_resize() {
     wait_for(Duration::from_secs(40), "the resize after recovery", || {
         (capacity_of(&c.get("data")) == 80 * MI).then_some(())
     });
+    // The server has the PATCH before the proxy logs it: the one counted below, waited for.
+    c.wait_resize_patches("data", 1);
     std::thread::sleep(Duration::from_secs(2));
     alive(&mut agent, "after recovery");
     let pvc = c.get("data");
@@ -90,11 +92,17 @@ fn a_config_key_event_whose_create_failed_is_created_at_a_later_scan() {
     wait_for(Duration::from_secs(20), "the Event, created again", || {
         (said() == 1).then_some(())
     });
+    // The Event exists on the server a moment before the proxy logs its create: wait for that.
+    let event_post = |r: &support::kube::proxy::RequestRecord| {
+        r.method == "POST" && r.path.contains("/namespaces/headroom/events")
+    };
     let posts: Vec<u16> = c
         .proxy
-        .requests()
+        .wait_requests(Duration::from_secs(10), "the Event's create", |log| {
+            log.iter().any(|r| event_post(r) && r.status == 201)
+        })
         .into_iter()
-        .filter(|r| r.method == "POST" && r.path.contains("/namespaces/headroom/events"))
+        .filter(event_post)
         .map(|r| r.status)
         .collect();
     assert_eq!(posts.first(), Some(&500), "{posts:?}");

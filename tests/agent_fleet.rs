@@ -129,6 +129,7 @@ fn sigterm_during_a_patch_lets_it_finish_and_exits_zero() {
     let pvc = c.get("data");
     assert_eq!(request_of(&pvc), 80 * MI, "the patch in flight completed");
     assert_eq!(kinds(&pvc), ["Grow"]);
+    c.wait_resize_patches("data", 1);
     assert_eq!(c.resize_patches("data"), 1);
 }
 

@@ -77,6 +77,8 @@ fn capacity_set_before_the_filesystem_grows_is_one_grow() {
     wait_for(WAIT, "the first grow", || {
         (request_of(&c.get("data")) == 80 * MI).then_some(())
     });
+    // The server has the PATCH before the proxy logs it: the one counted below, waited for.
+    c.wait_resize_patches("data", 1);
     // The controller reports the new capacity at once; the node has not expanded the filesystem.
     c.patch_status::<PersistentVolumeClaim>(
         "data",
@@ -103,6 +105,7 @@ fn capacity_set_before_the_filesystem_grows_is_one_grow() {
     wait_for(WAIT, "the second grow", || {
         (request_of(&c.get("data")) == 96 * MI).then_some(())
     });
+    c.wait_resize_patches("data", 2);
     assert_eq!(c.resize_patches("data"), 2);
 }
 
@@ -151,11 +154,16 @@ fn a_landing_whose_write_meets_a_conflict_is_written_at_once() {
             .iter()
             .find_map(|e| e.get("landed")?.as_str()?.parse::<jiff::Timestamp>().ok())
     });
+    let refused_landing = |r: &support::kube::proxy::RequestRecord| {
+        r.method == "PATCH" && r.path == path && r.status == 409
+    };
     let refused: Vec<_> = c
         .proxy
-        .requests()
+        .wait_requests(WAIT, "the refused landing write", |log| {
+            log.iter().any(refused_landing)
+        })
         .into_iter()
-        .filter(|r| r.method == "PATCH" && r.path == path && r.status == 409)
+        .filter(refused_landing)
         .collect();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert!(
@@ -171,6 +179,7 @@ fn a_landing_whose_write_meets_a_conflict_is_written_at_once() {
         (0.0..5.0).contains(&after),
         "landed {after} s after the remount"
     );
+    c.wait_resize_patches("data", 1);
     assert_eq!(c.resize_patches("data"), 1);
 }
 
@@ -212,5 +221,6 @@ fn nothing_is_written_between_the_filesystem_growing_and_the_kubelets_status_wri
         landed >= written,
         "stamped at {landed}, before the status showed it at {written}"
     );
+    c.wait_resize_patches("data", 1);
     assert_eq!(c.resize_patches("data"), 1);
 }

@@ -4,8 +4,8 @@
 //! claim of a driver without an interval, filled the same way beside it, is grown twice. EBS's
 //! rule since January 2026 is a budget, four per rolling 24 h: with three grows in its history a
 //! claim is grown a fourth time an hour after the third, with four it is not grown again until
-//! the oldest leaves the window. The real API server (1.20) behind the fault proxy, whose request
-//! log counts the PATCHes.
+//! the oldest leaves the window. The real API server (1.34 or newer) behind the fault proxy, whose
+//! request log counts the PATCHes.
 
 mod support {
     pub mod cluster;
@@ -22,7 +22,6 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::json;
 use support::cluster::{Cluster, available, status_field};
-use support::kube::v1_34::Attributes;
 use support::node::{MI, capacity_of, fill, wait_for};
 
 /// Small steps so that the first grow leaves room for a second one below the limit: a step of
@@ -87,6 +86,8 @@ fn a_hyperdisk_claim_is_never_sent_a_second_resize_inside_four_hours() {
             })
         })
         .collect();
+    // The server has a PATCH before the proxy logs it: the one counted here, waited for.
+    c.wait_resize_patches("hd", 1);
     assert_eq!(c.resize_patches("hd"), 1);
 
     // Past the emergency line of the new sizes (97 %): the claim of a driver without an
@@ -128,9 +129,10 @@ fn a_hyperdisk_claim_is_never_sent_a_second_resize_inside_four_hours() {
 /// KEP-3751 (GA in 1.34): a claim whose VolumeAttributesClass is changing is being modified by
 /// its storage, which counts that as the same kind of modification as a resize and refuses
 /// another until it lands. Past its line (and its emergency line) it is not resized, with the
-/// reason said; once the change has landed it is. The class fields come from the proxy's 1.34
-/// mock; the change landing is a status write on the real server (the condition the resizer
-/// clears), whose watch event carries the mock's new fields.
+/// reason said; once the change has landed it is. The class fields are the real server's: the
+/// claim asks for `gold` in its spec, and the test writes the status as the external-resizer
+/// does while the modification is in flight (`modifyVolumeStatus`, `ModifyingVolume`) and when it
+/// lands (`currentVolumeAttributesClassName`, neither of those).
 #[test]
 fn a_claim_whose_attributes_class_is_changing_is_resized_once_it_lands() {
     if !available(
@@ -143,20 +145,15 @@ fn a_claim_whose_attributes_class_is_changing_is_resized_once_it_lands() {
     let fast = c.fast.clone();
     let vac = c.claim("vac", &fast, 64, POLICY);
     let ns = c.ns.clone();
-    let gold = || Some("gold".to_string());
-    c.proxy.v1_34().volume_attributes(
-        &ns,
+    c.kube.patch_claim(
         "vac",
-        Attributes {
-            wanted: gold(),
-            current: Some("silver".into()),
-            modify_status: Some(
-                json!({ "status": "InProgress", "targetVolumeAttributesClassName": "gold" }),
-            ),
-        },
+        json!({ "spec": { "volumeAttributesClassName": "gold" } }),
     );
-    let modifying =
-        json!({ "status": { "conditions": [{ "type": "ModifyingVolume", "status": "True" }] } });
+    let modifying = json!({ "status": {
+        "currentVolumeAttributesClassName": "silver",
+        "modifyVolumeStatus": { "status": "InProgress", "targetVolumeAttributesClassName": "gold" },
+        "conditions": [{ "type": "ModifyingVolume", "status": "True" }],
+    } });
     c.patch_status_in::<PersistentVolumeClaim>(&ns, "vac", modifying);
     let _csi = c.csi(&[("vac", vac.clone())], 300);
     let _agent = c.agent("2s");
@@ -180,25 +177,21 @@ fn a_claim_whose_attributes_class_is_changing_is_resized_once_it_lands() {
         "{events:?}"
     );
 
-    // The change lands: the class is current, no modification in flight; the resizer clears
-    // its condition (a write the agent's watch sees).
-    c.proxy.v1_34().volume_attributes(
-        &ns,
-        "vac",
-        Attributes {
-            wanted: gold(),
-            current: gold(),
-            modify_status: None,
-        },
-    );
+    // The change lands: the class is current, no modification in flight, the resizer's
+    // condition cleared (a merge patch's null removes the field).
     c.patch_status_in::<PersistentVolumeClaim>(
         &ns,
         "vac",
-        json!({ "status": { "conditions": [] } }),
+        json!({ "status": {
+            "currentVolumeAttributesClassName": "gold",
+            "modifyVolumeStatus": null,
+            "conditions": [],
+        } }),
     );
     wait_for(Duration::from_secs(30), "the grow", || {
         (capacity_of(&c.get("vac")) > 64 * MI).then_some(())
     });
+    c.wait_resize_patches("vac", 1);
     assert_eq!(c.resize_patches("vac"), 1);
 }
 

@@ -50,15 +50,21 @@ fn fill_past_threshold(mount: &std::path::Path) {
     fill(mount, (512 * MI * 85 / 100).saturating_sub(used_bytes));
 }
 
-/// `/volumes` once a scan is on it. A scan writes each claim's status, then its Events, then
-/// publishes the report: on the real server those writes take a moment, and a test that saw the
-/// status may ask before the report is there.
+/// `/volumes` once a scan is on it with the claim's WAL facts. A scan writes each claim's
+/// status, then its Events, then publishes the report: on the real server those writes take a
+/// moment, and a test that saw the status may ask before the report is there. On a loaded
+/// machine a volume's work can also outlast its scan (500 ms here), which then publishes the
+/// volume's last report, or none, and the one the status came from at a later scan.
 fn scanned_volumes(port: u16) -> String {
-    wait_for(Duration::from_secs(10), "a scan on /volumes", || {
-        let (_, body) = get(port, "/volumes")?;
-        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        (!v["scanned_at"].is_null()).then_some(body)
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "a scan on /volumes with WAL facts",
+        || {
+            let (_, body) = get(port, "/volumes")?;
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            (!v["scanned_at"].is_null() && !v["volumes"][0]["wal"].is_null()).then_some(body)
+        },
+    )
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! KEP-1790 recovery end to end: an infeasible request is lowered once, to the largest step the
 //! claim's history shows worked; a cluster that refuses lowering is asked once, not every scan.
-//! The real API server (1.20) behind the fault proxy, whose scripted 1.34 mock
-//! (tests/support/kube/v1_34.rs) reports `allocatedResourceStatuses` and, with KEP-1790 on,
-//! allows the lowering; with it off, 1.20 refuses the lowering itself.
+//! The real API server (1.34 or newer: `allocatedResourceStatuses` written by the test as the
+//! resizer writes it, and the lowering judged by the server's own KEP-1790 rule) behind the fault
+//! proxy; a server without KEP-1790 (1.31 and older) is the proxy's one scripted refusal
+//! (tests/support/kube/before_1790.rs), since no tested release can be made to give it.
 
 mod support {
     pub mod cluster;
@@ -16,7 +17,6 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use support::cluster::{Cluster, available, history, status_field};
-use support::kube::v1_34::Features;
 use support::node::{MI, request_of, wait_for};
 
 const GI_HISTORY: &str = r#"[{"at":"2026-01-01T00:00:00Z","kind":"Grow","from":50331648,"to":67108864,"node":"n"},{"at":"2026-01-01T01:00:00Z","kind":"Grow","from":67108864,"to":134217728,"node":"n"}]"#;
@@ -24,9 +24,11 @@ const GI_HISTORY: &str = r#"[{"at":"2026-01-01T00:00:00Z","kind":"Grow","from":5
 /// A 64Mi claim whose last resize, to 128Mi, the storage system refused.
 fn infeasible_claim(recover: bool) -> Cluster {
     let mut c = Cluster::new();
-    c.proxy.v1_34().set_features(Features {
-        recover_from_expansion_failure: recover,
-    });
+    if !recover {
+        c.proxy
+            .before_1790()
+            .refuse_lowering(&c.ns, "data", 128 * MI);
+    }
     c.pvc(
         "data",
         &c.fast,
@@ -91,6 +93,8 @@ fn infeasible_request_is_lowered_once_to_a_step_that_worked() {
         (Some("Retry"), Some(128 * MI), Some(80 * MI))
     );
     // Still reported infeasible (the mock storage does nothing): no second retry, no growth.
+    // The server has the retry's PATCH before the proxy logs it: waited for, then no second.
+    c.wait_resize_patches("data", 1);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(c.resize_patches("data"), 1);
     assert_eq!(

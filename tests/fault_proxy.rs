@@ -1,8 +1,8 @@
 //! The fault proxy (tests/support/kube/proxy.rs) in front of the real API server: it passes
 //! requests through untouched and logs them, answers scripted faults instead (N failures of one
 //! verb and path, 409 storms on PATCH, every request failing), stalls requests, and ends open
-//! watches on demand; its 1.34 mock adds `allocatedResourceStatuses` and KEP-1790's lowering
-//! rule, which the 1.20 server itself refuses.
+//! watches on demand. KEP-1790 is the real server's (1.34 and newer); the proxy scripts only the
+//! older servers' refusal of any lowered request.
 
 mod support {
     pub mod cluster;
@@ -23,7 +23,6 @@ use serde_json::json;
 use support::cluster::{Cluster, available};
 use support::kube::block;
 use support::kube::server::ADMIN_TOKEN;
-use support::kube::v1_34::Features;
 use support::node::{MI, request_of};
 
 /// An admin client through the proxy, without kube's own retries of 5xx answers.
@@ -144,8 +143,11 @@ fn dropped_watches_end_cleanly() {
 }
 
 #[test]
-fn the_1_34_mock_and_the_1_20_rule_underneath() {
-    if !available("the_1_34_mock_and_the_1_20_rule_underneath", &[]) {
+fn kep_1790_on_the_real_server_and_the_scripted_refusal_before_it() {
+    if !available(
+        "kep_1790_on_the_real_server_and_the_scripted_refusal_before_it",
+        &[],
+    ) {
         return;
     }
     let infeasible = |p: &mut PersistentVolumeClaim| {
@@ -168,8 +170,17 @@ fn the_1_34_mock_and_the_1_20_rule_underneath() {
             .and_then(|s| s.allocated_resource_statuses.clone())
             .and_then(|a| a.get("storage").cloned())
     };
+    let refused = |r: Result<u64, kube::Error>, says: &str| {
+        let e = r.expect_err("refused");
+        let kube::Error::Api(s) = e else {
+            panic!("{e}")
+        };
+        assert_eq!(s.code, 422);
+        assert!(s.message.contains(says), "{}", s.message);
+    };
 
-    // 1.20 itself (no KEP-1790): the request above capacity is stored; lowering is refused.
+    // The real server: the statuses stored and shown to GET, LIST and WATCH through the proxy;
+    // a request lowered while above capacity, not to it.
     let c = Cluster::new();
     c.pvc("data", &c.fast, 64, &[], infeasible);
     let (client, _kc) = through(&c);
@@ -185,27 +196,6 @@ fn the_1_34_mock_and_the_1_20_rule_underneath() {
         allocated(&listed.items[0]).as_deref(),
         Some("ControllerResizeInfeasible")
     );
-    let refused = grow(&api, "data", "80Mi").expect_err("1.20 lowers nothing");
-    let kube::Error::Api(s) = refused else {
-        panic!("{refused}")
-    };
-    assert_eq!(s.code, 422);
-    assert!(
-        s.message
-            .contains("field can not be less than previous value"),
-        "{}",
-        s.message
-    );
-
-    // 1.34: lowered while above capacity, not to it; the server holds the lowered request.
-    let c = Cluster::new();
-    c.proxy.v1_34().set_features(Features {
-        recover_from_expansion_failure: true,
-    });
-    c.pvc("data", &c.fast, 64, &[], infeasible);
-    let (client, _kc) = through(&c);
-    let api = claims(&c, &client);
-    assert_eq!(request_of(&block(api.get("data")).expect("get")), 128 * MI);
     let watched = block(async {
         let mut w = api
             .watch(&WatchParams::default().timeout(10), "0")
@@ -221,25 +211,27 @@ fn the_1_34_mock_and_the_1_20_rule_underneath() {
         }
     });
     assert_eq!(request_of(&watched), 128 * MI);
-    assert_eq!(
-        allocated(&watched).as_deref(),
-        Some("ControllerResizeInfeasible")
-    );
-    let refused = grow(&api, "data", "64Mi").expect_err("not to capacity");
-    let kube::Error::Api(s) = refused else {
-        panic!("{refused}")
-    };
-    assert_eq!(s.code, 422);
-    assert!(
-        s.message
-            .contains("field can not be less than status.capacity"),
-        "{}",
-        s.message
-    );
+    refused(grow(&api, "data", "64Mi"), "status.capacity");
     assert_eq!(grow(&api, "data", "80Mi").expect("lowered"), 80 * MI);
-    assert_eq!(request_of(&c.kube.get("data")), 80 * MI);
-    assert_eq!(
-        allocated(&c.get("data")).as_deref(),
-        Some("ControllerResizeInfeasible")
+    assert_eq!(request_of(&c.get("data")), 80 * MI);
+
+    // A server before KEP-1790, scripted: no lowering at all, growth passed through, and the
+    // grown request is the new floor.
+    let c = Cluster::new();
+    c.pvc("data", &c.fast, 64, &[], infeasible);
+    c.proxy
+        .before_1790()
+        .refuse_lowering(&c.ns, "data", 128 * MI);
+    let (client, _kc) = through(&c);
+    let api = claims(&c, &client);
+    refused(
+        grow(&api, "data", "80Mi"),
+        "field can not be less than previous value",
     );
+    assert_eq!(grow(&api, "data", "160Mi").expect("grown"), 160 * MI);
+    refused(
+        grow(&api, "data", "144Mi"),
+        "field can not be less than previous value",
+    );
+    assert_eq!(request_of(&c.get("data")), 160 * MI);
 }

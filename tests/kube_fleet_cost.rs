@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::fleet::{Fleet, sum};
+use support::fleet::{Fleet, claim_watch_events, open_watches};
 use support::kube::cluster::POLICY;
 use support::kube::server::{self, AGENT_USER, Server};
 use support::node::{MI, fill, wait_for};
@@ -112,11 +112,7 @@ fn assert_watches(f: &Fleet) {
 /// Claim events per agent, and the API server's count of PVC events sent to watchers.
 fn events(f: &Fleet) -> (Vec<f64>, f64) {
     let agents = (0..NODES).map(|i| f.claim_events(i)).collect();
-    let server = sum(
-        &f.server_metrics(),
-        "apiserver_watch_events_total",
-        &["kind=\"PersistentVolumeClaim\""],
-    );
+    let server = claim_watch_events(&f.server_metrics());
     (agents, server)
 }
 
@@ -180,11 +176,7 @@ fn a_nodes_watches_and_events_follow_its_own_claims() {
     // Let the first statuses' own echoes arrive before counting.
     std::thread::sleep(Duration::from_secs(3));
     assert_watches(&f);
-    let registered = sum(
-        &f.server_metrics(),
-        "apiserver_registered_watchers",
-        &["kind=\"PersistentVolumeClaim\""],
-    );
+    let registered = open_watches(&f.server_metrics(), true);
     assert_eq!(
         registered, 7.0,
         "PVC watchers on the server for 1,000 claims"

@@ -1,5 +1,5 @@
-//! A pvc-autoresizer user switches in one step (issue 16), on a real kube-apiserver 1.20: headroom
-//! installed exactly as README says (`kubectl apply -k daemonset/` with kubectl 1.20.2, the shipped
+//! A pvc-autoresizer user switches in one step (issue 16), on a real kube-apiserver: headroom
+//! installed exactly as README says (`kubectl apply -k daemonset/` with the release's kubectl, the shipped
 //! ConfigMap in effect), claims and StorageClasses annotated only for topolvm/pvc-autoresizer, and
 //! every claim ends at the size pvc-autoresizer's documented rules give: grow by `increase` when
 //! free space is under `threshold` (defaults 10 %), up to `storage_limit`, new sizes rounded up to
@@ -32,17 +32,16 @@ use support::node::{MI, fill, request_of, wait_for};
 
 const GI: u64 = 1024 * MI;
 
-/// kubectl 1.20.2 from Debian's kubernetes-client (scripts/kubectl.sh), or None to skip.
+/// The kubectl of the release the API server is (scripts/kube-release.sh builds it beside the
+/// server), or None to skip.
 fn kubectl(test: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("HEADROOM_KUBECTL")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            Some(Path::new(&home).join(".cache/headroom/kubectl-1.20.2/usr/bin/kubectl"))
-        })
+    let found = server::release()
+        .ok()
+        .map(|r| r.dir.join("kubectl"))
         .filter(|p| p.is_file());
     if found.is_none() {
-        let why = "kubectl 1.20.2 is missing (run scripts/kubectl.sh, or ./scripts/test.sh)";
+        let why =
+            "the release's kubectl is missing (run scripts/kube-release.sh, or ./scripts/test.sh)";
         assert!(std::env::var_os("CI").is_none(), "{test}: {why}");
         eprintln!("skipping {test}: {why}");
     }

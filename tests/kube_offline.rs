@@ -1,6 +1,6 @@
-//! Offline expansion (`offlineExpansion: evict`) against the real kube-apiserver 1.20 + etcd:
-//! the agent runs as its service account with `rbac/` and `overlays/offline-expansion/`, and the
-//! server's own Eviction API (policy/v1beta1 there) answers, PodDisruptionBudgets included. The
+//! Offline expansion (`offlineExpansion: evict`) against the real kube-apiserver + etcd: the
+//! agent runs as its service account with `rbac/` and `overlays/offline-expansion/`, and the
+//! server's own Eviction API (policy/v1) answers, PodDisruptionBudgets included. The
 //! test plays an offline CSI driver: it sets the claim's capacity and `FileSystemResizePending`
 //! and leaves the filesystem as it was (a remount would grow it), and the disruption controller
 //! (it writes the budget's status, which is all the Eviction API reads).
@@ -86,7 +86,7 @@ fn controller_done(c: &KubeCluster, name: &str, mi: u64) {
 }
 
 fn pdbs(c: &KubeCluster) -> Api<DynamicObject> {
-    let gvk = kube::api::GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget");
+    let gvk = kube::api::GroupVersionKind::gvk("policy", "v1", "PodDisruptionBudget");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "poddisruptionbudgets");
     Api::namespaced_with(c.admin.0.clone(), &c.ns, &ar)
 }
@@ -96,7 +96,7 @@ fn pdbs(c: &KubeCluster) -> Api<DynamicObject> {
 fn blocking_pdb(c: &KubeCluster, name: &str) {
     let api = pdbs(c);
     let pdb: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": name, "namespace": c.ns},
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": name}}},
     }))

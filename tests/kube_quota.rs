@@ -97,6 +97,8 @@ fn a_quota_cuts_the_step_then_blocks_without_a_403_and_growth_resumes_when_raise
 
     fill(&mount, 56 * MI);
     c.wait_capacity("data", 74 * MI);
+    // The server has the PATCH before the proxy logs it: the one counted below, waited for.
+    c.wait_resize_patches("data", 1);
     c.assert_one_event("data", "Resized", "Normal", "64Mi -> 74Mi");
     c.assert_one_event(
         "data",
@@ -142,6 +144,7 @@ fn a_quota_cuts_the_step_then_blocks_without_a_403_and_growth_resumes_when_raise
     // More quota: growth resumes with the full step.
     set_quota(&c, "storage", 200, None);
     c.wait_capacity("data", 90 * MI);
+    c.wait_resize_patches("data", 2);
     assert_eq!(c.resize_patches("data"), 2, "resize PATCHes");
     assert_eq!(refused(&c, "data"), 0, "403s");
 }
@@ -166,6 +169,10 @@ fn a_403_for_quota_the_agent_could_not_see_is_not_retried_every_scan() {
 
     fill(&mount, 56 * MI);
     c.wait_blocked("data", "quota_exhausted");
+    // The server writes a request's audit record after its answer: the 403, waited for.
+    wait_for(Duration::from_secs(10), "the 403 in the audit log", || {
+        (refused(&c, "data") >= 1).then_some(())
+    });
     // 4 s is over a dozen scans: the refusal is remembered, not retried each one.
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(refused(&c, "data"), 1, "{:?}", c.claim_writes("data"));

@@ -1,15 +1,16 @@
 //! Claims restored from a VolumeSnapshot or cloned from a claim, sized to their source by the
-//! claim admission webhook (issue 40, item 3), on the real kube-apiserver 1.20 + etcd with a
+//! claim admission webhook (issue 40, item 3), on the real kube-apiserver + etcd with a
 //! VolumeSnapshot CRD installed by the test: the server calls the agent's webhook (as
 //! tests/kube_webhook.rs sets it up, with `overlays/webhook/`'s RBAC as shipped) and stores the
 //! request it answers. No provisioner runs: what is checked is the size each claim is stored at,
 //! which is what external-provisioner compares with the snapshot's `restoreSize` or the source
 //! claim's capacity before it provisions.
 //!
-//! 1.20 has no `spec.dataSourceRef` (1.24+): the server drops it as an unknown field before
-//! admission, so a claim naming a snapshot of another namespace through it reaches the webhook
-//! with no source at all, and that is what is tested here; the webhook's own refusal to read
-//! another namespace's source is tested in src/webhook/source_tests.rs.
+//! A `spec.dataSourceRef` into another namespace reaches the webhook as written (mutating
+//! admission runs before the server drops fields of gates that are off), so the webhook's own
+//! refusal to read another namespace's source is shown here, on the server; with
+//! CrossNamespaceVolumeDataSource off (alpha, the default) the server then stores the claim
+//! without the reference.
 
 mod support {
     pub mod http;
@@ -243,8 +244,8 @@ fn restored_and_cloned_claims_are_born_at_their_sources_size() {
     );
     assert_eq!(member, 80 * MI);
     assert_eq!(answered("source_unknown"), Some(7.0));
-    // A snapshot of another namespace through dataSourceRef: 1.20 drops the field (see above),
-    // so the claim arrives with no source and is created as asked.
+    // A snapshot of another namespace through dataSourceRef: never read (no GET of it below),
+    // created as asked and counted as a source the webhook could not size.
     let other_ns = json!({"dataSourceRef": {
         "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "big", "namespace": "kube-system",
     }});
@@ -252,7 +253,12 @@ fn restored_and_cloned_claims_are_born_at_their_sources_size() {
         create_claim_with(&c, "cross", 64, policy.clone(), json!({}), other_ns),
         64 * MI
     );
-    assert_eq!(answered("as_requested"), Some(2.0));
+    assert_eq!(answered("source_unknown"), Some(8.0));
+    assert_eq!(answered("as_requested"), Some(1.0));
+    // Then the server drops the reference whole (CrossNamespaceVolumeDataSource is off): the
+    // claim is an empty volume, which its request fits.
+    let stored = c.get("cross").spec.expect("spec");
+    assert_eq!((stored.data_source_ref, stored.data_source), (None, None));
 
     // RBAC without volumesnapshots get: created as asked, counted; the grant restored, sized.
     let rules = overlay_docs("rbac.yaml")
@@ -272,7 +278,7 @@ fn restored_and_cloned_claims_are_born_at_their_sources_size() {
         (!agent_may_get_snapshots(&c)).then_some(())
     });
     assert_eq!(restore("refused", &policy, "big"), 64 * MI);
-    assert_eq!(answered("source_unknown"), Some(8.0));
+    assert_eq!(answered("source_unknown"), Some(9.0));
     set_webhook_rules(&c, rules);
     wait_for(Duration::from_secs(20), "the grant to be back", || {
         agent_may_get_snapshots(&c).then_some(())

@@ -2,13 +2,13 @@
 //! namespace, node, StorageClasses `fast`/`fixed` and kubelet root of real tmpfs volumes, on the
 //! server shared by the test binary) with the agent, as its service account, talking through a
 //! fault proxy ([`FaultProxy`]): pass-through until a test scripts a fault, and a log of every
-//! request the agent made. Fields of 1.34 the server lacks are scripted by the proxy
-//! ([`crate::support::kube::v1_34`]). The test plays the PV binder, the scheduler and the
+//! request the agent made. The test plays the PV binder, the scheduler and the
 //! kubelet + CSI driver, as in `kube_agent.rs`.
 #![allow(dead_code)]
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::kube::block;
 use super::kube::cluster::KubeCluster;
-use super::kube::proxy::FaultProxy;
+use super::kube::proxy::{FaultProxy, RequestRecord};
 use super::kube::server::{self, AGENT_TOKEN};
 use super::node::{Agent, AgentOpts, MI};
 
@@ -140,9 +140,7 @@ impl Cluster {
 
     /// A bound claim of `size_mi` MiB in `class` with `headroom.dev/<key>` annotations, changed
     /// by `edit` (status included: it is written through the status subresource, as the PV
-    /// controller and the resizer do), without a pod. What 1.20 cannot store goes to the proxy's
-    /// 1.34 mock: `status.allocatedResourceStatuses`, and with KEP-1790 on, a request above
-    /// `status.capacity` (see [`crate::support::kube::v1_34`]).
+    /// controller and the resizer do, `allocatedResourceStatuses` too), without a pod.
     pub fn pvc(
         &self,
         name: &str,
@@ -168,27 +166,12 @@ impl Cluster {
         let mut pvc = bound_pvc(ns, name, &pv, class, &format!("{size_mi}Mi"));
         annotate(&mut pvc, annotations);
         edit(&mut pvc);
-        let allocated = pvc
-            .status
-            .as_mut()
-            .and_then(|s| s.allocated_resource_statuses.take());
         let mut claim = serde_json::to_value(&pvc).expect("claim JSON");
         let status = claim["status"].take();
         let request = claim["spec"]["resources"]["requests"]["storage"]
             .as_str()
             .map(str::to_string);
         let capacity = status["capacity"]["storage"].as_str().map(str::to_string);
-        let bytes = |q: &Option<String>| {
-            q.as_deref()
-                .map(|q| headroom::quantity::parse(q).expect("quantity"))
-        };
-        if let (Some(r), Some(c)) = (&request, &capacity)
-            && bytes(&request) > bytes(&capacity)
-            && self.proxy.v1_34().features().recover_from_expansion_failure
-        {
-            self.proxy.v1_34().hold_request(ns, name, r, c);
-            claim["spec"]["resources"]["requests"]["storage"] = json!(c);
-        }
         let pv_size = capacity.or(request).expect("a size for the volume");
         self.create(json!({
             "apiVersion": "v1", "kind": "PersistentVolume",
@@ -205,12 +188,6 @@ impl Cluster {
         self.create(claim);
         if !status.is_null() {
             self.patch_status_in::<PersistentVolumeClaim>(ns, name, json!({ "status": status }));
-        }
-        if let Some(statuses) = allocated {
-            let statuses = serde_json::to_value(statuses).expect("statuses JSON");
-            self.proxy
-                .v1_34()
-                .allocated_resource_statuses(ns, name, statuses);
         }
     }
 
@@ -325,24 +302,25 @@ impl Cluster {
         })
     }
 
-    /// Claim `name` as the agent sees it (with the proxy's scripted 1.34 fields).
+    /// Claim `name` as the server has it.
     pub fn get(&self, name: &str) -> PersistentVolumeClaim {
-        let pvc = self.kube.get(name);
-        let mut v = serde_json::to_value(pvc).expect("claim JSON");
-        self.proxy.v1_34().apply(&mut v);
-        serde_json::from_value(v).expect("claim")
+        self.kube.get(name)
     }
 
     fn claim_patches(&self, name: &str, status: u16) -> Vec<String> {
+        self.claim_patches_in(&self.proxy.requests(), name, status)
+    }
+
+    /// Of the proxy's `log`, the bodies of PATCHes of claim `name` answered `status` that
+    /// carried a storage request.
+    fn claim_patches_in(&self, log: &[RequestRecord], name: &str, status: u16) -> Vec<String> {
         let path = format!(
             "/api/v1/namespaces/{}/persistentvolumeclaims/{name}",
             self.ns
         );
-        self.proxy
-            .requests()
-            .into_iter()
+        log.iter()
             .filter(|r| r.method == "PATCH" && r.path == path && r.status == status)
-            .filter_map(|r| r.body)
+            .filter_map(|r| r.body.clone())
             .filter(|b| b.contains("\"storage\""))
             .collect()
     }
@@ -354,6 +332,17 @@ impl Cluster {
 
     pub fn resize_patches(&self, name: &str) -> usize {
         self.claim_patches(name, 200).len()
+    }
+
+    /// Waits until the proxy's log holds at least `n` successful resize PATCHes of `name`, for a
+    /// test that saw the resize on the server and is about to count them (see
+    /// [`FaultProxy::wait_requests`]: the server has a request's effect before the proxy logs it).
+    pub fn wait_resize_patches(&self, name: &str, n: usize) {
+        self.proxy.wait_requests(
+            Duration::from_secs(10),
+            &format!("{n} successful resize PATCHes of {name}"),
+            |log| self.claim_patches_in(log, name, 200).len() >= n,
+        );
     }
 
     /// Resize PATCHes refused with 409 (a stale resourceVersion precondition).

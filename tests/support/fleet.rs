@@ -243,6 +243,27 @@ fn http_req(path: &str) -> ::http::Request<Vec<u8>> {
 
 /// The sum of the series of `name` in Prometheus text `text` whose line has every one of
 /// `labels` (none: every series of it).
+/// Watches open on the API server (`apiserver_longrunning_requests{verb="WATCH"}`: the
+/// `apiserver_registered_watchers` gauge of older servers is gone since 1.25), of claims when
+/// `claims_only`.
+pub fn open_watches(text: &str, claims_only: bool) -> f64 {
+    let claims: &[&str] = if claims_only {
+        &["verb=\"WATCH\"", "resource=\"persistentvolumeclaims\""]
+    } else {
+        &["verb=\"WATCH\""]
+    };
+    sum(text, "apiserver_longrunning_requests", claims)
+}
+
+/// Claim events the API server sent to watchers (`apiserver_watch_events_total`, by resource).
+pub fn claim_watch_events(text: &str) -> f64 {
+    sum(
+        text,
+        "apiserver_watch_events_total",
+        &["resource=\"persistentvolumeclaims\""],
+    )
+}
+
 pub fn sum(text: &str, name: &str, labels: &[&str]) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))

@@ -1,14 +1,15 @@
 //! Tests against a real kube-apiserver + etcd: the server ([`server`]) and a per-test slice of it
 //! ([`cluster`]) with its own namespace, node, StorageClasses and kubelet root of real tmpfs mounts;
-//! a fault proxy in front of it ([`proxy`]) and the fields of 1.34 it lacks, scripted ([`v1_34`]);
+//! a fault proxy in front of it ([`proxy`]) and the one rule of older servers it scripts
+//! ([`before_1790`]);
 //! the claim admission webhook's harness ([`webhook`]).
 #![allow(dead_code)]
 
 pub mod audit;
+pub mod before_1790;
 pub mod cluster;
 pub mod proxy;
 pub mod server;
-pub mod v1_34;
 pub mod webhook;
 
 use std::future::Future;

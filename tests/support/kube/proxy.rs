@@ -6,9 +6,8 @@
 //! stalls before a request reaches the server, and open watch streams closed at a chosen moment.
 //! Requests are logged twice, on arrival and when answered, for tests that count calls.
 //!
-//! Fields newer than the 1.20 server (`allocatedResourceStatuses`, KEP-1790, KEP-3751's
-//! VolumeAttributesClass fields) are scripted by
-//! [`super::v1_34`], applied to the answers passing through here.
+//! One rule of servers older than the ones tested, a lowered request refused before KEP-1790,
+//! is scripted per claim by [`super::before_1790`].
 //!
 //! The proxy runs on a thread and runtime of its own: a test that blocks its own thread never
 //! stalls the API its agent talks to.
@@ -36,8 +35,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
+use super::before_1790::Before1790;
 use super::server::Server;
-use super::v1_34::{self, V134};
 
 type Body = UnsyncBoxBody<Bytes, hyper::Error>;
 type Upstream = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -83,6 +82,9 @@ struct Faults {
     delay: Duration,
     /// (method, path fragment, delay): a stall for matching requests only.
     slow: Vec<(String, String, Duration)>,
+    /// The answer to `GET /version` instead of the real server's: a release that is not the
+    /// one running (older, newer, unreadable), which a real server cannot be made to report.
+    version: Option<Value>,
 }
 
 impl Faults {
@@ -118,7 +120,7 @@ struct Shared {
     faults: Mutex<Faults>,
     log: Mutex<Vec<RequestRecord>>,
     arrivals: Mutex<Vec<RequestRecord>>,
-    v134: Mutex<V134>,
+    before_1790: Mutex<Before1790>,
     /// Bumped by [`FaultProxy::drop_watches`]: every watch open at that moment ends.
     cut: watch::Sender<u64>,
     open_watches: AtomicUsize,
@@ -183,7 +185,7 @@ impl FaultProxy {
                             faults: Mutex::default(),
                             log: Mutex::default(),
                             arrivals: Mutex::default(),
-                            v134: Mutex::default(),
+                            before_1790: Mutex::default(),
                             cut: watch::channel(0).0,
                             open_watches: AtomicUsize::new(0),
                         });
@@ -225,6 +227,37 @@ impl FaultProxy {
     /// Requests answered so far (by the server or by a fault), in the order they were answered.
     pub fn requests(&self) -> Vec<RequestRecord> {
         lock(&self.shared.log).clone()
+    }
+
+    /// [`Self::requests`] once `done` holds of it, polled for up to `within`; panics with the log
+    /// when it does not. A request is logged only once the proxy has the server's answer: the
+    /// server has acted on it before that, so a test that saw the change on the server (a claim
+    /// grown, an Event created) can read the log a moment before the record lands, and on a
+    /// loaded machine it does. Such a test waits for the record here before counting.
+    pub fn wait_requests(
+        &self,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&[RequestRecord]) -> bool,
+    ) -> Vec<RequestRecord> {
+        let start = std::time::Instant::now();
+        loop {
+            let log = self.requests();
+            if done(&log) {
+                return log;
+            }
+            if start.elapsed() >= within {
+                let lines: Vec<String> = log
+                    .iter()
+                    .map(|r| format!("{} {}?{} -> {}", r.method, r.path, r.query, r.status))
+                    .collect();
+                panic!(
+                    "timed out after {within:?} waiting for {what} in the fault proxy's log:\n{}",
+                    lines.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Requests as they arrived, answered or not (`status` 0): a stalled request is in here and
@@ -287,14 +320,20 @@ impl FaultProxy {
         ));
     }
 
+    /// Answers `GET /version` with `info` (a `version.Info` as some server would send it).
+    pub fn report_version(&self, info: Value) {
+        lock(&self.shared.faults).version = Some(info);
+    }
+
     /// Ends every open watch stream cleanly: clients see the end of the stream and watch again.
     pub fn drop_watches(&self) {
         self.shared.cut.send_modify(|n| *n += 1);
     }
 
-    /// The kube-apiserver 1.34 fields scripted on claims passing through (see [`super::v1_34`]).
-    pub fn v1_34(&self) -> MutexGuard<'_, V134> {
-        lock(&self.shared.v134)
+    /// Claims on which the proxy refuses a lowered request as servers before KEP-1790 do (see
+    /// [`super::before_1790`]).
+    pub fn before_1790(&self) -> MutexGuard<'_, Before1790> {
+        lock(&self.shared.before_1790)
     }
 }
 
@@ -427,9 +466,12 @@ async fn forward(
     is_watch: bool,
 ) -> Response<Body> {
     let path = parts.uri.path();
-    let claims = v1_34::claims_path(path);
-    let scripted = claims.is_some() && lock(&shared.v134).scripts(claims.as_ref());
-    if scripted && let Some(refusal) = lock(&shared.v134).refuse(&parts.method, path, &body) {
+    let version = lock(&shared.faults).version.clone();
+    if let Some(info) = version.filter(|_| parts.method == hyper::Method::GET && path == "/version")
+    {
+        return json_response(200, &info);
+    }
+    if let Some(refusal) = lock(&shared.before_1790).refuse(&parts.method, path, &body) {
         return json_response(422, &refusal);
     }
     let uri = format!(
@@ -440,8 +482,7 @@ async fn forward(
     let mut up = Request::builder().method(parts.method.clone()).uri(uri);
     for (name, value) in &parts.headers {
         let n = name.as_str();
-        // An answer the proxy rewrites must come uncompressed.
-        if HOP_BY_HOP.contains(&n) || (scripted && n == "accept-encoding") {
+        if HOP_BY_HOP.contains(&n) {
             continue;
         }
         up = up.header(name, value);
@@ -461,20 +502,11 @@ async fn forward(
     for name in HOP_BY_HOP {
         head.headers.remove(*name);
     }
-    if scripted && head.status.is_success() {
-        lock(&shared.v134).written(&parts.method, path, &body);
+    if head.status.is_success() {
+        lock(&shared.before_1790).written(&parts.method, path, &body);
     }
     let body = if is_watch {
-        watch_body(shared, upstream, scripted)
-    } else if scripted {
-        head.headers.remove(hyper::header::CONTENT_LENGTH);
-        let bytes = upstream.collect().await.map(|c| c.to_bytes());
-        match bytes {
-            Ok(bytes) => full(lock(&shared.v134).rewrite(&bytes)),
-            Err(e) => {
-                return status_response(503, "ServiceUnavailable", &format!("{e}"));
-            }
-        }
+        watch_body(shared, upstream)
     } else {
         upstream.boxed_unsync()
     };
@@ -494,22 +526,16 @@ struct WatchState {
     open: OpenWatch,
     upstream: Incoming,
     cut: watch::Receiver<u64>,
-    /// A started event line, with `scripted`.
-    pending: Vec<u8>,
-    scripted: bool,
 }
 
 /// A watch answer streamed through until the server ends it or [`FaultProxy::drop_watches`]
-/// cuts it (a clean end of stream, as when a server closes a watch); with `scripted`, each event
-/// line goes through the 1.34 mock.
-fn watch_body(shared: &Arc<Shared>, upstream: Incoming, scripted: bool) -> Body {
+/// cuts it (a clean end of stream, as when a server closes a watch).
+fn watch_body(shared: &Arc<Shared>, upstream: Incoming) -> Body {
     shared.open_watches.fetch_add(1, Ordering::SeqCst);
     let state = WatchState {
         open: OpenWatch(shared.clone()),
         cut: shared.cut.subscribe(),
         upstream,
-        pending: Vec::new(),
-        scripted,
     };
     let frames = futures::stream::unfold(state, |mut s| async move {
         loop {
@@ -524,18 +550,8 @@ fn watch_body(shared: &Arc<Shared>, upstream: Incoming, scripted: bool) -> Body 
                     Err(_) => continue,
                 },
             };
-            let out = if s.scripted {
-                s.pending.extend_from_slice(&data);
-                let Some(end) = s.pending.iter().rposition(|b| *b == b'\n') else {
-                    continue;
-                };
-                let lines: Vec<u8> = s.pending.drain(..=end).collect();
-                lock(&s.open.0.v134).rewrite_lines(&lines)
-            } else {
-                data
-            };
-            if !out.is_empty() {
-                return Some((Ok(Frame::data(out)), s));
+            if !data.is_empty() {
+                return Some((Ok(Frame::data(data)), s));
             }
         }
     });

@@ -1,6 +1,7 @@
-//! A real kube-apiserver (1.20.2, built from Debian's `kubernetes` source package by
-//! `scripts/kube-apiserver.sh`) on etcd 3.4 (Debian's `etcd-server`), on free loopback ports, as
-//! controller-runtime's envtest runs one for Go controllers. No controller manager, scheduler or
+//! A real kube-apiserver on etcd, both from one Kubernetes release built from the Go module proxy
+//! by `scripts/kube-release.sh` (the releases tested are pinned in `scripts/kube-versions.sh`:
+//! `scripts/test.sh` runs these tests once on the oldest and again on the newest), on free
+//! loopback ports, as controller-runtime's envtest runs one for Go controllers. No controller manager, scheduler or
 //! kubelet: tests play those parts (binding claims, setting `status.capacity`, pod IPs).
 //!
 //! Authentication is a static token file: `admin` (system:masters) and the agent's service
@@ -44,33 +45,94 @@ rules:
   - level: Metadata
 "#;
 
-/// Where the API server binary is: `HEADROOM_KUBE_APISERVER`, else the per-machine cache that
-/// `scripts/kube-apiserver.sh` fills.
-pub fn apiserver_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("HEADROOM_KUBE_APISERVER") {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+/// One Kubernetes release's server binaries: a directory `scripts/kube-release.sh` printed.
+#[derive(Debug, Clone)]
+pub struct Release {
+    pub dir: PathBuf,
+    /// As the binary reports it, e.g. `v1.34.4`.
+    pub version: String,
+    /// The minor version, e.g. 34.
+    pub minor: u32,
+}
+
+impl Release {
+    pub fn apiserver(&self) -> PathBuf {
+        self.dir.join("kube-apiserver")
     }
-    let home = std::env::var_os("HOME")?;
-    let cache = std::env::var_os("HEADROOM_KUBE_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(&home).join(".cache/headroom"));
-    Some(cache.join("kube-apiserver-1.20.2")).filter(|p| p.is_file())
+    pub fn etcd(&self) -> PathBuf {
+        self.dir.join("etcd")
+    }
+}
+
+/// The release the tests run on: `HEADROOM_KUBE_RELEASE`, else the oldest tested release
+/// (`KUBE_OLDEST` in scripts/kube-versions.sh) in the per-machine cache `scripts/kube-release.sh`
+/// fills. `Err` says what is missing.
+pub fn release() -> Result<&'static Release, String> {
+    static RELEASE: OnceLock<Result<Release, String>> = OnceLock::new();
+    RELEASE
+        .get_or_init(find_release)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn find_release() -> Result<Release, String> {
+    let dir = match std::env::var_os("HEADROOM_KUBE_RELEASE") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let versions = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kube-versions.sh");
+            let text =
+                std::fs::read_to_string(&versions).map_err(|e| format!("{versions:?}: {e}"))?;
+            let oldest = text
+                .lines()
+                .find_map(|l| l.strip_prefix("KUBE_OLDEST="))
+                .ok_or_else(|| format!("no KUBE_OLDEST in {versions:?}"))?;
+            let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
+            let cache = std::env::var_os("HEADROOM_KUBE_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(&home).join(".cache/headroom"));
+            cache.join(format!("kube-{}", oldest.trim()))
+        }
+    };
+    let apiserver = dir.join("kube-apiserver");
+    if !apiserver.is_file() || !dir.join("etcd").is_file() {
+        return Err(format!(
+            "kube-apiserver and etcd in {} (run scripts/kube-release.sh, or ./scripts/test.sh)",
+            dir.display()
+        ));
+    }
+    let out = Command::new(&apiserver)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{}: {e}", apiserver.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .split_whitespace()
+        .find(|w| w.starts_with("v1."))
+        .ok_or_else(|| format!("{} --version said {text:?}", apiserver.display()))?
+        .to_string();
+    let minor = version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("{} --version said {text:?}", apiserver.display()))?;
+    Ok(Release {
+        dir,
+        version,
+        minor,
+    })
 }
 
 /// True when the real-server tests may run; with `CI` set a missing part fails the test.
 pub fn available(test: &str) -> bool {
     let mut missing = Vec::new();
-    if apiserver_binary().is_none() {
-        missing.push("kube-apiserver (run scripts/kube-apiserver.sh, or ./scripts/test.sh)");
-    }
-    if !Path::new("/usr/bin/etcd").is_file() {
-        missing.push("etcd (Debian package etcd-server)");
+    if let Err(why) = release() {
+        missing.push(why);
     }
     if !Path::new("/usr/bin/openssl").is_file() {
-        missing.push("openssl (Debian package openssl)");
+        missing.push("openssl (Debian package openssl)".to_string());
     }
     if !nix::unistd::geteuid().is_root() {
-        missing.push("root (the tests mount tmpfs volumes)");
+        missing.push("root (the tests mount tmpfs volumes)".to_string());
     }
     if missing.is_empty() {
         return true;
@@ -204,7 +266,7 @@ impl Server {
         let peer = free_port();
         let client = format!("http://127.0.0.1:{}", self.etcd_port);
         let peer = format!("http://127.0.0.1:{peer}");
-        let mut cmd = Command::new("/usr/bin/etcd");
+        let mut cmd = Command::new(release().expect("Kubernetes release").etcd());
         cmd.arg("--name=test")
             .arg(format!("--data-dir={}", self.dir.join("etcd").display()))
             .arg(format!("--listen-client-urls={client}"))
@@ -222,7 +284,7 @@ impl Server {
     /// Starts the API server (again, after [`Server::stop_apiserver`]) on the same port and
     /// waits until it is ready.
     pub fn start_apiserver(&self) {
-        let bin = apiserver_binary().expect("kube-apiserver binary");
+        let bin = release().expect("Kubernetes release").apiserver();
         let d = |f: &str| self.dir.join(f).display().to_string();
         let mut cmd = Command::new(bin);
         cmd.arg(format!(
@@ -231,8 +293,9 @@ impl Server {
         ))
         .arg("--bind-address=127.0.0.1")
         .arg("--advertise-address=127.0.0.1")
+        // No Service endpoints to keep: 1.37's default reconciler refuses a loopback address.
+        .arg("--endpoint-reconciler-type=none")
         .arg(format!("--secure-port={}", self.port))
-        .arg("--insecure-port=0")
         .arg(format!("--cert-dir={}", d("pki")))
         .arg(format!("--token-auth-file={}", d("tokens.csv")))
         .arg("--authorization-mode=RBAC")
@@ -257,7 +320,13 @@ impl Server {
 
     /// Kills the API server (SIGKILL: connections drop as in a crash); etcd keeps the data.
     pub fn stop_apiserver(&self) {
-        if let Some(mut c) = self.apiserver.lock().expect("apiserver lock").take() {
+        // A test that panicked while holding the lock (the server exiting at start) still stops it.
+        let held = self
+            .apiserver
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(mut c) = held {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -278,14 +347,18 @@ impl Server {
                 && let Ok(Some(status)) = c.try_wait()
             {
                 panic!(
-                    "kube-apiserver exited ({status}); see {}",
-                    self.dir.join("apiserver.log").display()
+                    "kube-apiserver {} exited ({status}); see {} (and {} for etcd)",
+                    release().map_or("?", |r| &r.version),
+                    self.dir.join("apiserver.log").display(),
+                    self.dir.join("etcd.log").display()
                 );
             }
             assert!(
                 start.elapsed() < within,
-                "kube-apiserver not ready within {within:?}; see {}",
-                self.dir.join("apiserver.log").display()
+                "kube-apiserver {} not ready within {within:?}; see {} (and {} for etcd)",
+                release().map_or("?", |r| &r.version),
+                self.dir.join("apiserver.log").display(),
+                self.dir.join("etcd.log").display()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
