@@ -200,7 +200,15 @@ fn status_lists_claims_by_namespace_selector_and_format() {
 
     // -n: one namespace, one LIST.
     c.proxy.clear_requests();
-    let table = stdout(&run(&kc, &["-n", "db"]));
+    let out = run(&kc, &["-n", "db"]);
+    let table = stdout(&out);
+    // The server's release on stderr, the table alone on stdout.
+    let said = String::from_utf8_lossy(&out.stderr);
+    let release = server::release().expect("release");
+    assert!(
+        said.contains(&format!("API server {} (tested", release.version)),
+        "{said}"
+    );
     let r = rows(&table);
     assert_eq!(names(&r), ["db/pg-main-1", "db/pg-main-1-wal"]);
     let data = &r[0].2;

@@ -18,6 +18,7 @@ mod owner;
 pub mod pgconn;
 pub mod samples;
 mod scan;
+mod server_version;
 pub mod shutdown;
 mod slim;
 #[cfg(test)]
@@ -226,6 +227,7 @@ pub async fn run(cfg: AgentConfig) -> Result<ExitCode, AgentError> {
     // Bound before anything else, like --listen: a port in use is a configuration error.
     let webhook_listener = bind_webhook(&cfg).await?;
     let client = build_client(&admin).await?;
+    server_version::read_and_say(&client, &admin).await;
     let mut world = start_watches(&cfg, &client, &admin).await?;
     // Served once the stores it reads (classes, the ConfigMap) have synced.
     let webhook = serve_webhook(&cfg, webhook_listener, &world, &client, &admin)?;

@@ -4,6 +4,7 @@
 //! view. `--policy` shows the effective policy instead ([`super::status_policy`]).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -89,12 +90,24 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, StatusError> {
             Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
             Format::Table => {
                 let logical = super::status_logical::rows(&claims, now);
+                say_server(&client).await;
                 render_table(&rows, now) + &super::status_logical::render(&logical)
             }
         })
     })?;
     super::output::emit(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The API server's release and how it stands against the releases headroom is tested on, on
+/// stderr as kubectl says its version skew, so the table on stdout stays one row per claim;
+/// nothing when it cannot be read within a few seconds (the claims are the answer).
+async fn say_server(client: &kube::Client) {
+    let read = tokio::time::timeout(Duration::from_secs(5), client.apiserver_version()).await;
+    if let Ok(Ok(info)) = read {
+        let v = crate::k8s::version::judge(&info.major, &info.minor, &info.git_version);
+        eprintln!("API server {v}");
+    }
 }
 
 async fn client(args: &StatusArgs) -> Result<(kube::Client, String), StatusError> {

@@ -12,6 +12,7 @@ pub mod roles;
 pub mod scope;
 pub mod source;
 pub mod state;
+pub mod version;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 

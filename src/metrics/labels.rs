@@ -170,6 +170,24 @@ impl LabelSet<1> for ClaimWatchLabels {
     }
 }
 
+/// The API server's release as the agent read it at start, and how it stands against the
+/// releases headroom is tested on (`tested`, `older`, `newer`, `unknown`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ApiServerLabels {
+    pub git_version: String,
+    pub support: &'static str,
+}
+
+impl LabelSet<2> for ApiServerLabels {
+    const NAMES: [&'static str; 2] = ["git_version", "support"];
+    fn values(&self) -> [Cow<'_, str>; 2] {
+        [
+            Cow::Borrowed(&self.git_version),
+            Cow::Borrowed(self.support),
+        ]
+    }
+}
+
 /// What became of one notification at one sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NotificationOutcome {

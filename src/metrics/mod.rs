@@ -25,9 +25,9 @@ pub(crate) mod tests;
 mod volume;
 
 use labels::{
-    ApiRequestLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels, Gauges, NotificationLabels,
-    NotificationOutcome, PendingEventLabels, PendingEventOutcome, ResizeLabels, ResizeResult,
-    VolumeLabels, WatchEventLabels, WatchLabels,
+    ApiRequestLabels, ApiServerLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels, Gauges,
+    NotificationLabels, NotificationOutcome, PendingEventLabels, PendingEventOutcome, ResizeLabels,
+    ResizeResult, VolumeLabels, WatchEventLabels, WatchLabels,
 };
 use volume::VolumeGauges;
 pub use volume::{is_shared, state_label};
@@ -239,6 +239,15 @@ impl Metrics {
 
     pub fn api_request(&self, verb: &'static str, code: u16) {
         self.api.requests.inc(&ApiRequestLabels { verb, code });
+    }
+
+    /// The API server's release, read once at start.
+    pub fn api_server(&self, git_version: &str, support: &'static str) {
+        let labels = ApiServerLabels {
+            git_version: git_version.to_string(),
+            support,
+        };
+        self.api.server.set(&labels, 1.0);
     }
 
     /// One claim evaluation that panicked.

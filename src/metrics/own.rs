@@ -4,8 +4,9 @@
 use prometheus::{Histogram, HistogramOpts};
 
 use super::labels::{
-    self, ApiRequestLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels, Counters, Gauges,
-    NotificationLabels, PendingEventLabels, PendingEventOutcome, WatchEventLabels, WatchLabels,
+    self, ApiRequestLabels, ApiServerLabels, ClaimWatchLabels, ConfigKey, ConfigKeyLabels,
+    Counters, Gauges, NotificationLabels, PendingEventLabels, PendingEventOutcome,
+    WatchEventLabels, WatchLabels,
 };
 use super::{Builder, MetricsError};
 
@@ -68,6 +69,7 @@ pub(super) struct Api {
     pub(super) watch_restarts: Counters<WatchLabels, 1>,
     pub(super) watch_events: Counters<WatchEventLabels, 1>,
     pub(super) claim_watches: Gauges<ClaimWatchLabels, 1>,
+    pub(super) server: Gauges<ApiServerLabels, 2>,
 }
 
 impl Api {
@@ -92,6 +94,11 @@ impl Api {
                 b,
                 "headroom_claim_watches",
                 "Claim watches held, by kind: a claim mounted here, a selector of their peers, a whole namespace.",
+            )?,
+            server: Gauges::new(
+                b,
+                "headroom_api_server_info",
+                "1 for the API server's release as read at start (GET /version), with how it stands against the releases headroom is tested on: tested, older, newer or unknown.",
             )?,
         };
         for resource in labels::watched::ALL {
