@@ -37,14 +37,18 @@ pub(super) async fn read(client: &Client, driver: &str, timeout: Duration) -> Po
     let api: Api<CSIStorageCapacity> = Api::all(client.clone());
     let pages = async {
         let mut items = Vec::new();
-        let mut params = ListParams::default()
+        let first = ListParams::default()
             .labels(&format!("{DRIVER_LABEL}={driver}"))
             .limit(PAGE);
+        // No resourceVersion=0 (the watch cache): a cached list ignores `limit`, and the
+        // answer's size, bounded by pages, is what a node's cost must not take from the
+        // cluster's size. A continued page carries its token.
+        let mut params = first.clone();
         for _ in 0..PAGES {
             let list = api.list(&params).await?;
             items.extend(list.items);
             match list.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
+                Some(token) => params = first.clone().continue_token(&token),
                 None => break,
             }
         }
