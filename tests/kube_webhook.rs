@@ -29,7 +29,7 @@ use support::kube::block;
 use support::kube::cluster::{CNPG_GROUP_POLICY, KubeCluster, POLICY, annotation};
 use support::kube::server;
 use support::kube::webhook::{
-    agent_calls, ca_bundle, configure, configure_all, create_claim, delete_secret,
+    agent_calls, ca_bundle, configure, configure_all, create_claim, delete_secret, dry_run_request,
     headroom_annotations, secret, serving_agent, wait_serving, webhook_args, webhook_cluster,
 };
 use support::node::{MI, fill, request_of, wait_for};
@@ -313,6 +313,11 @@ fn two_agents_started_together_end_with_one_secret_and_one_ca_bundle() {
     );
     let bundle = ca_bundle(&c);
     configure(&c, p2, bundle.as_deref());
+    wait_for(
+        Duration::from_secs(20),
+        "the new configuration in effect",
+        || (dry_run_request(&c, 64, policy.clone(), cnpg.clone()) == 96 * MI).then_some(()),
+    );
     assert_eq!(create_claim(&c, "pg-3-wal", 64, policy, cnpg), 96 * MI);
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
@@ -206,6 +206,30 @@ pub fn create_claim_with(
     }
     let pvc = serde_json::from_value(c.create(claim)).expect("claim");
     request_of(&pvc)
+}
+
+/// The request a claim would be stored at, asked with a dry-run CREATE: admission (the webhook,
+/// whose `sideEffects` is None) runs and nothing is stored. A test that has just changed the
+/// webhook configuration waits on this: the API server picks a new configuration up from its
+/// watch a moment after the write, and with `failurePolicy: Ignore` a claim created before then
+/// is stored as asked.
+pub fn dry_run_request(c: &KubeCluster, size_mi: u64, annotations: Value, labels: Value) -> u64 {
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "dry-run-probe", "namespace": c.ns, "annotations": annotations, "labels": labels},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": c.fast,
+            "resources": {"requests": {"storage": format!("{size_mi}Mi")}},
+        },
+    }))
+    .expect("claim");
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(c.admin.0.clone(), &c.ns);
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let stored = block(async move { api.create(&params, &claim).await.expect("dry-run create") });
+    request_of(&stored)
 }
 
 /// The agent's requests of `resource` with `verb` anywhere, from the audit log (the Secret lives
