@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use headroom::decide::GrowKind;
 use headroom::decide::VolumeRole;
+use headroom::decide::pool::PoolView;
 use headroom::decide::quota::{QuotaLine, QuotaView};
 use headroom::metrics::Metrics;
 use headroom::metrics::labels::{NotificationOutcome, ResizeResult, VolumeLabels};
@@ -132,6 +133,14 @@ fn exported() -> BTreeSet<String> {
         }],
         false,
     );
+    // A claim carved from a pool its driver publishes for this node.
+    data.pool = Some(PoolView {
+        class: "topolvm-provisioner".into(),
+        segment: "topology.topolvm.io/node=node-a".into(),
+        source: "CSIStorageCapacity kube-system/csisc-1".into(),
+        free_bytes: 200 << 30,
+        max_volume_bytes: None,
+    });
     m.observe_scan(
         &[
             data,
@@ -149,6 +158,7 @@ fn exported() -> BTreeSet<String> {
         ResizeResult::Success,
     );
     m.api_request("patch", 200);
+    m.api_server("v1.34.4", "tested");
     m.notifications("team", NotificationOutcome::Sent, 1);
     m.watch_restart("pods");
     m.kubelet_disagreement(
