@@ -30,6 +30,7 @@ use headroom::k8s::state::{self, StatusAnnotation};
 use headroom::policy::merge::{CentralPolicy, parse_configmap};
 use headroom::policy::{Mode, Policy};
 use headroom::probe::{Volume, VolumeClass, VolumeMode};
+use headroom::resolve::pool::PoolRead;
 use headroom::resolve::{KubeletVolume, Subject, evaluate};
 use headroom_fuzz::{map_of, number, records, value};
 use jiff::{SignedDuration, Timestamp};
@@ -268,6 +269,8 @@ fuzz_target!(|data: &[u8]| {
         quota_refused: false,
         eviction_refused: None,
         owner: None,
+        node_object: None,
+        pool: &PoolRead::NotRead,
     };
     let e = evaluate(&s, wal, now);
     assert!(
