@@ -113,15 +113,10 @@ fn cut_block_resume(
     assert_eq!(c.resize_patches("data"), 1, "resize PATCHes");
     c.assert_one_event("data", "PoolExhausted", "Warning", "has 0 free");
     c.assert_one_event("data", "PoolExhausted", "Warning", "the grow needs 16Mi");
-    let blocked = support::http::metric(
-        port,
-        "headroom_volume_resize_blocked",
-        &[
-            "persistentvolumeclaim=\"data\"",
-            "reason=\"pool_exhausted\"",
-        ],
+    assert_eq!(
+        support::http::blocked_metric(port, "data", "pool_exhausted"),
+        Some(1.0)
     );
-    assert_eq!(blocked, Some(1.0));
     let free_metric = support::http::claim_metric(port, "headroom_volume_pool_free_bytes", "data");
     assert_eq!(free_metric, Some(0.0));
     let pool = c.status_field("data", "pool").expect("pool in the status");

@@ -129,15 +129,10 @@ fn a_quota_cuts_the_step_then_blocks_without_a_403_and_growth_resumes_when_raise
         .status_field("data", "quota")
         .expect("quota in the status");
     assert!(left.contains("\"leftBytes\":0"), "{left}");
-    let blocked = support::http::metric(
-        port,
-        "headroom_volume_resize_blocked",
-        &[
-            "persistentvolumeclaim=\"data\"",
-            "reason=\"quota_exhausted\"",
-        ],
+    assert_eq!(
+        support::http::blocked_metric(port, "data", "quota_exhausted"),
+        Some(1.0)
     );
-    assert_eq!(blocked, Some(1.0));
     let left = support::http::claim_metric(port, "headroom_volume_quota_left_bytes", "data");
     assert_eq!(left, Some(0.0));
 

@@ -50,6 +50,13 @@ pub fn claim_metric(port: u16, metric: &str, claim: &str) -> Option<f64> {
     line.rsplit(' ').next()?.parse().ok()
 }
 
+/// `headroom_volume_resize_blocked` of `claim` for `reason` (1 while that reason holds it).
+pub fn blocked_metric(port: u16, claim: &str, reason: &str) -> Option<f64> {
+    let claim = format!("persistentvolumeclaim=\"{claim}\"");
+    let reason = format!("reason=\"{reason}\"");
+    metric(port, "headroom_volume_resize_blocked", &[&claim, &reason])
+}
+
 /// The value of the first series of `metric` whose line contains every one of `labels` (none:
 /// the unlabelled series, e.g. a histogram's `_count`).
 pub fn metric(port: u16, metric: &str, labels: &[&str]) -> Option<f64> {
